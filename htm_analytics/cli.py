@@ -1,0 +1,112 @@
+"""The ``htm-analytics`` command line: thin wrappers over the store and analysis helpers."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+import pandas as pd
+
+from .errors import HTMError
+from .store import LongTermMemory
+
+__all__ = ["main", "cli"]
+
+
+
+def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Shared ``--table/--csv/--json`` options: how a command prints its DataFrame."""
+
+    @click.option("--table", "fmt", flag_value="table", default=True,
+                  help="Print an aligned table (default).")
+    @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+    @click.option("--json", "fmt", flag_value="json", help="Print a JSON array of objects.")
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return command(*args, **kwargs)
+
+    return wrapper
+
+
+def emit(frame: pd.DataFrame, fmt: str) -> None:
+    """Print ``frame`` as a table, CSV or JSON."""
+    if fmt == "csv":
+        click.echo(frame.to_csv(index=False), nl=False)
+    elif fmt == "json":
+        click.echo(frame.to_json(orient="records", date_format="iso", indent=2))
+    else:
+        click.echo(frame.to_string(index=False) if len(frame) else "(no rows)")
+
+
+def _open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
+    return LongTermMemory(ctx.obj["db"], cache_size=0, **options)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", envvar=None, default=None, metavar="URL",
+              help="PostgreSQL URL. Default: HTM_DBURL, HTM_DATABASE__URL or DATABASE_URL, "
+                   "else the embedded server.")
+@click.version_option(package_name="htm-analytics")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """Explore, tune and report on the long-term memory of HTM robots."""
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db
+
+
+@cli.command("init-db")
+@click.pass_context
+def init_db(ctx: click.Context) -> None:
+    """Create the extensions and the memory schema (safe to run again)."""
+    with _open_store(ctx) as store:
+        applied = store.server_info["migrations_applied"]
+        click.echo(f"database: {store.url}")
+        click.echo(f"PostgreSQL {store.server_info['server_version']}, "
+                   f"pgvector {store.server_info['pgvector_version']}, "
+                   f"pg_trgm {store.server_info['pg_trgm_version']}")
+        click.echo(f"schema version {store.server_info['schema_version']}: "
+                   + (f"applied migrations {applied}" if applied else "already up to date"))
+
+
+@cli.command()
+@click.option("--indexes/--no-indexes", default=True, help="Also list the indexes.")
+@output_options
+@click.pass_context
+def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
+    """Server and extension versions, table row counts and indexes."""
+    with _open_store(ctx, init_schema=False) as store:
+        info = store.server_info
+        if fmt == "table":
+            click.echo(f"database:   {store.url}")
+            click.echo(f"postgresql: {info['server_version']}")
+            click.echo(f"pgvector:   {info['pgvector_version']}")
+            click.echo(f"pg_trgm:    {info['pg_trgm_version']}")
+            click.echo(f"schema:     version {info['schema_version']}\n")
+        emit(store.table_counts(), fmt)
+        if indexes:
+            if fmt == "table":
+                click.echo("")
+            columns = ["table", "index", "method", "is_unique", "size_bytes"]
+            emit(store.index_list()[columns], fmt)
+
+
+def main() -> None:
+    """Entry point: run the CLI, turning library errors into one clear line and exit code 1."""
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except HTMError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+

