@@ -587,8 +587,14 @@ class LongTermMemory:
 
     def _search_settings(self, cur: psycopg.Cursor[Any], *, ef_search: int,
                          filtered: bool) -> None:
-        """Per-transaction HNSW settings: ``SET LOCAL`` never leaks to pooled connections."""
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef_search),))
+        """Per-transaction HNSW settings: ``SET LOCAL`` never leaks to pooled connections.
+
+        Sequential scans are disabled too: the planner under-costs scans of TOASTed vectors
+        (every padded 2000-d vector is TOASTed), and picks an exact scan + sort that reads
+        every vector, 30k rows in, instead of the HNSW index.
+        """
+        cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
+                    "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
         if filtered and self.supports_iterative_scan:
             cur.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
 
@@ -1084,7 +1090,8 @@ class LongTermMemory:
             Drop the vector, full-text and trigram indexes of ``nodes`` before loading and
             rebuild them after, which is far faster than updating an HNSW index row by row.
             The default does so when the batch is larger than the table. The rebuild happens
-            inside the transaction and blocks other writers meanwhile.
+            inside the transaction and blocks other writers meanwhile. ``query_timeout`` does
+            not apply to bulk loads.
 
         Returns
         -------
@@ -1099,6 +1106,7 @@ class LongTermMemory:
             return pd.DataFrame({"node_id": pd.Series(dtype="int64"),
                                  "is_new": pd.Series(dtype="bool")})
         with self._transaction() as cur:
+            _lift_statement_timeout(cur)
             robot_ids = _find_or_create_robots(cur, rows.robot_names, rows.remembered_at)
             if defer_indexes is None:
                 existing = cur.execute("SELECT reltuples::bigint AS n FROM pg_class "
@@ -1316,7 +1324,8 @@ class LongTermMemory:
         adds a partial expression index ``idx_nodes_embedding_<d>`` on
         ``subvector(embedding, 1, d)::vector(d)`` for rows with ``embedding_dimension = d``.
         The seed tables and index are untouched; :meth:`search` and RRF hybrid search use the
-        native index automatically for query vectors of that dimension.
+        native index automatically for query vectors of that dimension. ``query_timeout``
+        does not apply to the build.
 
         Returns
         -------
@@ -1332,6 +1341,7 @@ class LongTermMemory:
             raise ValidationError(f"must be at least 2 * m = {2 * m}", field="ef_construction")
         name = f"idx_nodes_embedding_{dimension}"
         with self._transaction() as cur:
+            _lift_statement_timeout(cur)
             cur.execute(_native_index_sql(dimension, m, ef_construction, name))
         self._native_dimensions.add(dimension)
         self._cache.clear()
@@ -1373,6 +1383,11 @@ def _ensure_tags(cur: psycopg.Cursor[dict[str, Any]], names: list[str]) -> dict[
     # A new statement: its snapshot sees tags that concurrent writers committed meanwhile.
     rows = cur.execute(_TAG_IDS, {"names": names}).fetchall()
     return {r["name"]: int(r["id"]) for r in rows}
+
+
+def _lift_statement_timeout(cur: psycopg.Cursor[Any]) -> None:
+    # Bulk loads and index builds are maintenance, not queries: query_timeout does not apply.
+    cur.execute("SELECT set_config('statement_timeout', '0', true)")
 
 
 def _lock_robot_name(cur: psycopg.Cursor[Any], name: str) -> None:

@@ -1,0 +1,178 @@
+"""Bulk loading, and a 30k-row load of the real corpus with its index plans."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import psycopg
+import pytest
+
+from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics.datasets import normalize_tag, read_corpus, read_dev_queries
+
+
+def test_bulk_add_deduplicates_like_add(ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    ltm.add(content="already here", robot_id=ltm.register_robot("a"))
+    when = [dt.datetime(2026, 1, d, tzinfo=dt.timezone.utc) for d in (1, 2, 3, 4)]
+    result = ltm.bulk_add(["already here", "new one", "new one", "new one"],
+                          robots=["a", "a", "a", "b"], remembered_at=when,
+                          tags=[["x:y"], [], ["z"], ["z"]],
+                          embeddings=np.eye(4, dtype=np.float32))
+    assert result["is_new"].tolist() == [False, True, False, False]
+    assert result["node_id"].nunique() == 2
+    earlier = db.execute("SELECT first_remembered_at FROM robot_nodes WHERE id = 1"
+                         ).fetchone()[0]
+    # An imported older remember counts, but never moves last_remembered_at backwards.
+    assert db.execute("""SELECT r.name, n.content, rn.remember_count, rn.first_remembered_at,
+                                rn.last_remembered_at
+                         FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
+                         JOIN nodes n ON n.id = rn.node_id ORDER BY 1, 2""").fetchall() == [
+        ("a", "already here", 2, earlier, earlier),
+        ("a", "new one", 2, when[1], when[2]),
+        ("b", "new one", 1, when[3], when[3]),
+    ]
+    assert db.execute("SELECT created_at, embedding_dimension FROM nodes "
+                      "WHERE content = 'new one'").fetchone() == (when[1], 4)
+    assert ltm.get_node_tags(int(result["node_id"][1])) == ["z"]
+    assert ltm.get_node_tags(int(result["node_id"][0])) == ["x", "x:y"]
+    assert db.execute("SELECT count(*) FROM memory_events WHERE kind = 'remember'"
+                      ).fetchone() == (5,)
+
+
+def test_bulk_add_rejects_bad_rows_and_writes_nothing(ltm: LongTermMemory,
+                                                      db: psycopg.Connection) -> None:
+    with pytest.raises(ValidationError, match=r"contents\[1\]"):
+        ltm.bulk_add(["fine", "  "], robots="r")
+    with pytest.raises(ValidationError, match=r"tags\[0\]"):
+        ltm.bulk_add(["fine"], robots="r", tags=[["Not Valid"]])
+    with pytest.raises(ValidationError, match="row 1"):
+        ltm.bulk_add(["a", "b"], robots="r", embeddings=np.array([[1.0, 0], [0, 0]]))
+    with pytest.raises(ValidationError, match="one entry per content"):
+        ltm.bulk_add(["a", "b"], robots=["r"])
+    assert db.execute("SELECT (SELECT count(*) FROM nodes) + (SELECT count(*) FROM robots)"
+                      ).fetchone() == (0,)
+
+
+def test_bulk_add_with_deferred_indexes_rebuilds_them(ltm: LongTermMemory,
+                                                      db: psycopg.Connection) -> None:
+    before = db.execute("SELECT indexname, indexdef FROM pg_indexes "
+                        "WHERE tablename = 'nodes' ORDER BY 1").fetchall()
+    vectors = np.random.default_rng(1).normal(size=(50, 8)).astype(np.float32)
+    ltm.bulk_add([f"row {i}" for i in range(50)], robots="r", embeddings=vectors,
+                 defer_indexes=True)
+    after = db.execute("SELECT indexname, indexdef FROM pg_indexes "
+                       "WHERE tablename = 'nodes' ORDER BY 1").fetchall()
+    assert after == before
+    assert ltm.search(embedding=vectors[3], limit=1)[0]["content"] == "row 3"
+
+
+def test_normalize_tag() -> None:
+    assert normalize_tag("devel:lang:c++") == "devel:lang:cpp"
+    assert normalize_tag("implemented-in:TODO") is None
+    assert normalize_tag("Works-With:Foo Bar") == "works-with:foo-bar"
+
+
+@pytest.fixture(scope="module")
+def corpus_store(server_url: str) -> object:
+    """30,000 corpus rows loaded once for this module, in their own database."""
+    import uuid
+
+    from psycopg import sql
+
+    from conftest import TEMPLATE, _with_database
+
+    name = f"htm_corpus_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
+            sql.Identifier(name), sql.Identifier(TEMPLATE)))
+    frame, vectors = read_corpus(rows=30_000)
+    store = LongTermMemory(_with_database(server_url, name))
+    result = store.bulk_add(frame["content"].tolist(), robots=frame["maintainer"].tolist(),
+                            embeddings=vectors, tags=frame["tags"].tolist())
+    store.create_native_index(384)
+    yield store, frame, vectors, result
+    store.close()
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def plan(store: LongTermMemory, statement: str, params: object = None) -> str:
+    """The plan of a statement under the settings the store's searches use."""
+    with store._transaction() as cur:
+        cur.execute("ANALYZE nodes")
+        store._search_settings(cur, ef_search=40, filtered=False)
+        rows = cur.execute("EXPLAIN " + statement, params).fetchall()
+    return "\n".join(r["QUERY PLAN"] for r in rows)
+
+
+@pytest.mark.slow
+def test_corpus_load_counts(corpus_store: tuple) -> None:
+    store, frame, _, result = corpus_store
+    distinct = frame["content"].str.strip().nunique()
+    counts = store.table_counts().set_index("table")["rows"]
+    assert counts["nodes"] == distinct == int(result["is_new"].sum())
+    assert counts["robots"] == frame["maintainer"].nunique()
+    assert counts["memory_events"] == 30_000
+    pairs = frame.assign(content=frame["content"].str.strip()).drop_duplicates(
+        ["maintainer", "content"])
+    assert counts["robot_nodes"] == len(pairs)
+
+
+@pytest.mark.slow
+def test_corpus_searches_use_the_indexes(corpus_store: tuple) -> None:
+    store, _, vectors, _ = corpus_store
+    padded = np.zeros(2000, dtype=np.float32)
+    padded[:384] = vectors[0]
+    assert "idx_nodes_embedding " in plan(
+        store, "SELECT id FROM nodes n WHERE n.embedding IS NOT NULL "
+               "ORDER BY n.embedding <=> %s LIMIT 10", (padded,)) + " "
+    assert "idx_nodes_embedding_384" in plan(
+        store, "SELECT id FROM nodes n WHERE n.embedding_dimension = 384 ORDER BY "
+               "(subvector(n.embedding, 1, 384)::vector(384)) <=> %s LIMIT 10", (vectors[0],))
+    assert "idx_nodes_content_gin" in plan(
+        store, "SELECT id FROM nodes n, (SELECT plainto_tsquery('english', 'python library') "
+               "AS q) tsq WHERE to_tsvector('english', n.content) @@ q")
+    assert "idx_nodes_content_trgm" in plan(
+        store, "SELECT id FROM nodes n WHERE 'pyhton libary' <% n.content")
+
+
+@pytest.mark.slow
+def test_corpus_vector_recall_is_real(corpus_store: tuple) -> None:
+    """Titles find their package description through both indexes, as on production data."""
+    store, frame, _, _ = corpus_store
+    queries, query_vectors = read_dev_queries()
+    content_of_row = dict(zip(frame["row"], frame["content"].str.strip()))
+    chosen = [i for i, row in enumerate(queries["row"]) if row in content_of_row][:200]
+    assert len(chosen) >= 100
+
+    def recall(pad: bool) -> float:
+        hits = 0
+        for i in chosen:
+            vector = query_vectors[i]
+            if pad:  # a 2000-d query vector: the seed index, not the native one
+                vector = np.concatenate([vector, np.zeros(1616, dtype=np.float32)])
+                rows = store._vector_search(vector, 2000, 10, None)
+            else:
+                rows = store.search(embedding=vector, limit=10)
+            hits += content_of_row[queries["row"][i]] in {r["content"] for r in rows}
+        return hits / len(chosen)
+
+    native, padded = recall(pad=False), recall(pad=True)
+    print(f"recall@10 on {len(chosen)} dev queries: native {native:.3f}, padded {padded:.3f}")
+    assert native > 0.6 and padded > 0.6  # dense MiniLM recall@10 is about 0.78 here
+
+
+@pytest.mark.slow
+def test_corpus_hybrid_and_tag_queries(corpus_store: tuple) -> None:
+    store, frame, vectors, _ = corpus_store
+    rows = store.search_hybrid(query="python library for parsing xml", embedding=vectors[0],
+                               fusion="rrf", limit=10)
+    assert len(rows) == 10 and all(r["rrf_score"] > 0 for r in rows)
+    tagged = store.nodes_by_topic("devel:lang", limit=5)
+    assert len(tagged) == 5
+    for node in tagged:
+        assert any(t == "devel:lang" or t.startswith("devel:lang:")
+                   for t in store.get_node_tags(node["id"]))
+    popular = store.popular_tags(limit=5)
+    assert popular[0]["usage_count"] >= popular[-1]["usage_count"]

@@ -1,0 +1,48 @@
+"""The command line, run in-process, and the docs that must mention every command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from htm_analytics.cli import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_init_db_then_status(empty_database_url: str) -> None:
+    runner = CliRunner()
+    first = runner.invoke(cli, ["--db", empty_database_url, "init-db"])
+    assert first.exit_code == 0, first.output
+    assert "applied migrations [1, 2]" in first.output
+    again = runner.invoke(cli, ["--db", empty_database_url, "init-db"])
+    assert "already up to date" in again.output
+    status = runner.invoke(cli, ["--db", empty_database_url, "status"])
+    assert status.exit_code == 0, status.output
+    assert "pgvector:   0.8" in status.output and "idx_nodes_embedding" in status.output
+    as_json = runner.invoke(cli, ["--db", empty_database_url, "status", "--json",
+                                  "--no-indexes"])
+    assert {row["table"]: row["rows"] for row in json.loads(as_json.output)}["nodes"] == 0
+    as_csv = runner.invoke(cli, ["--db", empty_database_url, "status", "--csv", "--no-indexes"])
+    assert as_csv.output.splitlines()[0] == "table,rows"
+
+
+def test_errors_are_one_line_without_password() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "htm_analytics", "--db",
+         "postgresql://u:hunter2@127.0.0.1:1/x?connect_timeout=2", "status"],
+        capture_output=True, text=True)
+    assert result.returncode == 1
+    assert result.stderr.startswith("Error: could not talk to postgresql://u:***@")
+    assert "hunter2" not in result.stderr + result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_readme_mentions_every_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    for name in cli.commands:
+        assert f"htm-analytics {name}" in readme, name

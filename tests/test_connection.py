@@ -1,0 +1,84 @@
+"""Choosing the database, connection failures, timeouts and error translation."""
+
+from __future__ import annotations
+
+import pytest
+
+from htm_analytics import (
+    DatabaseConnectionError,
+    LongTermMemory,
+    QueryTimeoutError,
+    ValidationError,
+    mask_url,
+    resolve_database_url,
+)
+
+
+def test_environment_variables_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DATABASE_URL", "postgresql://c@host/c")
+    assert resolve_database_url() == "postgresql://c@host/c"
+    monkeypatch.setenv("HTM_DATABASE__URL", "postgresql://b@host/b")
+    assert resolve_database_url() == "postgresql://b@host/b"
+    monkeypatch.setenv("HTM_DBURL", "postgresql://a@host/a")
+    assert resolve_database_url() == "postgresql://a@host/a"
+
+
+def test_mapping_config_like_the_reference() -> None:
+    url = resolve_database_url({"host": "db.example", "port": 5433, "dbname": "htm",
+                                "user": "robot", "password": "s3cret", "sslmode": "require"})
+    assert "host=db.example" in url and "port=5433" in url and "sslmode=require" in url
+
+
+@pytest.mark.parametrize("url, expected", [
+    ("postgresql://robot:s3cret@db.example:5432/htm",
+     "postgresql://robot:***@db.example:5432/htm"),
+    ("host=db password=s3cret user=robot", "host=db password=*** user=robot"),
+    ("host=db password='s3 cret' user=robot", "host=db password=*** user=robot"),
+    ("postgresql:///htm?host=/tmp", "postgresql:///htm?host=/tmp"),
+])
+def test_mask_url_hides_passwords(url: str, expected: str) -> None:
+    assert mask_url(url) == expected
+
+
+def test_bad_urls_and_configs_are_validation_errors() -> None:
+    with pytest.raises(ValidationError):
+        resolve_database_url("not a url = = =")
+    with pytest.raises(ValidationError):
+        resolve_database_url(42)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError):
+        resolve_database_url("   ")
+
+
+def test_unreachable_server_names_the_masked_url_and_what_to_try() -> None:
+    url = "postgresql://robot:topsecret@127.0.0.1:1/htm?connect_timeout=2"
+    with pytest.raises(DatabaseConnectionError) as info:
+        LongTermMemory(url)
+    message = str(info.value)
+    assert "robot:***@127.0.0.1:1" in message and "topsecret" not in message
+    assert "HTM_DBURL" in message
+
+
+def test_statement_timeout_raises_a_typed_error(database_url: str) -> None:
+    with LongTermMemory(database_url, query_timeout=100) as ltm:
+        with pytest.raises(QueryTimeoutError) as info:
+            ltm._fetch("SELECT pg_sleep(2)")
+        assert info.value.sqlstate == "57014"
+        assert isinstance(info.value, TimeoutError)
+        assert ltm._fetch("SHOW statement_timeout") == [{"statement_timeout": "100ms"}]
+        # The pool recovered: the next statement works.
+        assert ltm.exists(1) is False
+
+
+def test_pool_connections_run_in_utc(ltm: LongTermMemory) -> None:
+    assert ltm._fetch("SHOW TimeZone") == [{"TimeZone": "UTC"}]
+
+
+def test_closed_store_refuses_work(database_url: str) -> None:
+    from htm_analytics import DatabaseError
+    ltm = LongTermMemory(database_url)
+    ltm.close()
+    ltm.close()  # idempotent
+    with pytest.raises(DatabaseError, match="closed"):
+        ltm.exists(1)
