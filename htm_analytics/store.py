@@ -657,18 +657,18 @@ class LongTermMemory:
             distance = sql.SQL("n.embedding <=> %(q)s")
             params["q"] = vector
             where = sql.SQL("n.embedding IS NOT NULL")
-        if frame:
-            params["start"], params["end"] = frame
-            where = sql.SQL("{}{}").format(where, sql.SQL(_TIMEFRAME))
+        where = sql.SQL("{}{}").format(where, sql.SQL(_bind_timeframe(params, frame)))
         statement = sql.SQL("""
             SELECT {columns}, 1 - ({distance}) AS similarity
             FROM nodes n WHERE {where}
             ORDER BY {distance} LIMIT %(limit)s""").format(
             columns=sql.SQL(_SEARCH_COLUMNS), distance=distance, where=where)
         with self._transaction() as cur:
-            self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, limit),
-                                  filtered=frame is not None)
-            rows = cur.execute(statement, params).fetchall()
+            with cur.connection.pipeline():  # settings and query in one round trip
+                self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, limit),
+                                      filtered=frame is not None)
+                cur.execute(statement, params)
+            rows = cur.fetchall()
         if frame:  # relaxed_order may return neighbours slightly out of order
             rows.sort(key=lambda r: -r["similarity"])
         return rows
@@ -708,10 +708,7 @@ class LongTermMemory:
         tsquery = _tsquery(match)
         key = ("search_fulltext", query, limit, frame, match)
         params: dict[str, Any] = {"query": query, "limit": limit}
-        where = ""
-        if frame:
-            params["start"], params["end"] = frame
-            where = _TIMEFRAME
+        where = _bind_timeframe(params, frame)
         statement = f"""
             SELECT {_SEARCH_COLUMNS}, ts_rank(to_tsvector('english', n.content), q) AS rank
             FROM nodes n, (SELECT {tsquery} AS q) AS tsq
@@ -768,10 +765,7 @@ class LongTermMemory:
         else:
             raise ValidationError(f"must be 'word' or 'whole', got {method!r}", field="method")
         params: dict[str, Any] = {"query": query, "limit": limit}
-        where = ""
-        if frame:
-            params["start"], params["end"] = frame
-            where = _TIMEFRAME
+        where = _bind_timeframe(params, frame)
         statement = f"""
             SELECT {_SEARCH_COLUMNS}, {score} AS similarity
             FROM nodes n WHERE {test}{where}
@@ -856,10 +850,7 @@ class LongTermMemory:
             params: dict[str, Any] = {"query": query, "limit": limit, "tags": tags,
                                       "prefilter": prefilter_limit, "q": vector,
                                       "q_padded": vector}
-            where = ""
-            if frame:
-                params["start"], params["end"] = frame
-                where = _TIMEFRAME
+            where = _bind_timeframe(params, frame)
             if fusion == "weighted":
                 statement = _hybrid_weighted_sql(tsquery, where)
                 ef_search = DEFAULT_EF_SEARCH
@@ -870,8 +861,11 @@ class LongTermMemory:
                 statement = _hybrid_rrf_sql(tsquery, where, dimension if native else None)
                 ef_search = max(DEFAULT_EF_SEARCH, prefilter_limit)
             with self._transaction() as cur:
-                self._search_settings(cur, ef_search=ef_search, filtered=frame is not None)
-                rows = cur.execute(statement, params).fetchall()
+                with cur.connection.pipeline():
+                    self._search_settings(cur, ef_search=ef_search,
+                                          filtered=frame is not None)
+                    cur.execute(statement, params)
+                rows = cur.fetchall()
             for row in rows:
                 if fusion == "rrf":
                     row["sources"] = [name for name in ("vector", "fulltext", "tags")
@@ -993,10 +987,7 @@ class LongTermMemory:
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         frame = validate_timeframe(timeframe)
         params: dict[str, Any] = {"tags": names, "limit": limit, "n": len(names)}
-        where = ""
-        if frame:
-            params["start"], params["end"] = frame
-            where = _TIMEFRAME
+        where = _bind_timeframe(params, frame)
         having = "HAVING count(DISTINCT t.name) = %(n)s" if match_all else ""
         return self._fetch(f"""
             WITH matched AS (
@@ -1020,10 +1011,7 @@ class LongTermMemory:
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         frame = validate_timeframe(timeframe)
         params: dict[str, Any] = {"limit": limit}
-        where = ""
-        if frame:
-            params["start"], params["end"] = frame
-            where = "WHERE" + _TIMEFRAME.removeprefix(" AND")
+        where = _bind_timeframe(params, frame).replace(" AND", "WHERE", 1)
         return self._fetch(f"""
             SELECT t.name, count(*) AS usage_count
             FROM node_tags nt JOIN tags t ON t.id = nt.tag_id JOIN nodes n ON n.id = nt.node_id
@@ -1368,6 +1356,15 @@ def _service_key(service: Any) -> tuple[str, str]:
     """Cache-key part naming an embedding service by type and model, not by identity."""
     model = getattr(service, "model", None) or getattr(service, "name", None)
     return (f"{type(service).__module__}.{type(service).__qualname__}", str(model))
+
+
+def _bind_timeframe(params: dict[str, Any],
+                    frame: tuple[dt.datetime, dt.datetime] | None) -> str:
+    """Add the timeframe's bounds to ``params``; return the SQL condition ('' for none)."""
+    if frame is None:
+        return ""
+    params["start"], params["end"] = frame
+    return _TIMEFRAME
 
 
 def _tsquery(match: str) -> str:

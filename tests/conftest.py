@@ -11,6 +11,7 @@ import os
 import tempfile
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import matplotlib
@@ -63,29 +64,36 @@ def server_url() -> Iterator[str]:
             sql.Identifier(TEMPLATE)))
 
 
+@contextmanager
+def temporary_database(server_url: str, prefix: str,
+                       template: str | None = TEMPLATE) -> Iterator[str]:
+    """A new database (a copy of ``template``, or empty), dropped afterwards."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+    if template:
+        create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(create)
+    try:
+        yield _with_database(server_url, name)
+    finally:
+        with psycopg.connect(server_url, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+                sql.Identifier(name)))
+
+
 @pytest.fixture
 def database_url(server_url: str) -> Iterator[str]:
     """URL of a fresh database with the schema, dropped after the test."""
-    name = f"htm_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(TEMPLATE)))
-    yield _with_database(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
+    with temporary_database(server_url, "htm_test") as url:
+        yield url
 
 
 @pytest.fixture
 def empty_database_url(server_url: str) -> Iterator[str]:
     """URL of a fresh database without extensions or schema."""
-    name = f"htm_empty_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield _with_database(server_url, name)
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(name)))
+    with temporary_database(server_url, "htm_empty", template=None) as url:
+        yield url
 
 
 @pytest.fixture

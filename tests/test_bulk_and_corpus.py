@@ -76,25 +76,15 @@ def test_normalize_tag() -> None:
 @pytest.fixture(scope="module")
 def corpus_store(server_url: str) -> object:
     """30,000 corpus rows loaded once for this module, in their own database."""
-    import uuid
+    from conftest import temporary_database
 
-    from psycopg import sql
-
-    from conftest import TEMPLATE, _with_database
-
-    name = f"htm_corpus_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(
-            sql.Identifier(name), sql.Identifier(TEMPLATE)))
     frame, vectors = read_corpus(rows=30_000)
-    store = LongTermMemory(_with_database(server_url, name))
-    result = store.bulk_add(frame["content"].tolist(), robots=frame["maintainer"].tolist(),
-                            embeddings=vectors, tags=frame["tags"].tolist())
-    store.create_native_index(384)
-    yield store, frame, vectors, result
-    store.close()
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    with temporary_database(server_url, "htm_corpus") as url, LongTermMemory(url) as store:
+        result = store.bulk_add(frame["content"].tolist(),
+                                robots=frame["maintainer"].tolist(),
+                                embeddings=vectors, tags=frame["tags"].tolist())
+        store.create_native_index(384)
+        yield store, frame, vectors, result
 
 
 def plan(store: LongTermMemory, statement: str, params: object = None) -> str:

@@ -1,0 +1,162 @@
+"""Store benchmarks, measured side by side in one run on the real corpus.
+
+1. Loading: ``bulk_add`` (binary COPY + set-based SQL) vs one ``add`` per row.
+2. Vector search: ``LongTermMemory.search`` vs the same raw SQL on one psycopg connection,
+   on the seed's padded 2000-d HNSW index and on a native 384-d index.
+3. Full-text search: ``search_fulltext`` vs raw SQL.
+
+Usage: python benchmarks/bench_store.py [--rows 10000] [--per-row 1000] [--queries 200]
+Uses the embedded server (or HTM_DBURL) in a scratch database that is dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import uuid
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from htm_analytics import LongTermMemory
+from htm_analytics.connection import resolve_database_url
+from htm_analytics.datasets import read_corpus, read_dev_queries
+
+
+def scratch_database(server: str) -> str:
+    name = f"htm_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    params = conninfo_to_dict(server)
+    params["dbname"] = name
+    return make_conninfo(**params)
+
+
+def drop_database(server: str, url: str) -> None:
+    name = conninfo_to_dict(url)["dbname"]
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def p50_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def timed(function, inputs) -> list[float]:
+    samples = []
+    for item in inputs:
+        start = time.perf_counter()
+        function(item)
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--per-row", type=int, default=1_000)
+    parser.add_argument("--queries", type=int, default=200)
+    args = parser.parse_args()
+
+    server = resolve_database_url()
+    frame, vectors = read_corpus(rows=args.rows + args.per_row)
+    bulk, extra = frame.iloc[: args.rows], frame.iloc[args.rows:]
+    queries, query_vectors = read_dev_queries(rows=args.queries)
+    url = scratch_database(server)
+    try:
+        with LongTermMemory(url, cache_size=0, pool_size=2) as ltm:
+            info = ltm.server_info
+            print(f"PostgreSQL {info['server_version']}, pgvector {info['pgvector_version']}; "
+                  f"{args.rows} bulk rows, {args.per_row} per-row adds, "
+                  f"{args.queries} queries\n")
+
+            # 1. loading -------------------------------------------------------------------
+            start = time.perf_counter()
+            ltm.bulk_add(bulk["content"].tolist(), robots=bulk["maintainer"].tolist(),
+                         embeddings=vectors[: args.rows], tags=bulk["tags"].tolist())
+            bulk_seconds = time.perf_counter() - start
+            robots = {name: ltm.register_robot(name) for name in extra["maintainer"].unique()}
+            start = time.perf_counter()
+            for (_, row), vector in zip(extra.iterrows(), vectors[args.rows:]):
+                node = ltm.add(content=row["content"], robot_id=robots[row["maintainer"]],
+                               embedding=vector)
+                for tag in row["tags"]:
+                    ltm.add_tag(node_id=node["node_id"], tag=tag)
+            per_row_seconds = time.perf_counter() - start
+            bulk_rate, row_rate = args.rows / bulk_seconds, args.per_row / per_row_seconds
+            print("loading (with tags, into a table with all seed indexes)")
+            print(f"  bulk_add      {bulk_rate:9.0f} rows/s  ({bulk_seconds:.1f} s for "
+                  f"{args.rows}, includes rebuilding the HNSW and GIN indexes)")
+            print(f"  add per row   {row_rate:9.0f} rows/s  ({per_row_seconds:.1f} s for "
+                  f"{args.per_row})")
+            print(f"  ratio         {bulk_rate / row_rate:9.1f}x\n")
+
+            # 2. vector search ------------------------------------------------------------
+            raw = psycopg.connect(url, autocommit=True)
+            register_vector(raw)
+            raw.execute("SET enable_seqscan = off")
+            padded = np.zeros((len(query_vectors), 2000), dtype=np.float32)
+            padded[:, :384] = query_vectors
+            raw_sql = ("SELECT id, content, access_count, created_at, token_count, "
+                       "1 - (embedding <=> %s) AS similarity FROM nodes "
+                       "WHERE embedding IS NOT NULL ORDER BY embedding <=> %s LIMIT 10")
+            for vector in padded[:20]:  # warm the caches
+                raw.execute(raw_sql, (vector, vector), prepare=True).fetchall()
+                ltm._vector_search(vector, 2000, 10, None)
+            raw_padded = timed(lambda v: raw.execute(raw_sql, (v, v), prepare=True).fetchall(),
+                               padded)
+            store_padded = timed(lambda v: ltm._vector_search(v, 2000, 10, None), padded)
+
+            start = time.perf_counter()
+            ltm.create_native_index(384)
+            native_build = time.perf_counter() - start
+            native_sql = ("SELECT id, content, access_count, created_at, token_count, "
+                          "1 - ((subvector(embedding, 1, 384)::vector(384)) <=> %s) "
+                          "AS similarity FROM nodes WHERE embedding_dimension = 384 "
+                          "ORDER BY (subvector(embedding, 1, 384)::vector(384)) <=> %s "
+                          "LIMIT 10")
+            for vector in query_vectors[:20]:
+                raw.execute(native_sql, (vector, vector), prepare=True).fetchall()
+                ltm.search(embedding=vector, limit=10)
+            raw_native = timed(lambda v: raw.execute(native_sql, (v, v),
+                                                     prepare=True).fetchall(), query_vectors)
+            store_native = timed(lambda v: ltm.search(embedding=v, limit=10), query_vectors)
+            print("vector search, top 10, p50 latency (ef_search 40)")
+            print(f"  padded 2000-d index: store {p50_ms(store_padded):6.2f} ms, raw SQL "
+                  f"{p50_ms(raw_padded):6.2f} ms, ratio "
+                  f"{p50_ms(store_padded) / p50_ms(raw_padded):.2f}x")
+            print(f"  native  384-d index: store {p50_ms(store_native):6.2f} ms, raw SQL "
+                  f"{p50_ms(raw_native):6.2f} ms, ratio "
+                  f"{p50_ms(store_native) / p50_ms(raw_native):.2f}x "
+                  f"(index built in {native_build:.1f} s)")
+            print(f"  padded / native (store): {p50_ms(store_padded) / p50_ms(store_native):.2f}x"
+                  "\n")
+
+            # 3. full-text search -----------------------------------------------------------
+            titles = queries["title"].tolist()
+            print("full-text search, top 10, p50 latency")
+            for match, build in (("all", "plainto_tsquery('english', %(query)s)"),
+                                 ("any", "replace(plainto_tsquery('english', %(query)s)"
+                                         "::text, ' & ', ' | ')::tsquery")):
+                fts_sql = ("SELECT n.id, n.content, n.access_count, n.created_at, "
+                           "n.token_count, ts_rank(to_tsvector('english', n.content), q) AS rank "
+                           f"FROM nodes n, (SELECT {build} AS q) AS tsq "
+                           "WHERE to_tsvector('english', n.content) @@ q "
+                           "ORDER BY rank DESC, n.id LIMIT 10")
+                raw_fts = timed(lambda t: raw.execute(fts_sql, {"query": t},
+                                                      prepare=True).fetchall(), titles)
+                store_fts = timed(lambda t: ltm.search_fulltext(query=t, match=match, limit=10),
+                                  titles)
+                print(f"  match={match}: store {p50_ms(store_fts):7.2f} ms, raw SQL "
+                      f"{p50_ms(raw_fts):7.2f} ms, ratio {p50_ms(store_fts) / p50_ms(raw_fts):.2f}x")
+            raw.close()
+    finally:
+        drop_database(server, url)
+
+
+if __name__ == "__main__":
+    main()
