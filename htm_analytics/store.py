@@ -13,7 +13,6 @@ import datetime as dt
 import hashlib
 import importlib.resources
 import re
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
@@ -278,7 +277,6 @@ class LongTermMemory:
                 f"could not open a connection pool to {self.url}: {exc}") from exc
         self._cache = QueryCache(cache_size, cache_ttl)
         self._closed = False
-        self._lock = threading.Lock()
 
     # -- connection plumbing ------------------------------------------------------------------
 
@@ -577,12 +575,9 @@ class LongTermMemory:
                     f"the embedding service failed on the query: {exc}") from exc
             if hasattr(embedding, "to_numpy"):
                 embedding = embedding.to_numpy()
-            array = np.asarray(embedding, dtype=object if isinstance(embedding, list)
-                               and embedding and isinstance(embedding[0], list) else None)
-            if array.ndim == 2 and array.shape[0] == 1:  # a batch of one
-                embedding = np.asarray(array[0], dtype=np.float64)
-            elif array.dtype == object and len(array) == 1:
-                embedding = np.asarray(array[0], dtype=np.float64)
+            if isinstance(embedding, (list, tuple, np.ndarray)) and len(embedding) == 1 \
+                    and np.ndim(embedding[0]) == 1:  # a batch of one
+                embedding = embedding[0]
         return prepare_embedding(embedding, field="embedding")
 
     def _search_settings(self, cur: psycopg.Cursor[Any], *, ef_search: int,
@@ -639,7 +634,7 @@ class LongTermMemory:
         """
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         frame = validate_timeframe(timeframe)
-        if embedding is None and query is not None:
+        if embedding is None:
             query = validate_content(query, field="query")
         vector, dimension = self._query_vector(query, embedding, embedding_service)
         key = ("search", query if embedding is None else vector.tobytes(), limit, frame,

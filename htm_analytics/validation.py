@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import math
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -20,6 +19,7 @@ __all__ = [
     "tag_ancestors",
     "validate_positive_int",
     "validate_id",
+    "validate_ids",
     "validate_timeframe",
     "prepare_embedding",
 ]
@@ -167,6 +167,3 @@ def prepare_embedding(embedding: Any, *, field: str = "embedding",
     padded[:dimension] = array
     return padded, dimension
 
-
-def is_finite_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

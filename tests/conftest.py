@@ -26,7 +26,8 @@ from htm_analytics import LongTermMemory  # noqa: E402
 from htm_analytics.connection import embedded_server_url  # noqa: E402
 from htm_analytics.store import apply_migrations  # noqa: E402
 
-TEMPLATE = "htm_test_template"
+# Unique per run: concurrent runs may share the embedded server.
+TEMPLATE = f"htm_test_template_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "debian-memories"
 
 
