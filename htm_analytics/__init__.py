@@ -12,6 +12,7 @@ from .errors import (
     SchemaError,
     ValidationError,
 )
+from .indexes import index_usage, index_usage_delta, plot_index_usage, table_health
 from .store import SCHEMA_VERSION, LongTermMemory, content_hash
 
 __version__ = "0.1.0"
@@ -27,6 +28,10 @@ __all__ = [
     "QueryTimeoutError",
     "SchemaError",
     "EmbeddingError",
+    "index_usage",
+    "index_usage_delta",
+    "table_health",
+    "plot_index_usage",
     "SCHEMA_VERSION",
     "content_hash",
     "embedded_server_url",

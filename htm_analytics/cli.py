@@ -11,6 +11,7 @@ import click
 import pandas as pd
 
 from .errors import HTMError
+from .indexes import index_usage, table_health
 from .store import LongTermMemory
 
 __all__ = ["main", "cli"]
@@ -91,6 +92,28 @@ def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
                 click.echo("")
             columns = ["table", "index", "method", "is_unique", "size_bytes"]
             emit(store.index_list()[columns], fmt)
+
+
+@cli.command()
+@click.option("--never-used", is_flag=True, help="Only indexes never scanned (not keys).")
+@output_options
+@click.pass_context
+def indexes(ctx: click.Context, never_used: bool, fmt: str) -> None:
+    """Index usage from pg_stat_user_indexes: scans, tuples, size, never-used flag."""
+    with _open_store(ctx, init_schema=False) as store:
+        frame = index_usage(store)
+    if never_used:
+        frame = frame[frame["never_used"]]
+    emit(frame.drop(columns=["definition"]), fmt)
+
+
+@cli.command()
+@output_options
+@click.pass_context
+def health(ctx: click.Context, fmt: str) -> None:
+    """Live and dead rows, sequential vs index scans, last vacuum and analyze per table."""
+    with _open_store(ctx, init_schema=False) as store:
+        emit(table_health(store), fmt)
 
 
 def main() -> None:

@@ -1296,6 +1296,52 @@ class LongTermMemory:
             dtypes={"table": "string", "index": "string", "method": "string",
                     "is_unique": "bool", "size_bytes": "int64", "definition": "string"})
 
+    def index_statistics(self) -> pd.DataFrame:
+        """Cumulative usage counters of the memory tables' indexes, with sizes.
+
+        Flushes this process's pending statistics first (``pg_stat_force_next_flush``,
+        PostgreSQL 15+) and reads a fresh snapshot; other connections flush on their own within
+        about a second. See :func:`htm_analytics.index_usage` for the columns.
+        """
+        self._flush_statistics()
+        return self.fetch_frame(
+            # last_idx_scan exists from PostgreSQL 16; through jsonb it is NULL before.
+            """SELECT s.relname AS table, s.indexrelname AS index, am.amname AS method,
+                      x.indisunique AS is_unique, x.indisprimary AS is_primary,
+                      s.idx_scan, s.idx_tup_read, s.idx_tup_fetch,
+                      (to_jsonb(s) ->> 'last_idx_scan')::timestamptz AS last_idx_scan,
+                      pg_relation_size(s.indexrelid) AS size_bytes,
+                      pg_get_indexdef(s.indexrelid) AS definition
+               FROM pg_stat_user_indexes s
+               JOIN pg_index x ON x.indexrelid = s.indexrelid
+               JOIN pg_class i ON i.oid = s.indexrelid
+               JOIN pg_am am ON am.oid = i.relam
+               WHERE s.schemaname = 'public' AND s.relname = ANY(%s::text[])
+               ORDER BY s.relname, s.indexrelname""",
+            (list(MEMORY_TABLES),))
+
+    def table_statistics(self) -> pd.DataFrame:
+        """Per-table activity counters; see :func:`htm_analytics.table_health`."""
+        self._flush_statistics()
+        return self.fetch_frame(
+            """SELECT relname AS table, n_live_tup, n_dead_tup, seq_scan,
+                      coalesce(idx_scan, 0) AS idx_scan, n_tup_ins, n_tup_upd, n_tup_del,
+                      last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
+                      pg_total_relation_size(relid) AS total_bytes
+               FROM pg_stat_user_tables
+               WHERE schemaname = 'public' AND relname = ANY(%s::text[])
+               ORDER BY relname""", (list(MEMORY_TABLES),))
+
+    @property
+    def _server_version_num(self) -> int:
+        return int(self.server_info["server_version_num"])
+
+    def _flush_statistics(self) -> None:
+        if self._server_version_num >= 150000:
+            # Flushes when this transaction ends; the next one clears its cached snapshot.
+            self._fetch("SELECT pg_stat_force_next_flush()")
+        self._fetch("SELECT pg_stat_clear_snapshot()")
+
     # -- native-dimension vector index --------------------------------------------------------
 
     def create_native_index(self, dimension: int, *, m: int = 16,

@@ -84,13 +84,13 @@ def corpus_store(server_url: str) -> object:
                                 robots=frame["maintainer"].tolist(),
                                 embeddings=vectors, tags=frame["tags"].tolist())
         store.create_native_index(384)
+        store._fetch("ANALYZE nodes")  # fresh statistics for the plans below
         yield store, frame, vectors, result
 
 
 def plan(store: LongTermMemory, statement: str, params: object = None) -> str:
     """The plan of a statement under the settings the store's searches use."""
     with store._transaction() as cur:
-        cur.execute("ANALYZE nodes")
         store._search_settings(cur, ef_search=40, filtered=False)
         rows = cur.execute("EXPLAIN " + statement, params).fetchall()
     return "\n".join(r["QUERY PLAN"] for r in rows)

@@ -1,0 +1,129 @@
+"""Index usage and table health: what the memory workload really touches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from .store import LongTermMemory
+
+__all__ = ["index_usage", "index_usage_delta", "table_health", "plot_index_usage"]
+
+_USAGE_DTYPES = {
+    "table": "string", "index": "string", "method": "string", "is_unique": "bool",
+    "is_primary": "bool", "idx_scan": "int64", "idx_tup_read": "int64",
+    "idx_tup_fetch": "int64", "last_idx_scan": "datetime64[us, UTC]", "size_bytes": "int64",
+    "definition": "string", "never_used": "bool",
+}
+_COUNTERS = ["idx_scan", "idx_tup_read", "idx_tup_fetch"]
+
+
+def index_usage(store: LongTermMemory) -> pd.DataFrame:
+    """Usage of every index on the memory tables, from ``pg_stat_user_indexes``.
+
+    Counters are cumulative since the statistics were last reset; use
+    :func:`index_usage_delta` on two readings to see what one workload used. This process's
+    pending counters are flushed first (PostgreSQL 15+); other sessions' counters appear
+    within about a second.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+        The memory store.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per index, ordered by table and index:
+
+        - ``table``, ``index``, ``method`` (string): names and access method (btree, gin,
+          hnsw);
+        - ``is_unique``, ``is_primary`` (bool);
+        - ``idx_scan``, ``idx_tup_read``, ``idx_tup_fetch`` (int64): scans started, index
+          entries returned, live rows fetched;
+        - ``last_idx_scan`` (datetime64[us, UTC]): last scan (PostgreSQL 16+, else NaT);
+        - ``size_bytes`` (int64), ``definition`` (string);
+        - ``never_used`` (bool): no scan since the last reset, and not a unique or primary
+          key index (those enforce constraints even when never scanned).
+    """
+    frame = store.index_statistics()
+    frame["never_used"] = (frame["idx_scan"] == 0) & ~frame["is_unique"] & ~frame["is_primary"]
+    return frame.astype(_USAGE_DTYPES)
+
+
+def index_usage_delta(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """What a workload did to each index: ``after`` minus ``before`` readings.
+
+    Parameters
+    ----------
+    before, after : pandas.DataFrame
+        Two results of :func:`index_usage`, taken around the workload.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``table``, ``index`` (string) and ``idx_scan``, ``idx_tup_read``, ``idx_tup_fetch``
+        (int64) as differences, for indexes present in both readings, most scanned first.
+    """
+    keys = ["table", "index"]
+    merged = after[keys + _COUNTERS].merge(before[keys + _COUNTERS], on=keys,
+                                           suffixes=("", "_before"))
+    for column in _COUNTERS:
+        merged[column] = merged[column] - merged[f"{column}_before"]
+    result = merged[keys + _COUNTERS].sort_values(["idx_scan", "table", "index"],
+                                                  ascending=[False, True, True])
+    return result.reset_index(drop=True).astype({c: "int64" for c in _COUNTERS})
+
+
+def table_health(store: LongTermMemory) -> pd.DataFrame:
+    """Live and dead rows, scans and maintenance of each memory table.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per table: ``table`` (string); ``n_live_tup``, ``n_dead_tup``, ``seq_scan``,
+        ``idx_scan``, ``n_tup_ins``, ``n_tup_upd``, ``n_tup_del``, ``total_bytes`` (int64);
+        ``dead_fraction`` (float64, dead / (live + dead), 0 for an empty table);
+        ``last_vacuum``, ``last_autovacuum``, ``last_analyze``, ``last_autoanalyze``
+        (datetime64[us, UTC]).
+    """
+    frame = store.table_statistics()
+    total = frame["n_live_tup"] + frame["n_dead_tup"]
+    frame["dead_fraction"] = (frame["n_dead_tup"] / total.where(total > 0)).fillna(0.0)
+    times = ["last_vacuum", "last_autovacuum", "last_analyze", "last_autoanalyze"]
+    counts = ["n_live_tup", "n_dead_tup", "seq_scan", "idx_scan", "n_tup_ins", "n_tup_upd",
+              "n_tup_del", "total_bytes"]
+    return frame.astype({"table": "string", **{c: "int64" for c in counts},
+                         "dead_fraction": "float64",
+                         **{c: "datetime64[us, UTC]" for c in times}})
+
+
+def plot_index_usage(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
+    """Horizontal bars of scans per index, never-used indexes highlighted.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A result of :func:`index_usage` (or :func:`index_usage_delta`).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure's Axes by default.
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.barh`.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, max(2.0, 0.25 * len(df))), layout="constrained")
+    labels = (df["table"] + "." + df["index"]).tolist()
+    never = df["never_used"] if "never_used" in df else df["idx_scan"] == 0
+    colors = ["#c44e52" if flag else "#4c72b0" for flag in never]
+    ax.barh(labels, df["idx_scan"], color=kwargs.pop("color", colors), **kwargs)
+    ax.invert_yaxis()
+    ax.set_xlabel("index scans")
+    ax.set_title("Index usage (red: never used)")
+    return ax
