@@ -1281,20 +1281,10 @@ class LongTermMemory:
             ``is_unique`` (bool), ``size_bytes`` (int64), ``definition`` (str), ordered by
             table and index.
         """
-        return self.fetch_frame(
-            """SELECT c.relname AS table, i.relname AS index, am.amname AS method,
-                      x.indisunique AS is_unique, pg_relation_size(i.oid) AS size_bytes,
-                      pg_get_indexdef(i.oid) AS definition
-               FROM pg_index x
-               JOIN pg_class c ON c.oid = x.indrelid
-               JOIN pg_class i ON i.oid = x.indexrelid
-               JOIN pg_am am ON am.oid = i.relam
-               JOIN pg_namespace ns ON ns.oid = c.relnamespace
-               WHERE ns.nspname = 'public' AND c.relname = ANY(%s::text[])
-               ORDER BY c.relname, i.relname""",
-            (list(MEMORY_TABLES),),
-            dtypes={"table": "string", "index": "string", "method": "string",
-                    "is_unique": "bool", "size_bytes": "int64", "definition": "string"})
+        return self._index_frame()[["table", "index", "method", "is_unique", "size_bytes",
+                                    "definition"]].astype(
+            {"table": "string", "index": "string", "method": "string", "is_unique": "bool",
+             "size_bytes": "int64", "definition": "string"})
 
     def index_statistics(self) -> pd.DataFrame:
         """Cumulative usage counters of the memory tables' indexes, with sizes.
@@ -1304,6 +1294,9 @@ class LongTermMemory:
         about a second. See :func:`htm_analytics.index_usage` for the columns.
         """
         self._flush_statistics()
+        return self._index_frame()
+
+    def _index_frame(self) -> pd.DataFrame:
         return self.fetch_frame(
             # last_idx_scan exists from PostgreSQL 16; through jsonb it is NULL before.
             """SELECT s.relname AS table, s.indexrelname AS index, am.amname AS method,
@@ -1338,9 +1331,9 @@ class LongTermMemory:
 
     def _flush_statistics(self) -> None:
         if self._server_version_num >= 150000:
-            # Flushes when this transaction ends; the next one clears its cached snapshot.
+            # Flushes when this transaction ends; the read that follows runs in a new
+            # transaction, so it takes a fresh statistics snapshot.
             self._fetch("SELECT pg_stat_force_next_flush()")
-        self._fetch("SELECT pg_stat_clear_snapshot()")
 
     # -- native-dimension vector index --------------------------------------------------------
 
