@@ -13,7 +13,27 @@ from .errors import (
     ValidationError,
 )
 from .indexes import index_usage, index_usage_delta, plot_index_usage, table_health
+from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
+from .snapshot import Snapshot, export_snapshot
 from .store import SCHEMA_VERSION, LongTermMemory, content_hash
+from .tags import (
+    plot_popular_tags,
+    plot_tag_cooccurrence,
+    plot_tag_graph,
+    plot_tag_hierarchy,
+    popular_tags,
+    tag_cooccurrence,
+    tag_graph,
+    tag_hierarchy,
+    write_tag_graph,
+)
+from .trends import (
+    most_reinforced,
+    plot_remember_count_distribution,
+    plot_remember_trends,
+    remember_count_distribution,
+    remember_trends,
+)
 
 __version__ = "0.1.0"
 
@@ -32,6 +52,26 @@ __all__ = [
     "index_usage_delta",
     "table_health",
     "plot_index_usage",
+    "tag_cooccurrence",
+    "tag_graph",
+    "write_tag_graph",
+    "tag_hierarchy",
+    "popular_tags",
+    "plot_tag_cooccurrence",
+    "plot_tag_graph",
+    "plot_tag_hierarchy",
+    "plot_popular_tags",
+    "remember_trends",
+    "remember_count_distribution",
+    "most_reinforced",
+    "plot_remember_trends",
+    "plot_remember_count_distribution",
+    "robot_overlap",
+    "robot_activity",
+    "plot_robot_overlap",
+    "plot_robot_activity",
+    "export_snapshot",
+    "Snapshot",
     "SCHEMA_VERSION",
     "content_hash",
     "embedded_server_url",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import sys
 from collections.abc import Callable
@@ -12,7 +13,11 @@ import pandas as pd
 
 from .errors import HTMError
 from .indexes import index_usage, table_health
+from .robots import robot_activity, robot_overlap
+from .snapshot import export_snapshot
 from .store import LongTermMemory
+from .tags import tag_cooccurrence, tag_hierarchy
+from .trends import remember_trends
 
 __all__ = ["main", "cli"]
 
@@ -28,6 +33,25 @@ def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return command(*args, **kwargs)
+
+    return wrapper
+
+
+def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Shared ``--since/--until/--robot`` options, passed on as ``timeframe`` and ``robots``."""
+
+    @click.option("--since", type=click.DateTime(), default=None,
+                  help="Only from this date or time (UTC).")
+    @click.option("--until", type=click.DateTime(), default=None,
+                  help="Only up to this date or time (UTC, inclusive).")
+    @click.option("--robot", "robots", multiple=True, help="Only this robot (repeatable).")
+    @functools.wraps(command)
+    def wrapper(*args: Any, since: Any, until: Any, robots: tuple[str, ...],
+                **kwargs: Any) -> Any:
+        timeframe = None
+        if since or until:
+            timeframe = (since or dt.datetime(1, 1, 2), until or dt.datetime(9999, 12, 30))
+        return command(*args, timeframe=timeframe, robots=list(robots) or None, **kwargs)
 
     return wrapper
 
@@ -114,6 +138,81 @@ def health(ctx: click.Context, fmt: str) -> None:
     """Live and dead rows, sequential vs index scans, last vacuum and analyze per table."""
     with _open_store(ctx, init_schema=False) as store:
         emit(table_health(store), fmt)
+
+
+@cli.command()
+@click.option("--level", type=int, default=None, help="Roll tags up to this many segments.")
+@click.option("--prefix", default=None, help="Only tags under this one.")
+@click.option("--min-shared", type=int, default=2, show_default=True,
+              help="Least nodes a pair shares.")
+@click.option("--sort-by", type=click.Choice(["shared_nodes", "jaccard", "lift", "pmi", "npmi"]),
+              default="shared_nodes", show_default=True)
+@click.option("--limit", type=int, default=30, show_default=True)
+@scope_options
+@output_options
+@click.pass_context
+def tags(ctx: click.Context, fmt: str, **options: Any) -> None:
+    """Pairs of tags found together, with Jaccard, lift and PMI."""
+    with _open_store(ctx, init_schema=False) as store:
+        emit(tag_cooccurrence(store, **options), fmt)
+
+
+@cli.command("tag-tree")
+@click.option("--prefix", default=None, help="Only this subtree.")
+@click.option("--max-depth", type=int, default=None, help="Only tags down to this depth.")
+@scope_options
+@output_options
+@click.pass_context
+def tag_tree(ctx: click.Context, fmt: str, max_depth: int | None, **options: Any) -> None:
+    """Tags and the ancestors they imply, with direct and cumulative node counts."""
+    with _open_store(ctx, init_schema=False) as store:
+        frame = tag_hierarchy(store, **options)
+    if max_depth is not None:
+        frame = frame[frame["depth"] <= max_depth]
+    emit(frame, fmt)
+
+
+@cli.command()
+@click.option("--freq", type=click.Choice(["h", "D", "W", "M", "Q", "Y"]), default="W",
+              show_default=True, help="Period length.")
+@click.option("--by", type=click.Choice(["robot", "tag"]), default=None,
+              help="Split by robot or tag.")
+@click.option("--level", type=int, default=None, help="With --by tag: tag segments kept.")
+@click.option("--prefix", default=None, help="With --by tag: only tags under this one.")
+@scope_options
+@output_options
+@click.pass_context
+def trends(ctx: click.Context, fmt: str, **options: Any) -> None:
+    """Remembers per period: new, shared from another robot, repeated."""
+    with _open_store(ctx, init_schema=False) as store:
+        frame = remember_trends(store, **options)
+    if not frame.attrs.get("exact", True):
+        click.echo("note: no event log in this database; history approximated from "
+                   "first/last remember times", err=True)
+    emit(frame, fmt)
+
+
+@cli.command()
+@click.option("--overlap", is_flag=True, help="Robot x robot shared memories instead.")
+@scope_options
+@output_options
+@click.pass_context
+def robots(ctx: click.Context, fmt: str, overlap: bool, **options: Any) -> None:
+    """Per robot: memories, remembers, share of memories other robots have too."""
+    with _open_store(ctx, init_schema=False) as store:
+        emit((robot_overlap if overlap else robot_activity)(store, **options), fmt)
+
+
+@cli.command()
+@click.argument("path", type=click.Path())
+@click.option("--overwrite", is_flag=True, help="Replace an existing snapshot.")
+@click.pass_context
+def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
+    """Copy the memory into a DuckDB file (PATH.duckdb) or a folder of Parquet files."""
+    with _open_store(ctx, init_schema=False) as store:
+        target = export_snapshot(store, path, overwrite=overwrite)
+        emit(store.table_counts(), "table")
+    click.echo(f"snapshot written to {target}")
 
 
 def main() -> None:

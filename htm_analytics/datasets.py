@@ -6,6 +6,7 @@ debtags and all-MiniLM-L6-v2 embeddings (384 dimensions). Its maintainers make n
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import os
@@ -18,7 +19,7 @@ import pandas as pd
 from .validation import TAG_PATTERN
 
 __all__ = ["CORPUS_ENVIRONMENT_VARIABLE", "find_corpus", "read_corpus", "read_dev_queries",
-           "normalize_tag"]
+           "normalize_tag", "DEMO_ROBOTS", "simulate_remembers"]
 
 CORPUS_ENVIRONMENT_VARIABLE = "HTM_CORPUS_DIR"
 _CORPUS_NAME = "debian-memories"
@@ -118,3 +119,63 @@ def read_dev_queries(directory: str | os.PathLike[str] | None = None, *,
     if rows is not None:
         frame, vectors = frame.iloc[:rows].reset_index(drop=True), vectors[:rows]
     return frame, vectors
+
+
+DEMO_ROBOTS = ("planner", "researcher", "coder", "reviewer", "ops")
+
+
+def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_ROBOTS,
+                       days: int = 180, end: dt.datetime | None = None,
+                       shared_probability: float = 0.3, repeat_probability: float = 0.4,
+                       seed: int = 0) -> pd.DataFrame:
+    """A plausible history of robots remembering the corpus rows in ``frame``.
+
+    Each row is first remembered by one robot (mostly the robot that "owns" its Debian
+    section) at a time in the ``days`` before ``end``, activity growing towards the end; with
+    ``shared_probability`` another robot remembers it later too (the hive mind), and the
+    first robot reinforces it a geometric number of times (at least once with
+    ``repeat_probability``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per remember, in time order: ``position`` (int64: row position in ``frame``),
+        ``robot`` (string), ``remembered_at`` (datetime64[us, UTC]).
+    """
+    rng = np.random.default_rng(seed)
+    n = len(frame)
+    end = end or dt.datetime.now(dt.UTC).replace(microsecond=0)
+    span = np.timedelta64(days * 86_400, "s")
+    sections = frame["section"].fillna("misc").to_numpy(dtype=str)
+    owners = {s: i % len(robots) for i, s in enumerate(rng.permutation(np.unique(sections)))}
+    owner = np.array([owners[s] for s in sections], dtype=np.int64)
+    first_robot = np.where(rng.random(n) < 0.7, owner, rng.integers(0, len(robots), n))
+    # sqrt of a uniform: density grows linearly towards the end, as a busy agent's does.
+    first_at = np.datetime64(end.replace(tzinfo=None), "s") - (
+        (1 - np.sqrt(rng.random(n))) * span.astype(np.int64)).astype("timedelta64[s]")
+
+    def later(times: np.ndarray, mean_days: float) -> np.ndarray:
+        delay = (rng.exponential(mean_days * 86_400, len(times))).astype("timedelta64[s]")
+        return np.minimum(times + delay, np.datetime64(end.replace(tzinfo=None), "s"))
+
+    positions = [np.arange(n)]
+    robot_ids = [first_robot]
+    times = [first_at]
+    shared = np.flatnonzero(rng.random(n) < shared_probability)
+    other = (first_robot[shared] + rng.integers(1, len(robots), len(shared))) % len(robots)
+    positions.append(shared)
+    robot_ids.append(other)
+    times.append(later(first_at[shared], 14))
+    repeats = np.where(rng.random(n) < repeat_probability, rng.geometric(0.5, n), 0)
+    repeated = np.repeat(np.arange(n), repeats)
+    positions.append(repeated)
+    robot_ids.append(first_robot[repeated])
+    times.append(later(first_at[repeated], 7))
+    events = pd.DataFrame({
+        "position": np.concatenate(positions),
+        "robot": np.asarray(robots)[np.concatenate(robot_ids)],
+        "remembered_at": pd.to_datetime(np.concatenate(times)).tz_localize("UTC"),
+    })
+    events = events.sort_values(["remembered_at", "position"], kind="stable")
+    return events.reset_index(drop=True).astype(
+        {"position": "int64", "robot": "string", "remembered_at": "datetime64[us, UTC]"})

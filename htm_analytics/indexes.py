@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from ._plotting import axes_or_new
 from .store import LongTermMemory
 
 __all__ = ["index_usage", "index_usage_delta", "table_health", "plot_index_usage"]
@@ -115,10 +116,7 @@ def plot_index_usage(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     -------
     matplotlib.axes.Axes
     """
-    import matplotlib.pyplot as plt
-
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, max(2.0, 0.25 * len(df))), layout="constrained")
+    ax = axes_or_new(ax, (7, max(2.0, 0.25 * len(df))))
     labels = (df["table"] + "." + df["index"]).tolist()
     never = df["never_used"] if "never_used" in df else df["idx_scan"] == 0
     colors = ["#c44e52" if flag else "#4c72b0" for flag in never]

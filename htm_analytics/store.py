@@ -39,6 +39,7 @@ from .errors import (
     ValidationError,
     translate_database_error,
 )
+from .frames import coerce_frame, load_analytics_query
 from .validation import (
     MAX_EMBEDDING_DIMENSION,
     prepare_embedding,
@@ -66,6 +67,20 @@ HYBRID_SIMILARITY_WEIGHT = 0.7
 HYBRID_TAG_WEIGHT = 0.3
 MAX_LIMIT = 1000
 MEMORY_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_events")
+
+# What a snapshot keeps of each table (htm_analytics.snapshot creates the matching tables).
+_EXPORT_COLUMNS = {
+    "robots": "id, name, created_at, last_active, metadata::text AS metadata",
+    "nodes": """id, content, content_hash, access_count, created_at, updated_at, last_accessed,
+                token_count, in_working_memory, embedding_dimension,
+                CASE WHEN embedding_dimension IS NOT NULL
+                     THEN subvector(embedding, 1, embedding_dimension) END AS embedding""",
+    "robot_nodes": """id, robot_id, node_id, first_remembered_at, last_remembered_at,
+                      remember_count, created_at, updated_at""",
+    "tags": "id, name, created_at",
+    "node_tags": "id, node_id, tag_id, created_at",
+    "memory_events": "id, occurred_at, kind, robot_id, node_id",
+}
 DEFAULT_EF_SEARCH = 40
 _ADVISORY_LOCK_MIGRATIONS = 7_438_001  # arbitrary, constant: serialises concurrent init-db
 _MIGRATION_FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
@@ -356,7 +371,36 @@ class LongTermMemory:
             cur.execute(query, params)  # type: ignore[arg-type]
             columns = [c.name for c in cur.description or []]
             frame = pd.DataFrame(cur.fetchall(), columns=columns)
-        return frame.astype(dict(dtypes)) if dtypes else frame
+        return coerce_frame(frame, dtypes) if dtypes else frame
+
+    def analytics_frame(self, name: str, params: Mapping[str, Any],
+                        dtypes: Mapping[str, Any]) -> pd.DataFrame:
+        """Run the analytics query ``sql/analytics/<name>.sql``; see :mod:`htm_analytics.frames`."""
+        return self.fetch_frame(load_analytics_query(name), params, dtypes=dtypes)
+
+    def iter_table_chunks(self, table: str, *, chunk_rows: int = 20_000) -> Iterator[pd.DataFrame]:
+        """Yield a memory table's rows as DataFrames of at most ``chunk_rows`` rows, by id.
+
+        Embeddings come back at their own dimension (the zero padding removed) as float32
+        arrays; ``robots.metadata`` as JSON text. All chunks are read in one transaction, so
+        together they are one consistent picture of the table.
+        """
+        if table not in _EXPORT_COLUMNS:
+            raise ValidationError(f"must be one of {', '.join(MEMORY_TABLES)}", field="table")
+        chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")
+        query = sql.SQL("SELECT {} FROM {} ORDER BY id").format(
+            sql.SQL(_EXPORT_COLUMNS[table]), sql.Identifier(table))
+        with self._transaction() as cur:
+            # A named cursor streams from the server instead of loading the table at once.
+            with cur.connection.cursor(name=f"export_{table}", binary=True) as stream:
+                stream.execute(query)
+                columns = [c.name for c in stream.description or []]
+                while rows := stream.fetchmany(chunk_rows):
+                    frame = pd.DataFrame(rows, columns=columns)
+                    if "embedding" in frame:
+                        frame["embedding"] = [None if v is None else _to_numpy(v)
+                                              for v in frame["embedding"]]
+                    yield frame
 
     def close(self) -> None:
         """Close the connection pool. The embedded server stops when the process exits."""
@@ -1503,7 +1547,7 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
                 raise ValidationError(f"must be an integer >= 0, got {t!r}",
                                       field=f"token_counts[{i}]")
             rows.token_counts.append(int(t))
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     if remembered_at is None:
         rows.remembered_at = [now] * n
     else:

@@ -89,9 +89,9 @@ def validate_ids(values: Any, *, field: str) -> list[int]:
 
 def _as_utc(value: Any, field: str) -> dt.datetime:
     if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
     if isinstance(value, dt.date):
-        return dt.datetime.combine(value, dt.time.min, tzinfo=dt.timezone.utc)
+        return dt.datetime.combine(value, dt.time.min, tzinfo=dt.UTC)
     if hasattr(value, "to_pydatetime"):  # pandas.Timestamp
         return _as_utc(value.to_pydatetime(), field)
     raise ValidationError(

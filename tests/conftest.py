@@ -7,6 +7,7 @@ gets a fresh database cloned from a template that already has the schema.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tempfile
 import uuid
@@ -24,10 +25,13 @@ matplotlib.use("Agg")
 
 from htm_analytics import LongTermMemory  # noqa: E402
 from htm_analytics.connection import embedded_server_url  # noqa: E402
+from htm_analytics.datasets import read_corpus, simulate_remembers  # noqa: E402
 from htm_analytics.store import apply_migrations  # noqa: E402
 
 # Unique per run: concurrent runs may share the embedded server.
 TEMPLATE = f"htm_test_template_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+# The simulated history of the shared corpus memory ends here.
+END = dt.datetime(2026, 6, 30, 12, tzinfo=dt.UTC)
 CORPUS_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "debian-memories"
 
 
@@ -81,6 +85,27 @@ def temporary_database(server_url: str, prefix: str,
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
                 sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def memory_url(server_url: str) -> Iterator[str]:
+    """1,200 corpus rows remembered by five robots over 120 days, plus live adds."""
+    frame, vectors = read_corpus(rows=1200)
+    events = simulate_remembers(frame, days=120, end=END, seed=7)
+    positions = events["position"].to_numpy()
+    with temporary_database(server_url, "htm_analytics") as url:
+        with LongTermMemory(url) as store:
+            store.bulk_add(frame["content"].to_numpy()[positions].tolist(),
+                           robots=events["robot"].tolist(), embeddings=vectors[positions],
+                           tags=[frame["tags"][i] for i in positions],
+                           remembered_at=events["remembered_at"].tolist())
+            # Live remembers too: one shared between two robots, one reinforced.
+            scout = store.register_robot("scout")
+            first = store.add(content=frame["content"][0], robot_id=scout)["node_id"]
+            store.add(content="scout notes on the corpus", robot_id=scout)
+            store.add(content="scout notes on the corpus", robot_id=scout)
+            store.add_tag(node_id=first, tag="scout:seen")
+        yield url
 
 
 @pytest.fixture

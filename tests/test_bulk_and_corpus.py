@@ -14,7 +14,7 @@ from htm_analytics.datasets import normalize_tag, read_corpus, read_dev_queries
 
 def test_bulk_add_deduplicates_like_add(ltm: LongTermMemory, db: psycopg.Connection) -> None:
     ltm.add(content="already here", robot_id=ltm.register_robot("a"))
-    when = [dt.datetime(2026, 1, d, tzinfo=dt.timezone.utc) for d in (1, 2, 3, 4)]
+    when = [dt.datetime(2026, 1, d, tzinfo=dt.UTC) for d in (1, 2, 3, 4)]
     result = ltm.bulk_add(["already here", "new one", "new one", "new one"],
                           robots=["a", "a", "a", "b"], remembered_at=when,
                           tags=[["x:y"], [], ["z"], ["z"]],

@@ -46,3 +46,25 @@ def test_readme_mentions_every_command() -> None:
     readme = (ROOT / "README.md").read_text()
     for name in cli.commands:
         assert f"htm-analytics {name}" in readme, name
+
+
+def test_analysis_commands(memory_url: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+
+    def run(*args: str) -> str:
+        result = runner.invoke(cli, ["--db", memory_url, *args])
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    pairs = json.loads(run("tags", "--level", "1", "--limit", "5", "--json"))
+    assert len(pairs) == 5 and ":" not in pairs[0]["topic1"]
+    assert run("tag-tree", "--max-depth", "1", "--csv").splitlines()[0].startswith("tag,name,")
+    weekly = json.loads(run("trends", "--by", "robot", "--robot", "coder", "--json"))
+    assert {row["robot"] for row in weekly} == {"coder"}
+    recent = json.loads(run("trends", "--freq", "D", "--since", "2026-06-20",
+                            "--until", "2026-06-30", "--json"))
+    assert recent and all(row["period"] >= "2026-06-20" for row in recent)
+    assert "shared_fraction" in run("robots")
+    assert "jaccard" in run("robots", "--overlap", "--csv")
+    assert "snapshot written to" in run("snapshot", str(tmp_path / "m.duckdb"))
+    assert (tmp_path / "m.duckdb").is_file()

@@ -253,7 +253,7 @@ def test_concurrent_robot_registration_gives_one_robot(database_url: str) -> Non
 
 
 def test_timeframe_validation(ltm: LongTermMemory) -> None:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     with pytest.raises(ValidationError, match="after end") as info:
         ltm.search_fulltext(query="x", timeframe=(now, now - dt.timedelta(days=1)))
     assert info.value.field == "timeframe"

@@ -238,5 +238,8 @@ def test_sql_ships_inside_a_built_wheel(tmp_path: Path) -> None:
                     "-q", "-w", str(tmp_path), str(root)], check=True, capture_output=True)
     wheel = next(tmp_path.glob("htm_analytics-*.whl"))
     names = zipfile.ZipFile(wheel).namelist()
-    for migration in sorted((root / "htm_analytics" / "sql").glob("*.sql")):
-        assert f"htm_analytics/sql/{migration.name}" in names
+    shipped = sorted((root / "htm_analytics" / "sql").rglob("*.sql"))
+    assert any(path.parent.name == "analytics" for path in shipped)
+    for path in shipped:
+        relative = path.relative_to(root).as_posix()
+        assert relative in names, relative

@@ -182,7 +182,7 @@ def test_hybrid_rrf_fuses_three_ranked_lists(seeded: tuple) -> None:
 
 def test_timeframe_filters_every_search(seeded: tuple, db: psycopg.Connection) -> None:
     ltm, ids = seeded
-    old = dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
+    old = dt.datetime(2020, 1, 1, tzinfo=dt.UTC)
     db.execute("UPDATE nodes SET created_at = %s WHERE id = %s", (old, ids[0]))
     ltm.clear_cache()
     window = (dt.datetime(2019, 12, 31), dt.date(2020, 1, 2))  # naive = UTC; date = midnight

@@ -1,0 +1,118 @@
+"""The shared plumbing of the analysis helpers: their SQL, typed frames, and data sources.
+
+The analysis queries live in ``sql/analytics/`` and are written in the SQL that PostgreSQL and
+DuckDB both understand, so the live store and an offline :class:`~htm_analytics.Snapshot`
+answer every helper with the same statement.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import re
+from collections.abc import Mapping
+from typing import Any, Protocol, runtime_checkable
+
+import pandas as pd
+
+from .errors import ValidationError
+from .validation import validate_positive_int, validate_tag, validate_timeframe
+
+__all__ = ["MemorySource", "load_analytics_query", "coerce_frame", "to_duckdb_query",
+           "period_unit", "scope_params"]
+
+_MARKER = re.compile(r"\{(scoped|remember_events)\}")
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+@runtime_checkable
+class MemorySource(Protocol):
+    """What the analysis helpers read from: a live store or an offline snapshot."""
+
+    def analytics_frame(self, name: str, params: Mapping[str, Any],
+                        dtypes: Mapping[str, Any]) -> pd.DataFrame:
+        """Run the named analytics query with bound ``params``; columns typed by ``dtypes``."""
+        ...
+
+
+@functools.cache
+def load_analytics_query(name: str) -> str:
+    """The text of ``sql/analytics/<name>.sql`` with its shared fragments included."""
+    folder = importlib.resources.files("htm_analytics").joinpath("sql", "analytics")
+    text = folder.joinpath(f"{name}.sql").read_text("utf-8")
+    fragments = {"scoped": "_scoped_nodes", "remember_events": "_remember_events"}
+    return _MARKER.sub(
+        lambda m: _strip_comments(folder.joinpath(f"{fragments[m.group(1)]}.sql")
+                                  .read_text("utf-8")).strip(), text)
+
+
+def _strip_comments(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+
+
+def to_duckdb_query(query: str, params: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """Rewrite psycopg's ``%(name)s`` placeholders as DuckDB's ``$name``.
+
+    Only the parameters the statement uses are passed on: DuckDB rejects unused ones.
+    """
+    used = set(_PLACEHOLDER.findall(query))
+    missing = used - set(params)
+    if missing:
+        raise KeyError(f"query parameters not given: {sorted(missing)}")
+    return (_PLACEHOLDER.sub(r"$\1", query).replace("%%", "%"),
+            {key: value for key, value in params.items() if key in used})
+
+
+def coerce_frame(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> pd.DataFrame:
+    """Give ``frame`` the documented dtypes, whichever engine produced it.
+
+    Timestamps become UTC-aware whether the engine returned them aware (psycopg) or naive
+    in UTC (DuckDB's numpy results).
+    """
+    frame = frame.copy()
+    for column, dtype in dtypes.items():
+        if isinstance(dtype, str) and dtype.startswith("datetime64") and "UTC" in dtype:
+            frame[column] = pd.to_datetime(frame[column], utc=True).astype(dtype)
+        else:
+            frame[column] = frame[column].astype(dtype)
+    return frame
+
+
+# Period names accepted by the ``freq`` options: SQL date_trunc unit and pandas frequency.
+_PERIODS = {
+    "h": ("hour", "h"), "D": ("day", "D"), "W": ("week", "W-MON"), "M": ("month", "MS"),
+    "Q": ("quarter", "QS"), "Y": ("year", "YS"),
+}
+
+
+def period_unit(freq: Any) -> tuple[str, str]:
+    """``(date_trunc unit, pandas frequency)`` for ``freq`` ('h', 'D', 'W', 'M', 'Q', 'Y').
+
+    Weeks start on Monday, as in PostgreSQL and DuckDB ``date_trunc('week', ...)``.
+    """
+    if freq not in _PERIODS:
+        raise ValidationError(f"must be one of {', '.join(map(repr, _PERIODS))}, got {freq!r}",
+                              field="freq")
+    return _PERIODS[freq]
+
+
+def scope_params(*, timeframe: Any = None, robots: Any = None, prefix: Any = None,
+                 level: Any = None) -> dict[str, Any]:
+    """Validated query parameters for the scope options every analysis helper shares.
+
+    ``timeframe`` is a (start, end) pair (inclusive), ``robots`` a robot name or names,
+    ``prefix`` a tag whose subtree is kept, ``level`` the number of tag segments to roll up to.
+    """
+    bounds = validate_timeframe(timeframe)
+    if robots is not None:
+        names = [robots] if isinstance(robots, str) else list(robots)
+        if not names or not all(isinstance(name, str) and name for name in names):
+            raise ValidationError("must be a robot name or a non-empty list of names",
+                                  field="robots")
+        robots = names
+    if prefix is not None:
+        prefix = validate_tag(prefix, field="prefix")
+    if level is not None:
+        level = validate_positive_int(level, field="level", maximum=100)
+    start, end = bounds if bounds else (None, None)
+    return {"start": start, "end": end, "robots": robots, "prefix": prefix, "level": level}

@@ -1,0 +1,123 @@
+"""The hive mind: which robots share memories, and what each robot does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._plotting import axes_or_new
+from .frames import MemorySource, scope_params
+
+__all__ = ["robot_overlap", "robot_activity", "plot_robot_overlap", "plot_robot_activity"]
+
+
+def robot_overlap(source: MemorySource, *, timeframe: Any = None,
+                  robots: str | list[str] | None = None) -> pd.DataFrame:
+    """Robot x robot: memories both remember, and their Jaccard similarity.
+
+    Parameters
+    ----------
+    source : LongTermMemory or Snapshot
+    timeframe : (datetime, datetime), optional
+        Only nodes created in this range.
+    robots : str or list of str, optional
+        Only these robots.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every ordered pair of robots that remember something in scope, the diagonal included
+        (a full matrix in long form: ``df.pivot(index="robot1", columns="robot2",
+        values="jaccard")``), sorted by ``robot1``, ``robot2``:
+
+        - ``robot1``, ``robot2`` (string);
+        - ``shared_nodes`` (int64): nodes both remember (on the diagonal: the robot's nodes);
+        - ``nodes1``, ``nodes2`` (int64): nodes each remembers;
+        - ``jaccard`` (float64): shared / (nodes1 + nodes2 - shared), 1 on the diagonal.
+    """
+    params = scope_params(timeframe=timeframe, robots=robots)
+    pairs = source.analytics_frame(
+        "robot_overlap", params,
+        {"robot1": "string", "robot2": "string", "shared_nodes": "int64", "nodes1": "int64",
+         "nodes2": "int64"})
+    sizes = pairs.loc[pairs["robot1"] == pairs["robot2"], ["robot1", "nodes1"]]
+    sizes = sizes.set_index("robot1")["nodes1"]
+    names = sorted(sizes.index)
+    full = pd.MultiIndex.from_product([names, names], names=["robot1", "robot2"])
+    frame = pairs.set_index(["robot1", "robot2"])[["shared_nodes"]].reindex(full, fill_value=0)
+    frame = frame.reset_index()
+    frame["nodes1"] = frame["robot1"].map(sizes)
+    frame["nodes2"] = frame["robot2"].map(sizes)
+    union = frame["nodes1"] + frame["nodes2"] - frame["shared_nodes"]
+    frame["jaccard"] = frame["shared_nodes"] / union
+    return frame.astype({"robot1": "string", "robot2": "string", "shared_nodes": "int64",
+                         "nodes1": "int64", "nodes2": "int64", "jaccard": "float64"})
+
+
+def robot_activity(source: MemorySource, *, timeframe: Any = None,
+                   robots: str | list[str] | None = None) -> pd.DataFrame:
+    """What each robot remembers, and how much of it other robots remember too.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per robot, most nodes first (then by name):
+
+        - ``robot_id`` (int64), ``robot`` (string);
+        - ``nodes`` (int64): memories it remembers (created in ``timeframe``);
+        - ``remembers`` (int64): its remember counts summed;
+        - ``shared_nodes`` (int64): of its nodes, those another robot remembers too;
+        - ``shared_fraction`` (float64): shared_nodes / nodes (NaN for a robot with none);
+        - ``created_at``, ``last_active``, ``first_remembered_at``, ``last_remembered_at``
+          (datetime64[us, UTC]).
+    """
+    params = scope_params(timeframe=timeframe, robots=robots)
+    times = ["created_at", "last_active", "first_remembered_at", "last_remembered_at"]
+    frame = source.analytics_frame(
+        "robot_activity", params,
+        {"robot_id": "int64", "robot": "string", "nodes": "int64", "remembers": "int64",
+         "shared_nodes": "int64", **{c: "datetime64[us, UTC]" for c in times}})
+    frame["shared_fraction"] = frame["shared_nodes"] / frame["nodes"].where(frame["nodes"] > 0)
+    frame = frame.sort_values(["nodes", "robot"], ascending=[False, True])
+    columns = ["robot_id", "robot", "nodes", "remembers", "shared_nodes", "shared_fraction",
+               *times]
+    return frame[columns].reset_index(drop=True).astype({"shared_fraction": "float64"})
+
+
+def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccard",
+                       annotate: bool = True, **kwargs: Any) -> Any:
+    """Heatmap of a :func:`robot_overlap` result (``value``: 'jaccard' or 'shared_nodes').
+
+    ``**kwargs`` go to :meth:`matplotlib.axes.Axes.imshow`. Returns the Axes.
+    """
+    matrix = df.pivot(index="robot1", columns="robot2", values=value)
+    ax = axes_or_new(ax, (1.5 + 0.6 * len(matrix), 1.0 + 0.6 * len(matrix)))
+    image = ax.imshow(matrix.to_numpy(dtype=float), cmap=kwargs.pop("cmap", "viridis"),
+                      **kwargs)
+    ax.set_xticks(range(len(matrix.columns)), matrix.columns, rotation=45, ha="right")
+    ax.set_yticks(range(len(matrix.index)), matrix.index)
+    if annotate and len(matrix) <= 20:
+        for (i, j), v in np.ndenumerate(matrix.to_numpy(dtype=float)):
+            ax.text(j, i, f"{v:.2f}" if value == "jaccard" else f"{v:.0f}", ha="center",
+                    va="center", fontsize=7, color="white" if v < np.nanmax(matrix) / 2
+                    else "black")
+    ax.figure.colorbar(image, ax=ax, label=value.replace("_", " "))
+    ax.set_title("Shared memories between robots")
+    return ax
+
+
+def plot_robot_activity(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
+    """Stacked bars per robot of a :func:`robot_activity` result: memories only it remembers
+    and memories shared with other robots. Returns the Axes."""
+    ax = axes_or_new(ax, (7, max(2.0, 0.3 * len(df))))
+    names = df["robot"].tolist()
+    own = df["nodes"] - df["shared_nodes"]
+    ax.barh(names, own, label="only this robot", **kwargs)
+    ax.barh(names, df["shared_nodes"], left=own, label="shared", **kwargs)
+    ax.invert_yaxis()
+    ax.set_xlabel("memories")
+    ax.legend()
+    ax.set_title("Memories per robot")
+    return ax

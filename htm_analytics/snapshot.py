@@ -1,0 +1,182 @@
+"""Offline snapshots of a memory database in DuckDB, answering the analysis helpers without
+PostgreSQL."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.resources
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from .errors import ValidationError
+from .frames import coerce_frame, load_analytics_query, to_duckdb_query
+from .store import MEMORY_TABLES, SCHEMA_VERSION, LongTermMemory
+
+__all__ = ["export_snapshot", "Snapshot"]
+
+_TABLES = (*MEMORY_TABLES, "snapshot_info")
+
+
+def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    schema = importlib.resources.files("htm_analytics").joinpath(
+        "sql", "snapshot_schema.duckdb.sql").read_text("utf-8")
+    con.execute(schema)
+
+
+def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
+                    overwrite: bool = False) -> Path:
+    """Copy the memory tables into a DuckDB file or a folder of Parquet files.
+
+    Each table is read in one PostgreSQL transaction and streamed in chunks; embeddings are
+    kept at their own dimension as ``FLOAT[]``. The snapshot is written beside ``path`` and
+    moved into place only when complete, so a failed export leaves nothing half-written.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+        The live memory.
+    path : str or path-like
+        A file ending in ``.duckdb`` (or ``.db``) for a DuckDB database; anything else is a
+        folder that receives one ``<table>.parquet`` per table.
+    overwrite : bool
+        Replace an existing snapshot at ``path``; otherwise an existing path is an error.
+
+    Returns
+    -------
+    pathlib.Path
+        The snapshot's path, to open with :class:`Snapshot`.
+    """
+    target = Path(path)
+    as_database = target.suffix in (".duckdb", ".db")
+    if target.exists() and not overwrite:
+        raise ValidationError(f"{target} exists; pass overwrite=True to replace it", field="path")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        database = work / "snapshot.duckdb"
+        with duckdb.connect(str(database) if as_database else ":memory:") as con:
+            con.execute("SET TimeZone = 'UTC'")
+            _create_tables(con)
+            for table in MEMORY_TABLES:
+                for chunk in store.iter_table_chunks(table):
+                    con.register("chunk", chunk)
+                    con.execute(f"INSERT INTO {table} SELECT * FROM chunk")  # our table names
+                    con.unregister("chunk")
+            info = store.server_info
+            con.execute("INSERT INTO snapshot_info VALUES (?, ?, ?, ?, ?)",
+                        [dt.datetime.now(dt.UTC), store.url, SCHEMA_VERSION,
+                         info["server_version"], info["pgvector_version"]])
+            if not as_database:
+                for table in _TABLES:
+                    con.table(table).to_parquet(str(work / f"{table}.parquet"))
+        if as_database:
+            _replace(database, target)
+        else:
+            database.unlink(missing_ok=True)
+            _replace(work, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return target
+
+
+def _replace(source: Path, target: Path) -> None:
+    if target.is_dir():
+        shutil.rmtree(target)
+    elif target.exists():
+        target.unlink()
+    os.replace(source, target)
+
+
+class Snapshot:
+    """A memory snapshot opened read-only: the analysis helpers accept it in place of a store.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A result of :func:`export_snapshot`: a ``.duckdb`` file or a folder of Parquet files.
+
+    Examples
+    --------
+    >>> export_snapshot(store, "memory.duckdb")                        # doctest: +SKIP
+    >>> with Snapshot("memory.duckdb") as snap:                        # doctest: +SKIP
+    ...     tag_cooccurrence(snap)
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        if self.path.is_dir():
+            missing = [t for t in _TABLES if not (self.path / f"{t}.parquet").exists()]
+            if missing:
+                raise ValidationError(f"{self.path} is not a snapshot: no {missing[0]}.parquet",
+                                      field="path")
+            self._con = duckdb.connect(":memory:")
+            for table in _TABLES:
+                self._con.read_parquet(str(self.path / f"{table}.parquet")).create_view(table)
+        elif self.path.is_file():
+            try:
+                self._con = duckdb.connect(str(self.path), read_only=True)
+            except duckdb.Error as exc:
+                raise ValidationError(f"{self.path} is not a DuckDB snapshot: {exc}",
+                                      field="path") from exc
+        else:
+            raise ValidationError(f"no snapshot at {self.path}", field="path")
+        self._con.execute("SET TimeZone = 'UTC'")
+
+    def analytics_frame(self, name: str, params: Mapping[str, Any],
+                        dtypes: Mapping[str, Any]) -> pd.DataFrame:
+        """Run the analytics query ``name`` on the snapshot; see :mod:`htm_analytics.frames`."""
+        query, bound = to_duckdb_query(load_analytics_query(name), params)
+        return self._frame(query, bound, dtypes)
+
+    def _frame(self, query: str, params: Any, dtypes: Mapping[str, Any]) -> pd.DataFrame:
+        # fetchnumpy, not df(): DuckDB's pandas path warns under pandas 3.
+        with self._con.cursor() as cur:
+            columns = cur.execute(query, params).fetchnumpy()
+        frame = pd.DataFrame({name: _unmask(values) for name, values in columns.items()})
+        return coerce_frame(frame, dtypes)
+
+    @property
+    def info(self) -> dict[str, Any]:
+        """When and from which (password-masked) database the snapshot was exported."""
+        frame = self._frame("SELECT * FROM snapshot_info", None,
+                            {"exported_at": "datetime64[us, UTC]"})
+        return frame.iloc[0].to_dict()
+
+    def table_counts(self) -> pd.DataFrame:
+        """Rows in each memory table: ``table`` (string), ``rows`` (int64), as the store's."""
+        union = " UNION ALL ".join(
+            f"SELECT '{t}' AS \"table\", count(*) AS rows, {i} AS position FROM {t}"
+            for i, t in enumerate(MEMORY_TABLES))
+        frame = self._frame(f"SELECT \"table\", rows FROM ({union}) ORDER BY position", None,
+                            {"table": "string", "rows": "int64"})
+        return frame
+
+    def close(self) -> None:
+        """Close the DuckDB connection."""
+        self._con.close()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Snapshot({str(self.path)!r})"
+
+
+def _unmask(values: Any) -> Any:
+    """DuckDB returns a column with NULLs as a masked array: give pandas ``None`` there."""
+    if not isinstance(values, np.ma.MaskedArray):
+        return values
+    data = values.data.astype(object)
+    data[np.ma.getmaskarray(values)] = None
+    return data

@@ -1,0 +1,23 @@
+-- Nodes inside the caller's scope: created within the timeframe (inclusive, like BETWEEN)
+-- and remembered by at least one of the given robots. NULL parameters mean "no filter".
+scoped_nodes AS (
+    SELECT n.id, n.created_at
+    FROM nodes n
+    WHERE (%(start)s::timestamptz IS NULL OR n.created_at >= %(start)s::timestamptz)
+      AND (%(end)s::timestamptz IS NULL OR n.created_at <= %(end)s::timestamptz)
+      AND (%(robots)s::text[] IS NULL OR EXISTS (
+            SELECT 1 FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
+            WHERE rn.node_id = n.id AND array_position(%(robots)s::text[], r.name) IS NOT NULL))
+),
+-- Tags of scoped nodes under the prefix, rolled up to their first %(level)s segments.
+scoped_topics AS (
+    SELECT DISTINCT nt.node_id,
+           CASE WHEN %(level)s::integer IS NULL THEN t.name
+                ELSE array_to_string((string_to_array(t.name, ':'))[1:%(level)s::integer], ':')
+           END AS topic
+    FROM node_tags nt
+    JOIN tags t ON t.id = nt.tag_id
+    JOIN scoped_nodes s ON s.id = nt.node_id
+    WHERE %(prefix)s::text IS NULL OR t.name = %(prefix)s::text
+       OR starts_with(t.name, %(prefix)s::text || ':')
+)

@@ -1,0 +1,318 @@
+"""Tags: co-occurrence with association measures, the tag graph, the hierarchy, popularity."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from ._plotting import axes_or_new
+from .errors import ValidationError
+from .frames import MemorySource, period_unit, scope_params
+from .validation import validate_positive_int
+
+__all__ = [
+    "tag_cooccurrence", "tag_graph", "write_tag_graph", "tag_hierarchy", "popular_tags",
+    "plot_tag_cooccurrence", "plot_tag_graph", "plot_tag_hierarchy", "plot_popular_tags",
+]
+
+_MEASURES = ("shared_nodes", "jaccard", "lift", "pmi", "npmi")
+_COOCCURRENCE_DTYPES = {
+    "topic1": "string", "topic2": "string", "shared_nodes": "int64", "nodes1": "int64",
+    "nodes2": "int64", "total_nodes": "int64", "jaccard": "float64", "lift": "float64",
+}
+_HIERARCHY_DTYPES = {
+    "tag": "string", "name": "string", "depth": "int64", "parent": "string", "stored": "bool",
+    "tagged_nodes": "int64", "direct_nodes": "int64", "cumulative_nodes": "int64",
+}
+
+
+def _tree_order(tags: pd.Series) -> pd.Series:
+    # ':' sorts before every other tag character once replaced by NUL, giving depth-first order
+    # (a, a:b, a:b:c, a-x) by code point, whatever the database's collation.
+    return tags.str.replace(":", "\x00", regex=False)
+
+
+def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | None = None,
+                     prefix: str | None = None, timeframe: Any = None,
+                     robots: str | list[str] | None = None, sort_by: str = "shared_nodes",
+                     limit: int | None = None) -> pd.DataFrame:
+    """Pairs of tags found on the same memories, with association measures.
+
+    Raw counts favour big tags; Jaccard, lift and (normalised) PMI say how much more often two
+    tags meet than their sizes alone would predict. A tag and its own ancestor (``db`` and
+    ``db:postgresql``) always co-occur, because tagging attaches ancestors, so such pairs are
+    left out.
+
+    Parameters
+    ----------
+    source : LongTermMemory or Snapshot
+        Where the memory lives.
+    min_shared : int
+        Keep pairs found together on at least this many nodes.
+    level : int, optional
+        Roll tags up to their first ``level`` segments first (``level=1``: top-level topics).
+    prefix : str, optional
+        Only tags in this subtree (the tag itself and its descendants).
+    timeframe : (datetime, datetime), optional
+        Only nodes created in this range (inclusive).
+    robots : str or list of str, optional
+        Only nodes that one of these robots remembers.
+    sort_by : {'shared_nodes', 'jaccard', 'lift', 'pmi', 'npmi'}
+        Strongest pairs first by this measure (ties: by tag names).
+    limit : int, optional
+        Keep only the first ``limit`` pairs.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per pair:
+
+        - ``topic1``, ``topic2`` (string): the tags, ``topic1 < topic2`` by code point;
+        - ``shared_nodes`` (int64): nodes carrying both;
+        - ``nodes1``, ``nodes2`` (int64): nodes carrying each;
+        - ``total_nodes`` (int64): tagged nodes in scope, N;
+        - ``jaccard`` (float64): shared / (nodes1 + nodes2 - shared);
+        - ``lift`` (float64): shared * N / (nodes1 * nodes2), 1 when independent;
+        - ``pmi`` (float64): ln(lift);
+        - ``npmi`` (float64): pmi / -ln(shared / N), in [-1, 1]; 1 when the pair covers
+          every node.
+    """
+    params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
+    params["min_shared"] = validate_positive_int(min_shared, field="min_shared")
+    if sort_by not in _MEASURES:
+        raise ValidationError(f"must be one of {', '.join(_MEASURES)}, got {sort_by!r}",
+                              field="sort_by")
+    frame = source.analytics_frame("tag_cooccurrence", params, _COOCCURRENCE_DTYPES)
+    # Each engine orders the pair by its own collation: orient by code point here.
+    swap = (frame["topic1"] > frame["topic2"]).to_numpy(dtype=bool)
+    for first, second in (("topic1", "topic2"), ("nodes1", "nodes2")):
+        a, b = frame[first].copy(), frame[second].copy()
+        frame[first], frame[second] = a.where(~swap, b), b.where(~swap, a)
+    frame["pmi"] = np.log(frame["lift"])
+    joint = -np.log(frame["shared_nodes"] / frame["total_nodes"])
+    frame["npmi"] = (frame["pmi"] / joint.where(joint > 0)).fillna(1.0)
+    frame = frame.sort_values([sort_by, "topic1", "topic2"], ascending=[False, True, True])
+    if limit is not None:
+        frame = frame.head(validate_positive_int(limit, field="limit"))
+    return frame.reset_index(drop=True).astype(_COOCCURRENCE_DTYPES)
+
+
+def tag_graph(source: MemorySource, *, min_shared: int = 2, level: int | None = None,
+              prefix: str | None = None, timeframe: Any = None,
+              robots: str | list[str] | None = None, weight: str = "jaccard",
+              resolution: float = 1.0, seed: int | None = 0) -> nx.Graph:
+    """The tag co-occurrence network, with Louvain communities.
+
+    Nodes are tags (every tag in scope, connected or not) with attributes ``nodes`` (memories
+    carrying the tag) and ``community`` (0 is the largest community). Edges are the pairs of
+    :func:`tag_cooccurrence` with all its measures as attributes, plus ``weight`` set to the
+    chosen measure. Parameters as in :func:`tag_cooccurrence`; ``resolution`` and ``seed`` go to
+    :func:`networkx.community.louvain_communities` (fixed seed: the same communities each run).
+
+    Returns
+    -------
+    networkx.Graph
+        ``graph.graph`` holds ``weight`` (the measure used) and ``communities`` (their count).
+    """
+    if weight not in _MEASURES:
+        raise ValidationError(f"must be one of {', '.join(_MEASURES)}, got {weight!r}",
+                              field="weight")
+    pairs = tag_cooccurrence(source, min_shared=min_shared, level=level, prefix=prefix,
+                             timeframe=timeframe, robots=robots)
+    sizes = popular_tags(source, limit=None, level=level, prefix=prefix, timeframe=timeframe,
+                         robots=robots)
+    graph = nx.Graph(weight=weight)
+    graph.add_nodes_from((tag, {"nodes": int(n)}) for tag, n in zip(sizes["tag"], sizes["nodes"]))
+    for row in pairs.itertuples(index=False):
+        attributes = {m: (int(v) if m == "shared_nodes" else float(v))
+                      for m, v in ((m, getattr(row, m)) for m in _MEASURES)}
+        # Louvain needs positive weights; a negative PMI means "less than chance": no tie.
+        graph.add_edge(row.topic1, row.topic2, **attributes,
+                       weight=max(attributes[weight], 0.0))
+    communities = nx.community.louvain_communities(graph, weight="weight",
+                                                   resolution=resolution, seed=seed)
+    ordered = sorted(communities, key=lambda c: (-len(c), min(c)))
+    for number, members in enumerate(ordered):
+        for tag in members:
+            graph.nodes[tag]["community"] = number
+    graph.graph["communities"] = len(ordered)
+    return graph
+
+
+def write_tag_graph(graph: nx.Graph, path: str | os.PathLike[str]) -> Path:
+    """Write a :func:`tag_graph` as GraphML (``.graphml``) or GEXF (``.gexf``, for Gephi)."""
+    target = Path(path)
+    writers = {".graphml": nx.write_graphml, ".gexf": nx.write_gexf}
+    if target.suffix not in writers:
+        raise ValidationError("must end in .graphml or .gexf", field="path")
+    writers[target.suffix](graph, target)
+    return target
+
+
+def tag_hierarchy(source: MemorySource, *, prefix: str | None = None, timeframe: Any = None,
+                  robots: str | list[str] | None = None) -> pd.DataFrame:
+    """Every tag and every ancestor its name implies, with node counts, in tree order.
+
+    Parameters
+    ----------
+    source : LongTermMemory or Snapshot
+    prefix : str, optional
+        Only this subtree.
+    timeframe, robots
+        Count only nodes in this scope, as in :func:`tag_cooccurrence`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per tag, depth first (a parent right before its children):
+
+        - ``tag`` (string): the full path; ``name`` (string): its last segment;
+        - ``depth`` (int64): 1 for top-level tags; ``parent`` (string, NA at top level);
+        - ``stored`` (bool): the tag exists in the tags table (False: only implied by a
+          descendant's name);
+        - ``tagged_nodes`` (int64): nodes carrying the tag itself;
+        - ``direct_nodes`` (int64): nodes carrying it and no tag below it;
+        - ``cumulative_nodes`` (int64): nodes carrying it or any tag below it.
+    """
+    params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix)
+    frame = source.analytics_frame("tag_hierarchy", params, _HIERARCHY_DTYPES)
+    frame = frame.sort_values("tag", key=_tree_order).reset_index(drop=True)
+    return frame
+
+
+def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | None = None,
+                 prefix: str | None = None, timeframe: Any = None,
+                 robots: str | list[str] | None = None, freq: str | None = None) -> pd.DataFrame:
+    """The most used tags, overall or per period.
+
+    Parameters
+    ----------
+    source : LongTermMemory or Snapshot
+    limit : int or None
+        The most used ``limit`` tags (None: all).
+    level, prefix, timeframe, robots
+        Scope, as in :func:`tag_cooccurrence`.
+    freq : {'h', 'D', 'W', 'M', 'Q', 'Y'}, optional
+        Also split by period of node creation (weeks start on Monday).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Without ``freq``: ``tag`` (string), ``nodes`` (int64) and ``share`` (float64: nodes /
+        tagged nodes in scope), most used first.
+        With ``freq``: ``period`` (datetime64[us, UTC]), ``tag`` (string), ``nodes`` (int64)
+        for the same top tags, periods without new nodes for a tag left out.
+    """
+    params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
+    params["unit"] = period_unit(freq)[0] if freq is not None else None
+    frame = source.analytics_frame(
+        "tag_sizes", params,
+        {"tag": "string", "period": "datetime64[us, UTC]", "nodes": "int64"})
+    totals = frame.groupby("tag", as_index=False)["nodes"].sum()
+    totals = totals.sort_values(["nodes", "tag"], ascending=[False, True])
+    if limit is not None:
+        totals = totals.head(validate_positive_int(limit, field="limit"))
+    if freq is None:
+        tagged = source.analytics_frame("tagged_nodes", params, {"nodes": "int64"})
+        total = int(tagged["nodes"].iloc[0])
+        totals["share"] = totals["nodes"] / total if total else 0.0
+        return totals.reset_index(drop=True).astype(
+            {"tag": "string", "nodes": "int64", "share": "float64"})
+    frame = frame[frame["tag"].isin(totals["tag"])]
+    frame = frame.sort_values(["period", "tag"]).reset_index(drop=True)
+    return frame[["period", "tag", "nodes"]]
+
+
+# -- plots ------------------------------------------------------------------------------------
+
+def plot_tag_cooccurrence(df: pd.DataFrame, *, ax: Any = None, measure: str = "npmi",
+                          top: int = 25, **kwargs: Any) -> Any:
+    """Bars of the ``top`` pairs of a :func:`tag_cooccurrence` result by ``measure``.
+
+    ``**kwargs`` go to :meth:`matplotlib.axes.Axes.barh`. Returns the Axes.
+    """
+    shown = df.sort_values([measure, "topic1", "topic2"], ascending=[False, True, True]).head(top)
+    ax = axes_or_new(ax, (7, max(2.0, 0.28 * len(shown))))
+    labels = (shown["topic1"] + " + " + shown["topic2"]).tolist()
+    ax.barh(labels, shown[measure], **kwargs)
+    ax.invert_yaxis()
+    ax.set_xlabel(measure)
+    ax.set_title(f"Tag pairs by {measure}")
+    return ax
+
+
+def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, labels: int = 25, seed: int = 0,
+                   **kwargs: Any) -> Any:
+    """Draw a :func:`tag_graph`: node size by memories, colour by community, edge width by
+    weight; the ``labels`` biggest tags are named. ``**kwargs`` go to
+    :func:`networkx.draw_networkx_nodes`. Returns the Axes."""
+    ax = axes_or_new(ax, (8, 8))
+    if graph.number_of_nodes() == 0:
+        ax.set_axis_off()
+        ax.set_title("Tag graph (no tags)")
+        return ax
+    position = nx.spring_layout(graph, weight="weight", seed=seed)
+    sizes = np.array([graph.nodes[n].get("nodes", 1) for n in graph], dtype=float)
+    node_size = 30 + 600 * np.sqrt(sizes / sizes.max())
+    colors = [graph.nodes[n].get("community", 0) for n in graph]
+    widths = [0.3 + 2.5 * d.get("weight", 0.0) for _, _, d in graph.edges(data=True)]
+    nx.draw_networkx_edges(graph, position, ax=ax, width=widths, alpha=0.3)
+    nx.draw_networkx_nodes(graph, position, ax=ax, node_size=node_size, node_color=colors,
+                           cmap=kwargs.pop("cmap", "tab20"), **kwargs)
+    biggest = sorted(graph, key=lambda n: -graph.nodes[n].get("nodes", 0))[:labels]
+    nx.draw_networkx_labels(graph, position, labels={n: n for n in biggest}, ax=ax,
+                            font_size=8)
+    ax.set_axis_off()
+    ax.set_title(f"Tag co-occurrence ({graph.graph.get('communities', 0)} communities, "
+                 f"edges weighted by {graph.graph.get('weight', 'weight')})")
+    return ax
+
+
+def plot_tag_hierarchy(df: pd.DataFrame, *, ax: Any = None, max_depth: int = 2,
+                       top: int = 40, value: str = "cumulative_nodes", **kwargs: Any) -> Any:
+    """The tag tree of a :func:`tag_hierarchy` result as indented bars, in tree order.
+
+    Shows tags down to ``max_depth``, at most ``top`` rows, the biggest subtrees first.
+    ``**kwargs`` go to :meth:`matplotlib.axes.Axes.barh`. Returns the Axes.
+    """
+    shown = df[df["depth"] <= max_depth]
+    roots = (shown[shown["depth"] == 1].sort_values([value, "tag"], ascending=[False, True])
+             ["tag"].tolist())
+    root_rank = {root: i for i, root in enumerate(roots)}
+    shown = shown.assign(_root=shown["tag"].str.split(":").str[0].map(root_rank),
+                         _order=_tree_order(shown["tag"]))
+    shown = shown.sort_values(["_root", "_order"]).head(top)
+    ax = axes_or_new(ax, (7, max(2.0, 0.25 * len(shown))))
+    labels = [("    " * (d - 1)) + n for d, n in zip(shown["depth"], shown["name"])]
+    colors = kwargs.pop("color", [f"C{min(d - 1, 9)}" for d in shown["depth"]])
+    ax.barh(range(len(shown)), shown[value], color=colors, **kwargs)
+    ax.set_yticks(range(len(shown)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(value.replace("_", " "))
+    ax.set_title("Tag hierarchy")
+    return ax
+
+
+def plot_popular_tags(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
+    """Bars of a :func:`popular_tags` result, or one line per tag when it has periods.
+
+    ``**kwargs`` go to ``barh`` or ``plot``. Returns the Axes.
+    """
+    if "period" in df:
+        ax = axes_or_new(ax, (8, 4))
+        for tag, rows in df.groupby("tag", sort=True):
+            ax.plot(rows["period"], rows["nodes"], marker="o", label=tag, **kwargs)
+        ax.set_ylabel("new memories with the tag")
+        ax.legend(fontsize=7, ncols=2)
+    else:
+        ax = axes_or_new(ax, (7, max(2.0, 0.25 * len(df))))
+        ax.barh(df["tag"].tolist(), df["nodes"], **kwargs)
+        ax.invert_yaxis()
+        ax.set_xlabel("memories")
+    ax.set_title("Most used tags")
+    return ax

@@ -1,0 +1,220 @@
+"""Remembering over time: trends per period, reinforcement, the most reinforced memories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from ._plotting import axes_or_new
+from .errors import ValidationError
+from .frames import MemorySource, period_unit, scope_params
+from .validation import validate_positive_int
+
+__all__ = [
+    "remember_trends", "remember_count_distribution", "most_reinforced",
+    "plot_remember_trends", "plot_remember_count_distribution",
+]
+
+_COUNTS = ["remembers", "new_memories", "shared_remembers", "repeated_remembers",
+           "active_robots"]
+
+
+def _group_option(by: Any, allowed: tuple[str, ...]) -> None:
+    if by is not None and by not in allowed:
+        raise ValidationError(f"must be None or one of {', '.join(map(repr, allowed))}, "
+                              f"got {by!r}", field="by")
+
+
+def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = None,
+                    timeframe: Any = None, robots: str | list[str] | None = None,
+                    prefix: str | None = None, level: int | None = None,
+                    fill_gaps: bool = True) -> pd.DataFrame:
+    """Remembers per period: new content, content shared from another robot, reinforcement.
+
+    Exact when the event log (``memory_events``) has remembers. A database written before the
+    log existed has only first/last remember times and a count per robot and node: then each
+    pair's first remember is placed at ``first_remembered_at`` and its other ``remember_count
+    - 1`` at ``last_remembered_at``, and ``result.attrs["exact"]`` is False.
+
+    Parameters
+    ----------
+    source : LongTermMemory or Snapshot
+    freq : {'h', 'D', 'W', 'M', 'Q', 'Y'}
+        Period length (weeks start on Monday, UTC).
+    by : {None, 'robot', 'tag'}
+        Also split by robot, or by the node's current tags (each remember counts once for each
+        tag of its node; ``prefix`` and ``level`` choose the tags).
+    timeframe : (datetime, datetime), optional
+        Only remembers that happened in this range (whether a memory is new is still decided
+        over its whole history).
+    robots : str or list of str, optional
+        Only remembers by these robots.
+    fill_gaps : bool
+        Include periods without any remember (zero counts) between the first and last period.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per period (and robot or tag), in time order:
+
+        - ``period`` (datetime64[us, UTC]): start of the period;
+        - ``robot`` or ``tag`` (string): only with ``by``;
+        - ``remembers`` (int64): every remember;
+        - ``new_memories`` (int64): content remembered for the first time by any robot;
+        - ``shared_remembers`` (int64): a robot's first remember of content another robot
+          already had (the hive mind at work);
+        - ``repeated_remembers`` (int64): a robot remembering content it already had;
+        - ``active_robots`` (int64): robots that remembered anything;
+        - ``cumulative_memories``, ``cumulative_remembers`` (int64): running totals (per group).
+
+        ``remembers == new_memories + shared_remembers + repeated_remembers``.
+    """
+    unit, pandas_freq = period_unit(freq)
+    _group_option(by, ("robot", "tag"))
+    params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
+    params.update(unit=unit, by=by)
+    frame = source.analytics_frame(
+        "remember_trends", params,
+        {"period": "datetime64[us, UTC]", "group": "string", **{c: "int64" for c in _COUNTS},
+         "exact": "boolean"})
+    exact = bool(frame["exact"].all())
+    keys = ["period"] if by is None else ["period", by]
+    frame = frame.rename(columns={"group": by} if by else {}).drop(
+        columns=["exact"] + ([] if by else ["group"]))
+    if fill_gaps and len(frame):
+        periods = pd.date_range(frame["period"].min(), frame["period"].max(), freq=pandas_freq,
+                                unit="us")
+        if by is None:
+            full = pd.Index(periods, name="period")
+        else:
+            full = pd.MultiIndex.from_product([periods, sorted(frame[by].unique())],
+                                              names=keys)
+        frame = frame.set_index(keys).reindex(full, fill_value=0).reset_index()
+    frame = frame.sort_values(keys if by is None else [by, "period"])
+    grouped = frame.groupby(by) if by else frame
+    frame["cumulative_memories"] = grouped["new_memories"].cumsum()
+    frame["cumulative_remembers"] = grouped["remembers"].cumsum()
+    frame = frame.sort_values(keys).reset_index(drop=True)
+    frame = frame.astype({**{c: "int64" for c in _COUNTS},
+                          "cumulative_memories": "int64", "cumulative_remembers": "int64",
+                          **({by: "string"} if by else {})})
+    frame.attrs["exact"] = exact
+    return frame
+
+
+def remember_count_distribution(source: MemorySource, *, by: str | None = None,
+                                timeframe: Any = None,
+                                robots: str | list[str] | None = None) -> pd.DataFrame:
+    """How often content is reinforced: memories per remember count.
+
+    Parameters
+    ----------
+    source : LongTermMemory or Snapshot
+    by : {None, 'robot'}
+        None: per node, its remembers summed over robots. 'robot': per robot and node.
+    timeframe, robots
+        Nodes created in the range; remembers of these robots only.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``robot`` (string, only with ``by='robot'``), ``remember_count`` (int64), ``memories``
+        (int64: nodes, or robot-node pairs, remembered that many times), ``share`` (float64,
+        of the group's memories) and ``cumulative_share`` (float64), by count ascending.
+    """
+    _group_option(by, ("robot",))
+    params = scope_params(timeframe=timeframe, robots=robots)
+    params["by"] = by
+    frame = source.analytics_frame(
+        "remember_count_distribution", params,
+        {"group": "string", "remember_count": "int64", "memories": "int64"})
+    if by is None:
+        frame = frame.drop(columns=["group"])
+        frame = frame.sort_values("remember_count").reset_index(drop=True)
+        frame["share"] = frame["memories"] / frame["memories"].sum()
+        frame["cumulative_share"] = frame["share"].cumsum()
+    else:
+        frame = frame.rename(columns={"group": "robot"})
+        frame = frame.sort_values(["robot", "remember_count"]).reset_index(drop=True)
+        frame["share"] = frame["memories"] / frame.groupby("robot")["memories"].transform("sum")
+        frame["cumulative_share"] = frame.groupby("robot")["share"].cumsum()
+    return frame.astype({"share": "float64", "cumulative_share": "float64"})
+
+
+def most_reinforced(source: MemorySource, *, limit: int = 20, timeframe: Any = None,
+                    robots: str | list[str] | None = None) -> pd.DataFrame:
+    """The memories remembered most often, over all robots (or the given ones).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``node_id`` (int64), ``content`` (string), ``remembers`` (int64: summed remember
+        counts), ``robots`` (int64: robots that remember it), ``first_remembered_at``,
+        ``last_remembered_at`` (datetime64[us, UTC]); most remembered first, then by id.
+    """
+    params = scope_params(timeframe=timeframe, robots=robots)
+    params["limit"] = validate_positive_int(limit, field="limit")
+    return source.analytics_frame(
+        "most_reinforced", params,
+        {"node_id": "int64", "content": "string", "remembers": "int64", "robots": "int64",
+         "first_remembered_at": "datetime64[us, UTC]",
+         "last_remembered_at": "datetime64[us, UTC]"})
+
+
+def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = None,
+                         **kwargs: Any) -> Any:
+    """Plot a :func:`remember_trends` result.
+
+    Without groups: stacked bars of new, shared and repeated remembers per period (``y=None``)
+    or a line of the column ``y``. With a ``robot`` or ``tag`` column: one line per group of
+    ``y`` (default ``cumulative_memories``). ``**kwargs`` go to the matplotlib call. Returns the
+    Axes.
+    """
+    ax = axes_or_new(ax, (9, 4))
+    group = next((c for c in ("robot", "tag") if c in df), None)
+    if group is not None:
+        y = y or "cumulative_memories"
+        for name, rows in df.groupby(group, sort=True):
+            ax.plot(rows["period"], rows[y], label=name, **kwargs)
+        ax.legend(fontsize=7, ncols=2)
+        ax.set_ylabel(y.replace("_", " "))
+    elif y is None:
+        width = _bar_width(df["period"])
+        bottom = pd.Series(0, index=df.index)
+        for column, label in (("new_memories", "new"), ("shared_remembers", "shared"),
+                              ("repeated_remembers", "repeated")):
+            ax.bar(df["period"], df[column], bottom=bottom, width=width, label=label,
+                   align="edge", **kwargs)
+            bottom = bottom + df[column]
+        ax.legend()
+        ax.set_ylabel("remembers")
+    else:
+        ax.plot(df["period"], df[y], **kwargs)
+        ax.set_ylabel(y.replace("_", " "))
+    ax.set_title("Remembers over time")
+    return ax
+
+
+def _bar_width(periods: pd.Series) -> Any:
+    if len(periods) < 2:
+        return pd.Timedelta(days=1) * 0.8
+    return periods.diff().min() * 0.8
+
+
+def plot_remember_count_distribution(df: pd.DataFrame, *, ax: Any = None,
+                                     **kwargs: Any) -> Any:
+    """Memories per remember count (log scale) of a :func:`remember_count_distribution`
+    result; one line per robot when it has a ``robot`` column. Returns the Axes."""
+    ax = axes_or_new(ax, (7, 4))
+    if "robot" in df:
+        for robot, rows in df.groupby("robot", sort=True):
+            ax.plot(rows["remember_count"], rows["memories"], marker="o", label=robot, **kwargs)
+        ax.legend(fontsize=7)
+    else:
+        ax.bar(df["remember_count"], df["memories"], **kwargs)
+    ax.set_yscale("log")
+    ax.set_xlabel("times remembered")
+    ax.set_ylabel("memories")
+    ax.set_title("How often memories are reinforced")
+    return ax

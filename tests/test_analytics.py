@@ -1,0 +1,456 @@
+"""Tag, trend and robot helpers, each checked against pandas over the raw rows, on a slice of
+the real corpus with a simulated history; and the DuckDB snapshot against the live answers."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from pathlib import Path
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+import psycopg
+import pytest
+from conftest import END, temporary_database
+from pandas.testing import assert_frame_equal
+
+import htm_analytics as ha
+from htm_analytics import LongTermMemory, Snapshot, ValidationError, export_snapshot
+from htm_analytics.datasets import read_corpus, simulate_remembers
+
+
+@pytest.fixture(scope="module")
+def store(memory_url: str) -> Iterator[LongTermMemory]:
+    with LongTermMemory(memory_url, cache_size=0) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def raw(memory_url: str) -> dict[str, pd.DataFrame]:
+    """The memory tables read with plain psycopg: the independent side of every check."""
+    queries = {
+        "robots": "SELECT id AS robot_id, name AS robot FROM robots",
+        "nodes": "SELECT id AS node_id, created_at FROM nodes",
+        "robot_nodes": "SELECT robot_id, node_id, remember_count, first_remembered_at, "
+                       "last_remembered_at FROM robot_nodes",
+        "node_tags": "SELECT nt.node_id, t.name AS tag FROM node_tags nt "
+                     "JOIN tags t ON t.id = nt.tag_id",
+        "tags": "SELECT name AS tag FROM tags",
+        "events": "SELECT id, occurred_at, robot_id, node_id FROM memory_events "
+                  "WHERE kind = 'remember'",
+    }
+    with psycopg.connect(memory_url) as conn:
+        conn.execute("SET TimeZone = 'UTC'")
+        return {name: pd.DataFrame(conn.execute(q).fetchall(),
+                                   columns=[c.name for c in conn.execute(q).description or []])
+                for name, q in queries.items()}
+
+
+@pytest.fixture(scope="module", params=["duckdb", "parquet"])
+def snapshot(request: pytest.FixtureRequest, store: LongTermMemory,
+             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshot]:
+    folder = tmp_path_factory.mktemp("snapshot")
+    path = folder / ("memory.duckdb" if request.param == "duckdb" else "memory")
+    export_snapshot(store, path)
+    with Snapshot(path) as snap:
+        yield snap
+
+
+def _expected_pairs(node_tags: pd.DataFrame, min_shared: int) -> pd.DataFrame:
+    pairs = node_tags.merge(node_tags, on="node_id", suffixes=("1", "2"))
+    pairs = pairs[pairs["tag1"] < pairs["tag2"]]
+    ancestor = [b.startswith(a + ":") for a, b in zip(pairs["tag1"], pairs["tag2"])]
+    pairs = pairs[~np.array(ancestor, dtype=bool)]
+    shared = pairs.groupby(["tag1", "tag2"]).size().rename("shared_nodes").reset_index()
+    return shared[shared["shared_nodes"] >= min_shared]
+
+
+# -- tags --------------------------------------------------------------------------------------
+
+def test_tag_cooccurrence_matches_pandas(store: LongTermMemory, raw: dict) -> None:
+    result = ha.tag_cooccurrence(store, min_shared=3)
+    node_tags = raw["node_tags"]
+    expected = _expected_pairs(node_tags, 3)
+    sizes = node_tags.groupby("tag").size()
+    total = node_tags["node_id"].nunique()
+    merged = result.merge(expected, left_on=["topic1", "topic2"], right_on=["tag1", "tag2"],
+                          how="outer", suffixes=("", "_expected"), indicator=True)
+    assert (merged["_merge"] == "both").all(), merged[merged["_merge"] != "both"].head()
+    assert (merged["shared_nodes"] == merged["shared_nodes_expected"]).all()
+    n1 = result["topic1"].map(sizes).to_numpy()
+    n2 = result["topic2"].map(sizes).to_numpy()
+    shared = result["shared_nodes"].to_numpy()
+    np.testing.assert_array_equal(result["nodes1"], n1)
+    np.testing.assert_allclose(result["jaccard"], shared / (n1 + n2 - shared))
+    np.testing.assert_allclose(result["lift"], shared * total / (n1 * n2))
+    np.testing.assert_allclose(result["pmi"], np.log(shared * total / (n1 * n2)))
+    assert (result["total_nodes"] == total).all()
+    assert result["npmi"].between(-1, 1).all()
+    assert (result["topic1"] < result["topic2"]).all()
+    assert result["shared_nodes"].is_monotonic_decreasing
+    assert result.dtypes.to_dict() == {
+        "topic1": "string", "topic2": "string", "shared_nodes": "int64", "nodes1": "int64",
+        "nodes2": "int64", "total_nodes": "int64", "jaccard": "float64", "lift": "float64",
+        "pmi": "float64", "npmi": "float64"}
+
+
+def test_tag_cooccurrence_rolls_up_and_filters(store: LongTermMemory, raw: dict) -> None:
+    node_tags = raw["node_tags"]
+    top = node_tags.assign(tag=node_tags["tag"].str.split(":").str[0]).drop_duplicates()
+    expected = _expected_pairs(top, 2)
+    result = ha.tag_cooccurrence(store, level=1)
+    assert len(result) == len(expected) > 10
+    assert not result["topic1"].str.contains(":").any()
+
+    devel = ha.tag_cooccurrence(store, prefix="devel", min_shared=1)
+    assert len(devel) > 0
+    for column in ("topic1", "topic2"):
+        assert devel[column].str.startswith("devel:").all()
+
+    by_jaccard = ha.tag_cooccurrence(store, sort_by="jaccard", limit=5)
+    assert len(by_jaccard) == 5 and by_jaccard["jaccard"].is_monotonic_decreasing
+
+
+def test_scope_filters_restrict_nodes(store: LongTermMemory, raw: dict) -> None:
+    start, end = END - dt.timedelta(days=30), END
+    nodes = raw["nodes"]
+    recent = set(nodes.loc[(nodes["created_at"] >= start) & (nodes["created_at"] <= end),
+                           "node_id"])
+    popular = ha.popular_tags(store, limit=None, timeframe=(start, end))
+    node_tags = raw["node_tags"]
+    expected = node_tags[node_tags["node_id"].isin(recent)].groupby("tag").size()
+    assert popular.set_index("tag")["nodes"].sort_index().to_dict() == expected.to_dict()
+
+    robot_nodes = raw["robot_nodes"].merge(raw["robots"], on="robot_id")
+    coder = set(robot_nodes.loc[robot_nodes["robot"] == "coder", "node_id"])
+    popular = ha.popular_tags(store, limit=None, robots="coder")
+    expected = node_tags[node_tags["node_id"].isin(coder)].groupby("tag").size()
+    assert popular.set_index("tag")["nodes"].sort_index().to_dict() == expected.to_dict()
+
+
+def test_popular_tags_overall_and_per_period(store: LongTermMemory, raw: dict) -> None:
+    node_tags = raw["node_tags"]
+    counts = node_tags.groupby("tag").size()
+    result = ha.popular_tags(store, limit=10)
+    expected = counts.reset_index(name="nodes").sort_values(["nodes", "tag"],
+                                                            ascending=[False, True]).head(10)
+    assert result["tag"].tolist() == expected["tag"].tolist()
+    assert result["nodes"].tolist() == expected["nodes"].tolist()
+    np.testing.assert_allclose(result["share"],
+                               expected["nodes"] / node_tags["node_id"].nunique())
+
+    monthly = ha.popular_tags(store, limit=3, freq="M")
+    assert set(monthly["tag"]) == set(result["tag"].head(3))
+    assert monthly.groupby("tag")["nodes"].sum().to_dict() == \
+        result.head(3).set_index("tag")["nodes"].to_dict()
+    assert (monthly["period"].dt.day == 1).all()
+
+
+def test_tag_hierarchy_matches_pandas(store: LongTermMemory, raw: dict) -> None:
+    result = ha.tag_hierarchy(store)
+    node_tags = raw["node_tags"]
+    assert set(result["tag"]) == set(raw["tags"]["tag"])  # tagging stores every ancestor
+    tagged = node_tags.groupby("tag")["node_id"].nunique()
+    below = {tag: set() for tag in result["tag"]}
+    for node, tag in zip(node_tags["node_id"], node_tags["tag"]):
+        parts = tag.split(":")
+        for depth in range(1, len(parts)):
+            below[":".join(parts[:depth])].add(node)
+    row = result.set_index("tag")
+    for tag in ["devel", "devel:lang", "role", "interface"]:
+        own = set(node_tags.loc[node_tags["tag"] == tag, "node_id"])
+        assert row.loc[tag, "tagged_nodes"] == tagged[tag]
+        assert row.loc[tag, "direct_nodes"] == len(own - below[tag])
+        assert row.loc[tag, "cumulative_nodes"] == len(own | below[tag])
+    assert row.loc["devel:lang", "parent"] == "devel"
+    assert row.loc["devel:lang", "depth"] == 2 and row.loc["devel:lang", "name"] == "lang"
+    assert pd.isna(row.loc["devel", "parent"])
+    # Depth first: every parent comes right before its subtree.
+    position = {tag: i for i, tag in enumerate(result["tag"])}
+    children = result.dropna(subset=["parent"])
+    assert all(position[p] < position[c] for p, c in zip(children["parent"], children["tag"]))
+
+
+def test_tag_hierarchy_lists_implied_ancestors(ltm: LongTermMemory) -> None:
+    robot = ltm.register_robot("r")
+    node = ltm.add(content="an orphan leaf", robot_id=robot)["node_id"]
+    ltm.add_tag(node_id=node, tag="a:b:c", ancestors=False)
+    result = ha.tag_hierarchy(ltm).set_index("tag")
+    assert result["stored"].to_dict() == {"a": False, "a:b": False, "a:b:c": True}
+    assert result["cumulative_nodes"].tolist() == [1, 1, 1]
+    assert result["direct_nodes"].tolist() == [0, 0, 1]
+
+
+def test_tag_graph_and_export(store: LongTermMemory, tmp_path: Path) -> None:
+    pairs = ha.tag_cooccurrence(store, level=2, min_shared=5)
+    graph = ha.tag_graph(store, level=2, min_shared=5, weight="npmi", seed=3)
+    assert graph.number_of_edges() == len(pairs)
+    edge = pairs.iloc[0]
+    data = graph.edges[edge["topic1"], edge["topic2"]]
+    assert data["shared_nodes"] == edge["shared_nodes"]
+    assert data["weight"] == pytest.approx(max(edge["npmi"], 0))
+    communities = {graph.nodes[n]["community"] for n in graph}
+    assert communities == set(range(graph.graph["communities"]))
+    again = ha.tag_graph(store, level=2, min_shared=5, weight="npmi", seed=3)
+    assert nx.get_node_attributes(again, "community") == \
+        nx.get_node_attributes(graph, "community")
+    for suffix, reader in ((".graphml", nx.read_graphml), (".gexf", nx.read_gexf)):
+        path = ha.write_tag_graph(graph, tmp_path / f"tags{suffix}")
+        read = reader(path)
+        assert read.number_of_nodes() == graph.number_of_nodes()
+        assert read.number_of_edges() == graph.number_of_edges()
+    with pytest.raises(ValidationError):
+        ha.write_tag_graph(graph, tmp_path / "tags.png")
+
+
+# -- remembering over time -----------------------------------------------------------------------
+
+def _expected_events(raw: dict) -> pd.DataFrame:
+    events = raw["events"].merge(raw["robots"], on="robot_id", how="left")
+    events = events.sort_values(["occurred_at", "id"])
+    events["node_rank"] = events.groupby("node_id").cumcount()
+    events["robot_rank"] = events.groupby(["node_id", "robot_id"]).cumcount()
+    return events
+
+
+def test_remember_trends_match_the_event_log(store: LongTermMemory, raw: dict) -> None:
+    result = ha.remember_trends(store, freq="W")
+    events = _expected_events(raw)
+    week = events["occurred_at"].dt.tz_convert(None).dt.to_period("W-SUN").dt.start_time
+    grouped = events.assign(period=week.dt.tz_localize("UTC")).groupby("period")
+    expected = pd.DataFrame({
+        "remembers": grouped.size(),
+        "new_memories": grouped["node_rank"].apply(lambda r: (r == 0).sum()),
+        "repeated_remembers": grouped["robot_rank"].apply(lambda r: (r > 0).sum()),
+        "active_robots": grouped["robot_id"].nunique(),
+    })
+    got = result.set_index("period")
+    active = got[got["remembers"] > 0]
+    assert len(active) == len(expected)
+    for column in expected:
+        assert active[column].tolist() == expected[column].tolist(), column
+    assert (got["remembers"] == got["new_memories"] + got["shared_remembers"]
+            + got["repeated_remembers"]).all()
+    assert result.attrs["exact"] is True
+    assert got["cumulative_memories"].iloc[-1] == len(raw["nodes"])
+    assert got["cumulative_remembers"].iloc[-1] == raw["robot_nodes"]["remember_count"].sum()
+    # Gaps are filled: consecutive weeks.
+    assert (result["period"].diff().dropna() == pd.Timedelta(days=7)).all()
+
+
+def test_remember_trends_by_robot_and_tag(store: LongTermMemory, raw: dict) -> None:
+    by_robot = ha.remember_trends(store, freq="M", by="robot")
+    totals = by_robot.groupby("robot")["remembers"].sum()
+    robot_nodes = raw["robot_nodes"].merge(raw["robots"], on="robot_id")
+    assert totals.to_dict() == robot_nodes.groupby("robot")["remember_count"].sum().to_dict()
+    last = by_robot.groupby("robot").last()
+    assert (last["cumulative_remembers"] == totals).all()
+
+    by_tag = ha.remember_trends(store, freq="M", by="tag", level=1, robots=["coder"])
+    events = _expected_events(raw)
+    events = events[events["robot"] == "coder"]
+    top = raw["node_tags"].assign(tag=raw["node_tags"]["tag"].str.split(":").str[0])
+    expected = events.merge(top.drop_duplicates(), on="node_id").groupby("tag").size()
+    assert by_tag.groupby("tag")["remembers"].sum().to_dict() == expected.to_dict()
+
+
+def test_remember_trends_timeframe_keeps_history(store: LongTermMemory, raw: dict) -> None:
+    start = END - dt.timedelta(days=14)
+    end = END + dt.timedelta(days=1)  # leaves out the live adds, made today
+    result = ha.remember_trends(store, freq="D", timeframe=(start, end))
+    events = _expected_events(raw)
+    inside = events[events["occurred_at"].between(start, end)]
+    assert result["remembers"].sum() == len(inside)
+    # New means new to the memory, not new to the window.
+    assert result["new_memories"].sum() == (inside["node_rank"] == 0).sum()
+
+
+def test_remember_trends_fallback_without_event_log(server_url: str) -> None:
+    frame, vectors = read_corpus(rows=200, embeddings=False)
+    events = simulate_remembers(frame, days=30, end=END, seed=1)
+    with temporary_database(server_url, "htm_fallback") as url:
+        with LongTermMemory(url) as live:
+            live.bulk_add(frame["content"].to_numpy()[events["position"]].tolist(),
+                          robots=events["robot"].tolist(),
+                          remembered_at=events["remembered_at"].tolist())
+            exact = ha.remember_trends(live, freq="W")
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute("DELETE FROM memory_events")  # a database older than the log
+            approximate = ha.remember_trends(live, freq="W")
+    assert exact.attrs["exact"] is True and approximate.attrs["exact"] is False
+    for column in ("remembers", "new_memories", "shared_remembers", "repeated_remembers"):
+        assert approximate[column].sum() == exact[column].sum(), column
+
+
+def test_remember_count_distribution_matches_pandas(store: LongTermMemory, raw: dict) -> None:
+    robot_nodes = raw["robot_nodes"].merge(raw["robots"], on="robot_id")
+    per_node = robot_nodes.groupby("node_id")["remember_count"].sum().value_counts().sort_index()
+    result = ha.remember_count_distribution(store)
+    assert dict(zip(result["remember_count"], result["memories"])) == per_node.to_dict()
+    assert result["cumulative_share"].iloc[-1] == pytest.approx(1.0)
+
+    by_robot = ha.remember_count_distribution(store, by="robot")
+    expected = robot_nodes.groupby(["robot", "remember_count"]).size()
+    got = by_robot.set_index(["robot", "remember_count"])["memories"]
+    assert got.to_dict() == expected.to_dict()
+    assert by_robot.groupby("robot")["share"].sum().round(9).eq(1.0).all()
+
+
+def test_most_reinforced(store: LongTermMemory, raw: dict) -> None:
+    totals = raw["robot_nodes"].groupby("node_id")["remember_count"].agg(["sum", "size"])
+    expected = totals.reset_index().sort_values(["sum", "node_id"], ascending=[False, True])
+    result = ha.most_reinforced(store, limit=10)
+    assert result["node_id"].tolist() == expected["node_id"].head(10).tolist()
+    assert result["remembers"].tolist() == expected["sum"].head(10).tolist()
+    assert result["robots"].tolist() == expected["size"].head(10).tolist()
+
+
+# -- robots -----------------------------------------------------------------------------------
+
+def test_robot_overlap_matches_pandas(store: LongTermMemory, raw: dict) -> None:
+    membership = raw["robot_nodes"].merge(raw["robots"], on="robot_id")[["robot", "node_id"]]
+    result = ha.robot_overlap(store)
+    robots = sorted(membership["robot"].unique())
+    assert len(result) == len(robots) ** 2
+    sets = membership.groupby("robot")["node_id"].apply(set)
+    for row in result.itertuples():
+        a, b = sets[row.robot1], sets[row.robot2]
+        assert row.shared_nodes == len(a & b)
+        assert row.jaccard == pytest.approx(len(a & b) / len(a | b))
+    assert (result.loc[result["robot1"] == result["robot2"], "jaccard"] == 1.0).all()
+    matrix = result.pivot(index="robot1", columns="robot2", values="shared_nodes")
+    assert (matrix.to_numpy() == matrix.to_numpy().T).all()
+
+
+def test_robot_activity_matches_pandas(store: LongTermMemory, raw: dict) -> None:
+    robot_nodes = raw["robot_nodes"].merge(raw["robots"], on="robot_id")
+    holders = robot_nodes.groupby("node_id")["robot_id"].transform("size")
+    robot_nodes = robot_nodes.assign(shared=holders > 1)
+    expected = robot_nodes.groupby("robot").agg(nodes=("node_id", "size"),
+                                                remembers=("remember_count", "sum"),
+                                                shared_nodes=("shared", "sum"))
+    result = ha.robot_activity(store).set_index("robot")
+    for column in expected:
+        assert result[column].to_dict() == expected[column].to_dict(), column
+    np.testing.assert_allclose(result["shared_fraction"],
+                               result["shared_nodes"] / result["nodes"])
+    assert result["nodes"].is_monotonic_decreasing
+
+
+# -- snapshots ---------------------------------------------------------------------------------
+
+SNAPSHOT_CASES = [
+    (ha.tag_cooccurrence, {}),
+    (ha.tag_cooccurrence, {"level": 2, "sort_by": "npmi", "robots": ["coder", "ops"]}),
+    (ha.tag_hierarchy, {"prefix": "devel"}),
+    (ha.popular_tags, {"freq": "W", "timeframe": (END - dt.timedelta(days=60), END)}),
+    (ha.popular_tags, {"limit": None}),
+    (ha.remember_trends, {"freq": "D"}),
+    (ha.remember_trends, {"freq": "M", "by": "robot"}),
+    (ha.remember_trends, {"freq": "W", "by": "tag", "prefix": "role"}),
+    (ha.remember_count_distribution, {"by": "robot"}),
+    (ha.most_reinforced, {"limit": 15}),
+    (ha.robot_overlap, {}),
+    (ha.robot_activity, {"robots": ["scout", "coder"]}),
+]
+
+
+@pytest.mark.parametrize(("helper", "options"), SNAPSHOT_CASES,
+                         ids=[f"{h.__name__}-{i}" for i, (h, _) in enumerate(SNAPSHOT_CASES)])
+def test_snapshot_answers_like_the_live_store(store: LongTermMemory, snapshot: Snapshot,
+                                              helper, options) -> None:
+    live = helper(store, **options)
+    offline = helper(snapshot, **options)
+    assert len(live) > 0
+    assert_frame_equal(offline, live, check_exact=False, rtol=1e-12)
+    assert offline.attrs == live.attrs
+
+
+def test_snapshot_keeps_tables_and_native_embeddings(store: LongTermMemory,
+                                                     snapshot: Snapshot) -> None:
+    assert_frame_equal(snapshot.table_counts(), store.table_counts())
+    info = snapshot.info
+    assert info["schema_version"] == ha.SCHEMA_VERSION
+    assert "password" not in str(info["source"]).lower() or "****" in info["source"]
+    with snapshot._con.cursor() as cur:
+        lengths = cur.execute("SELECT DISTINCT len(embedding) FROM nodes "
+                              "WHERE embedding IS NOT NULL").fetchall()
+    assert lengths == [(384,)]
+
+
+def test_export_snapshot_refuses_to_overwrite(store: LongTermMemory, tmp_path: Path) -> None:
+    target = tmp_path / "memory.duckdb"
+    export_snapshot(store, target)
+    with pytest.raises(ValidationError, match="exists"):
+        export_snapshot(store, target)
+    export_snapshot(store, target, overwrite=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memory.duckdb"]
+    with pytest.raises(ValidationError, match="no snapshot"):
+        Snapshot(tmp_path / "missing.duckdb")
+
+
+def test_failed_export_leaves_nothing(memory_url: str, tmp_path: Path) -> None:
+    closed = LongTermMemory(memory_url)
+    closed.close()
+    with pytest.raises(ha.DatabaseError):
+        export_snapshot(closed, tmp_path / "memory")
+    assert list(tmp_path.iterdir()) == []
+
+
+# -- validation and plots -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("call", "field"), [
+    (lambda s: ha.remember_trends(s, freq="fortnight"), "freq"),
+    (lambda s: ha.remember_trends(s, by="node"), "by"),
+    (lambda s: ha.tag_cooccurrence(s, prefix="Not A Tag"), "prefix"),
+    (lambda s: ha.tag_cooccurrence(s, min_shared=0), "min_shared"),
+    (lambda s: ha.tag_cooccurrence(s, sort_by="size"), "sort_by"),
+    (lambda s: ha.popular_tags(s, robots=[]), "robots"),
+    (lambda s: ha.robot_overlap(s, timeframe=(END, END - dt.timedelta(days=1))), "timeframe"),
+    (lambda s: ha.tag_graph(s, weight="size"), "weight"),
+])
+def test_bad_options_are_typed_errors(store: LongTermMemory, call, field: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        call(store)
+    assert info.value.field == field
+
+
+def test_plots_draw_their_data(store: LongTermMemory) -> None:
+    import matplotlib.pyplot as plt
+
+    cooccurrence = ha.tag_cooccurrence(store)
+    ax = ha.plot_tag_cooccurrence(cooccurrence, top=10)
+    assert len(ax.patches) == 10
+    assert ax.patches[0].get_width() == pytest.approx(cooccurrence["npmi"].max())
+
+    graph = ha.tag_graph(store, level=1)
+    ax = ha.plot_tag_graph(graph, labels=5)
+    assert len(ax.texts) == 5 and len(ax.collections) >= 2
+
+    hierarchy = ha.tag_hierarchy(store)
+    ax = ha.plot_tag_hierarchy(hierarchy, max_depth=1)
+    assert len(ax.patches) == min(40, (hierarchy["depth"] == 1).sum())
+
+    popular = ha.popular_tags(store, limit=5)
+    assert [p.get_width() for p in ha.plot_popular_tags(popular).patches] == \
+        popular["nodes"].tolist()
+    assert len(ha.plot_popular_tags(ha.popular_tags(store, limit=3, freq="M")).lines) == 3
+
+    trends = ha.remember_trends(store, freq="W")
+    ax = ha.plot_remember_trends(trends)
+    assert len(ax.patches) == 3 * len(trends)
+    by_robot = ha.remember_trends(store, freq="W", by="robot")
+    assert len(ha.plot_remember_trends(by_robot).lines) == by_robot["robot"].nunique()
+
+    distribution = ha.remember_count_distribution(store)
+    assert len(ha.plot_remember_count_distribution(distribution).patches) == len(distribution)
+
+    overlap = ha.robot_overlap(store)
+    fig, ax = plt.subplots()
+    assert ha.plot_robot_overlap(overlap, ax=ax) is ax
+    n = overlap["robot1"].nunique()
+    assert ax.images[0].get_array().shape == (n, n) and len(ax.texts) == n * n
+
+    activity = ha.robot_activity(store)
+    assert len(ha.plot_robot_activity(activity).patches) == 2 * len(activity)
