@@ -34,6 +34,13 @@ from .trends import (
     remember_count_distribution,
     remember_trends,
 )
+from .tuning import (
+    benchmark_index_build,
+    benchmark_recall,
+    exact_neighbors,
+    plot_recall_by_ef,
+    plot_recall_latency,
+)
 
 __version__ = "0.1.0"
 
@@ -71,6 +78,11 @@ __all__ = [
     "plot_robot_overlap",
     "plot_robot_activity",
     "export_snapshot",
+    "benchmark_recall",
+    "benchmark_index_build",
+    "exact_neighbors",
+    "plot_recall_latency",
+    "plot_recall_by_ef",
     "Snapshot",
     "SCHEMA_VERSION",
     "content_hash",

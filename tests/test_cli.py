@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import click
 from click.testing import CliRunner
 
 from htm_analytics.cli import cli
@@ -42,10 +43,42 @@ def test_errors_are_one_line_without_password() -> None:
     assert "Traceback" not in result.stderr
 
 
+def _command_names(group: click.Group, prefix: str = "htm-analytics") -> list[str]:
+    names = []
+    for name, command in group.commands.items():
+        if isinstance(command, click.Group):
+            names += _command_names(command, f"{prefix} {name}")
+        else:
+            names.append(f"{prefix} {name}")
+    return names
+
+
 def test_readme_mentions_every_command() -> None:
     readme = (ROOT / "README.md").read_text()
-    for name in cli.commands:
-        assert f"htm-analytics {name}" in readme, name
+    names = _command_names(cli)
+    assert "htm-analytics bench recall" in names
+    for name in names:
+        assert name in readme, name
+
+
+def test_bench_commands(memory_url: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "recall.csv"
+    result = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--queries", "20",
+                                 "--ef-search", "10,40", "--repeats", "1", "--tag", "role",
+                                 "--iterative-scan", "off", "--iterative-scan",
+                                 "relaxed_order", "--out", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)
+    assert len(rows) == 8 and {r["filter"] for r in rows} == {"none", "tag=role"}
+    assert out.is_file()
+    bad = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--ef-search", "ten"])
+    assert bad.exit_code != 0 and "comma-separated integers" in bad.output
+    build = runner.invoke(cli, ["--db", memory_url, "bench", "build", "--m", "4",
+                                "--ef-construction", "16", "--queries", "20",
+                                "--ef-search", "20", "--out", str(tmp_path / "b.csv")])
+    assert build.exit_code == 0, build.output
+    assert "m=4,efc=16" in build.stdout
 
 
 def test_analysis_commands(memory_url: str, tmp_path: Path) -> None:

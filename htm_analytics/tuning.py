@@ -1,0 +1,489 @@
+"""Tuning experiments: recall and latency of HNSW ``ef_search`` settings, and index builds.
+
+Recall is measured against an exact ground truth computed from every stored vector, and a hit
+is counted as ann-benchmarks counts it: a returned row whose true distance is within the true
+k-th distance plus 1e-3.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._plotting import axes_or_new
+from .errors import EmbeddingError, ValidationError
+from .store import LongTermMemory, TuningSession
+from .validation import validate_positive_int
+
+__all__ = [
+    "DEFAULT_EF_SEARCH_SWEEP", "benchmark_recall", "benchmark_index_build", "exact_neighbors",
+    "plot_recall_latency", "plot_recall_by_ef",
+]
+
+DEFAULT_EF_SEARCH_SWEEP = (10, 20, 40, 80, 160, 320)
+HIT_EPSILON = 1e-3
+_ITERATIVE_MODES = (None, "strict_order", "relaxed_order")
+
+
+def exact_neighbors(queries: np.ndarray, vectors: np.ndarray, k: int, *,
+                    exclude: np.ndarray | None = None,
+                    batch: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """The exact ``k`` nearest rows of ``vectors`` by cosine distance, for each query.
+
+    Parameters
+    ----------
+    queries : numpy.ndarray
+        ``(n, d)`` float32 query vectors.
+    vectors : numpy.ndarray
+        ``(N, d)`` float32 stored vectors.
+    k : int
+        Neighbours per query (at most N).
+    exclude : numpy.ndarray, optional
+        For each query, a row position of ``vectors`` to leave out (the query itself when it is
+        a stored vector), or -1.
+    batch : int
+        Queries per matrix product, bounding memory at ``batch * N`` floats.
+
+    Returns
+    -------
+    positions : numpy.ndarray
+        ``(n, k)`` int64 row positions, nearest first.
+    distances : numpy.ndarray
+        ``(n, k)`` float64 cosine distances, ascending.
+    """
+    stored = _normalise(vectors)
+    k = min(k, len(stored))
+    positions = np.zeros((len(queries), k), dtype=np.int64)
+    distances = np.zeros((len(queries), k), dtype=np.float64)
+    for start in range(0, len(queries), batch):
+        block = _normalise(queries[start:start + batch])
+        distance = 1.0 - block.astype(np.float64) @ stored.T.astype(np.float64)
+        if exclude is not None:
+            rows = np.flatnonzero(exclude[start:start + batch] >= 0)
+            distance[rows, exclude[start:start + batch][rows]] = np.inf
+        nearest = np.argpartition(distance, k - 1, axis=1)[:, :k] if k < len(stored) else \
+            np.tile(np.arange(len(stored)), (len(block), 1))
+        nearest_distance = np.take_along_axis(distance, nearest, axis=1)
+        order = np.argsort(nearest_distance, axis=1, kind="stable")
+        positions[start:start + batch] = np.take_along_axis(nearest, order, axis=1)
+        distances[start:start + batch] = np.take_along_axis(nearest_distance, order, axis=1)
+    return positions, distances
+
+
+def _normalise(matrix: np.ndarray) -> np.ndarray:
+    matrix = np.asarray(matrix, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
+def _filter_label(filters: Mapping[str, Any] | None) -> str:
+    if not filters:
+        return "none"
+    parts = []
+    for name, value in filters.items():
+        if name == "timeframe" and value is not None:
+            start, end = value
+            value = f"{pd.Timestamp(start).date()}..{pd.Timestamp(end).date()}"
+        parts.append(f"{name}={value}")
+    return ",".join(parts)
+
+
+def _as_list(value: Any) -> list[Any]:
+    if value is None or isinstance(value, (str, Mapping, int, np.integer)):
+        return [value]
+    return list(value)
+
+
+def _resolve_queries(session: TuningSession, queries: Any, dimension: int,
+                     ids: np.ndarray, vectors: np.ndarray, embedder: Any,
+                     seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Query vectors and, for stored ones, their own ids (to leave out), else -1."""
+    if queries is None or isinstance(queries, (int, np.integer)):
+        n = validate_positive_int(500 if queries is None else int(queries), field="queries")
+        if n > len(ids):
+            raise ValidationError(f"asked for {n} held-out queries but only {len(ids)} vectors "
+                                  f"of dimension {dimension} are stored", field="queries")
+        chosen = np.random.default_rng(seed).choice(len(ids), size=n, replace=False)
+        return vectors[chosen], ids[chosen]
+    if isinstance(queries, np.ndarray):
+        matrix = np.asarray(queries, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[1] != dimension or not np.isfinite(matrix).all():
+            raise ValidationError(f"must be a finite (n, {dimension}) array", field="queries")
+        return matrix, np.full(len(matrix), -1, dtype=np.int64)
+    texts = list(queries)
+    if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
+        raise ValidationError("must be None, a count, an array of vectors or a list of texts",
+                              field="queries")
+    if embedder is None:
+        raise ValidationError("texts need an embedder (an object with embed(texts))",
+                              field="embedder")
+    try:
+        matrix = np.asarray(embedder.embed(texts), dtype=np.float32)
+    except Exception as exc:  # the provider's own error, named
+        raise EmbeddingError(f"embedding the benchmark queries failed: {exc}") from exc
+    return _resolve_queries(session, matrix, dimension, ids, vectors, None, seed)
+
+
+def _recall(found: list[np.ndarray], own_ids: np.ndarray, truth_distance: np.ndarray,
+            ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int
+            ) -> tuple[np.ndarray, np.ndarray, int]:
+    """Recall per query, rows returned per query, and rows returned outside the scope."""
+    normalised = _normalise(vectors)
+    recall = np.zeros(len(found))
+    returned = np.zeros(len(found), dtype=np.int64)
+    outside = 0
+    for i, result in enumerate(found):
+        result = result[result != own_ids[i]][:k]
+        returned[i] = len(result)
+        position = np.searchsorted(ids, result)
+        inside = (position < len(ids)) & (ids[np.minimum(position, len(ids) - 1)] == result)
+        outside += int((~inside).sum())
+        query = _normalise(queries[i:i + 1])[0].astype(np.float64)
+        true = 1.0 - normalised[position[inside]].astype(np.float64) @ query
+        threshold = truth_distance[i, -1] + HIT_EPSILON if truth_distance.shape[1] else -np.inf
+        recall[i] = (true <= threshold).sum() / k
+    return recall, returned, outside
+
+
+def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
+           dimension: int, k: int, ef_values: Sequence[int], iterative_modes: list[Any],
+           filters: Mapping[str, Any] | None, ids: np.ndarray, vectors: np.ndarray,
+           target: str, repeats: int, progress: Any,
+           exact: bool = False, force_index: bool = False) -> Iterator[dict[str, Any]]:
+    """Yield one result row per (iterative scan, ef_search) as soon as it is measured."""
+    exclude = np.full(len(queries), -1, dtype=np.int64)
+    position = np.searchsorted(ids, own_ids)
+    mine = (own_ids >= 0) & (position < len(ids))
+    mine[mine] = ids[position[mine]] == own_ids[mine]
+    exclude[mine] = position[mine]
+    _, truth_distance = exact_neighbors(queries, vectors, k, exclude=exclude)
+    # One more row when a query is itself stored: it finds itself, and that hit is dropped.
+    asked = k + 1 if (own_ids >= 0).any() else k
+    for mode in iterative_modes:
+        for ef in ef_values:
+            run = session.knn(queries, dimension=dimension, k=asked, ef_search=ef,
+                              iterative_scan=mode, filters=filters, target=target,
+                              repeats=repeats, progress=progress, exact=exact,
+                              force_index=force_index)
+            recall, returned, outside = _recall(run["ids"], own_ids, truth_distance, ids,
+                                                vectors, queries, k)
+            milliseconds = run["seconds"].ravel() * 1000.0
+            yield {
+                "filter": _filter_label(filters), "iterative_scan": mode or "off",
+                "ef_search": ef, "k": k,
+                "recall_mean": float(recall.mean()) if len(recall) else float("nan"),
+                "recall_p5": float(np.percentile(recall, 5)) if len(recall) else float("nan"),
+                "latency_p50_ms": float(np.percentile(milliseconds, 50)),
+                "latency_p95_ms": float(np.percentile(milliseconds, 95)),
+                "latency_p99_ms": float(np.percentile(milliseconds, 99)),
+                "qps": float(len(milliseconds) / (milliseconds.sum() / 1000.0)),
+                "returned_mean": float(returned.mean()),
+                "outside_scope": outside,
+                "ef_below_k": ef < asked and mode is None and not exact,
+                "queries": len(queries), "rows": len(ids),
+                "index": "(exact scan)" if exact else run["index"],
+                "used_index": run["used_index"], "force_index": force_index,
+            }
+
+
+def _progress_bar(enabled: bool, total: int, description: str) -> Any:
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=description, unit="query", leave=False)
+
+
+def _finish(rows: list[dict[str, Any]], store: LongTermMemory, repeats: int,
+            interrupted: bool, output: str | os.PathLike[str] | None,
+            extra: Mapping[str, Any]) -> pd.DataFrame:
+    frame = pd.DataFrame(rows)
+    if len(frame):
+        for name, value in extra.items():
+            frame[name] = value
+        frame["repeats"] = repeats
+        frame["postgresql"] = store.server_info["server_version"]
+        frame["pgvector"] = store.server_info["pgvector_version"]
+    frame = frame.astype({c: t for c, t in _RESULT_DTYPES.items() if c in frame})
+    frame.attrs["interrupted"] = interrupted
+    if output is not None:
+        _write(frame, Path(output))
+    return frame
+
+
+_RESULT_DTYPES = {
+    "variant": "string", "filter": "string", "iterative_scan": "string", "ef_search": "int64",
+    "k": "int64", "recall_mean": "float64", "recall_p5": "float64",
+    "latency_p50_ms": "float64", "latency_p95_ms": "float64", "latency_p99_ms": "float64",
+    "qps": "float64", "returned_mean": "float64", "outside_scope": "int64",
+    "ef_below_k": "bool", "queries": "int64", "rows": "int64", "index": "string",
+    "used_index": "bool", "force_index": "bool", "m": "int64", "ef_construction": "int64", "dimension": "int64",
+    "build_seconds": "float64", "index_bytes": "int64", "maintenance_work_mem": "string",
+    "repeats": "int64", "postgresql": "string", "pgvector": "string",
+}
+
+
+def _write(frame: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".parquet":
+        import duckdb
+
+        with duckdb.connect() as con:
+            con.register("results", frame)
+            con.table("results").to_parquet(str(path))
+    elif path.suffix == ".csv":
+        frame.to_csv(path, index=False)
+    else:
+        raise ValidationError("must end in .csv or .parquet", field="output")
+
+
+def _dimension(session: TuningSession, dimension: int | None) -> int:
+    counts = session.vector_dimensions()
+    if not counts:
+        raise ValidationError("no stored embeddings to benchmark", field="dimension")
+    if dimension is None:
+        return max(counts, key=lambda d: (counts[d], d))
+    if dimension not in counts:
+        raise ValidationError(f"no stored embeddings of dimension {dimension}; stored: "
+                              f"{sorted(counts)}", field="dimension")
+    return dimension
+
+
+def _validate_sweep(k: Any, ef_search: Any, repeats: Any) -> tuple[int, list[int], int]:
+    k = validate_positive_int(k, field="k", maximum=1000)
+    ef_values = [validate_positive_int(ef, field="ef_search", maximum=1000)
+                 for ef in _as_list(ef_search)]
+    repeats = validate_positive_int(repeats, field="repeats", maximum=100)
+    return k, ef_values, repeats
+
+
+def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
+                     ef_search: int | Sequence[int] = DEFAULT_EF_SEARCH_SWEEP,
+                     filters: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
+                     iterative_scan: str | None | Sequence[str | None] = None,
+                     repeats: int = 3, dimension: int | None = None, embedder: Any = None,
+                     seed: int = 0, exact: bool = False, force_index: bool = False,
+                     progress: bool = True,
+                     output: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+    """Recall@k and latency of the live HNSW index for each ``ef_search`` (and filter).
+
+    The index is the one the store's searches use: the native-dimension index when
+    :meth:`~htm_analytics.LongTermMemory.create_native_index` made one, else the reference
+    schema's padded index. Each setting runs in its own transaction with ``SET LOCAL``, read
+    back with ``SHOW``, so pooled connections never keep it.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+    queries : None, int, numpy.ndarray or list of str
+        None: 500 stored vectors chosen at random (held out: each query's own row is left out
+        of both its results and its ground truth); an int: that many; an ``(n, d)`` array:
+        those vectors; texts: embedded with ``embedder``.
+    k : int
+        Neighbours per query.
+    ef_search : int or sequence of int
+        The settings to sweep. Without an iterative scan pgvector returns at most
+        ``ef_search`` rows, so settings below k are flagged (``ef_below_k``).
+    filters : dict or list of dicts, optional
+        Filtered searches, e.g. ``[None, {"tag": "devel"}, {"robot": "coder"},
+        {"timeframe": (start, end)}]``; the ground truth is then exact within the filter.
+    iterative_scan : None, 'strict_order', 'relaxed_order' or a sequence of them
+        pgvector 0.8 iterative scans, which keep scanning until enough rows pass the filter.
+        Pass ``(None, "relaxed_order")`` to compare.
+    repeats : int
+        Times each query runs per setting (latency percentiles use all runs).
+    dimension : int, optional
+        Which vectors (default: the most common dimension).
+    embedder : object with ``embed(texts)``, optional
+        For text queries.
+    seed : int
+        Choice of held-out queries.
+    exact : bool
+        Run the same queries with index scans disabled instead: the exact baseline (recall 1,
+        and the latency an index saves).
+    force_index : bool
+        Forbid sorting, so that filtered queries walk the HNSW index even where the planner
+        would rather sort the matching rows exactly (it does so for selective filters, giving
+        exact results at the cost of reading them all). Shows what the index alone gives.
+    progress : bool
+        Show a progress bar (tqdm). Interrupting (Ctrl-C, or stopping the notebook cell)
+        returns the settings finished so far, with ``attrs["interrupted"]`` True.
+    output : path, optional
+        Also write the result to this ``.csv`` or ``.parquet`` file.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per (filter, iterative scan, ef_search):
+
+        - ``filter``, ``iterative_scan`` (string); ``ef_search``, ``k`` (int64);
+        - ``recall_mean``, ``recall_p5`` (float64): mean and 5th percentile over queries;
+        - ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms``, ``qps`` (float64):
+          client-side time of one query (execute and fetch), over every repeat;
+        - ``returned_mean`` (float64): rows returned per query (below k: the scan ran dry);
+        - ``outside_scope`` (int64): returned rows outside the filter (must be 0);
+        - ``ef_below_k`` (bool); ``queries``, ``rows`` (int64: vectors in scope);
+        - ``index`` (string), ``used_index`` (bool: EXPLAIN shows that index; a filtered
+          query may be answered by an exact sort instead), ``force_index`` (bool), ``m``,
+          ``ef_construction``, ``dimension``, ``repeats`` (int64);
+        - ``postgresql``, ``pgvector`` (string): server versions.
+    """
+    k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
+    modes = _as_list(iterative_scan)
+    for mode in modes:
+        if mode not in _ITERATIVE_MODES:
+            raise ValidationError("must be None, 'strict_order' or 'relaxed_order'",
+                                  field="iterative_scan")
+    filter_list = [f or None for f in _as_list(filters)]
+    rows: list[dict[str, Any]] = []
+    interrupted = False
+    with store.tuning_session() as session:
+        dimension = _dimension(session, dimension)
+        ids, vectors = session.stored_vectors(dimension)
+        query_vectors, own_ids = _resolve_queries(session, queries, dimension, ids, vectors,
+                                                  embedder, seed)
+        total = len(filter_list) * len(modes) * len(ef_values) * repeats * len(query_vectors)
+        bar = _progress_bar(progress, total, "ef_search sweep")
+        try:
+            for filters_ in filter_list:
+                scope_ids, scope_vectors = (ids, vectors) if not filters_ else \
+                    session.stored_vectors(dimension, filters=filters_)
+                rows.extend(_sweep(session, queries=query_vectors, own_ids=own_ids,
+                               dimension=dimension, k=k, ef_values=ef_values,
+                               iterative_modes=modes, filters=filters_, ids=scope_ids,
+                               vectors=scope_vectors, target="live", repeats=repeats,
+                               progress=bar.update if bar else None, exact=exact,
+                               force_index=force_index))
+        except KeyboardInterrupt:
+            interrupted = True
+            warnings.warn("benchmark interrupted: returning the settings finished so far",
+                          RuntimeWarning, stacklevel=2)
+        finally:
+            if bar is not None:
+                bar.close()
+        parameters = session.index_parameters(rows[0]["index"]) if rows and not exact else {}
+    return _finish(rows, store, repeats, interrupted, output,
+                   {**parameters, "dimension": dimension})
+
+
+def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8, 16, 32),
+                          ef_construction: int | Sequence[int] = (32, 64, 128),
+                          queries: Any = 200, k: int = 10,
+                          ef_search: int | Sequence[int] = (10, 20, 40, 80, 160),
+                          repeats: int = 1, dimension: int | None = None,
+                          seed: int = 0, progress: bool = True,
+                          output: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+    """Build HNSW variants on a copy of the vectors and measure each one's recall curve.
+
+    The vectors of one dimension are copied into an unlogged table (never touching the live
+    index); each (m, ef_construction) variant is built there, timed, sized and swept over
+    ``ef_search`` like :func:`benchmark_recall`, then dropped; the copy is dropped at the end.
+    Pairs with ``ef_construction < 2 * m`` are skipped (pgvector refuses them). Builds use the
+    server's ``maintenance_work_mem`` (reported): a graph that does not fit builds far slower.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of :func:`benchmark_recall` plus ``variant`` (string, "m=16,efc=64"),
+        ``build_seconds`` (float64), ``index_bytes`` (int64) and ``maintenance_work_mem``
+        (string), one row per variant and ``ef_search``.
+    """
+    k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
+    variants = [(validate_positive_int(a, field="m", maximum=100),
+                 validate_positive_int(b, field="ef_construction", maximum=1000))
+                for a in _as_list(m) for b in _as_list(ef_construction) if b >= 2 * a]
+    if not variants:
+        raise ValidationError("no (m, ef_construction) pair with ef_construction >= 2 * m",
+                              field="ef_construction")
+    rows: list[dict[str, Any]] = []
+    interrupted = False
+    with store.tuning_session() as session:
+        dimension = _dimension(session, dimension)
+        memory = session.setting("maintenance_work_mem")
+        session.copy_vectors(dimension)
+        ids, vectors = session.stored_vectors(dimension, target="copy")
+        query_vectors, own_ids = _resolve_queries(session, queries, dimension, ids, vectors,
+                                                  None, seed)
+        total = len(variants) * len(ef_values) * repeats * len(query_vectors)
+        bar = _progress_bar(progress, total, "index variants")
+        try:
+            for m_value, efc in variants:
+                build = session.build_copy_index(m=m_value, ef_construction=efc)
+                for row in _sweep(session, queries=query_vectors, own_ids=own_ids,
+                                  dimension=dimension, k=k, ef_values=ef_values,
+                                  iterative_modes=[None], filters=None, ids=ids,
+                                  vectors=vectors, target="copy", repeats=repeats,
+                                  progress=bar.update if bar else None):
+                    rows.append({**row, "variant": f"m={m_value},efc={efc}", "m": m_value,
+                                 "ef_construction": efc, "build_seconds": build["build_seconds"],
+                                 "index_bytes": build["index_bytes"]})
+        except KeyboardInterrupt:
+            interrupted = True
+            warnings.warn("benchmark interrupted: returning the variants finished so far",
+                          RuntimeWarning, stacklevel=2)
+        finally:
+            if bar is not None:
+                bar.close()
+    return _finish(rows, store, repeats, interrupted, output,
+                   {"dimension": dimension, "maintenance_work_mem": memory})
+
+
+# -- plots --------------------------------------------------------------------------------------
+
+def _curves(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    keys = [c for c in ("variant", "filter", "iterative_scan") if c in df and df[c].nunique() > 1]
+    if not keys:
+        return [("", df.sort_values("ef_search"))]
+    return [(", ".join(str(v) for v in (name if isinstance(name, tuple) else (name,))),
+             rows.sort_values("ef_search"))
+            for name, rows in df.groupby(keys, sort=True)]
+
+
+def plot_recall_latency(df: pd.DataFrame, *, ax: Any = None, y: str = "qps",
+                        annotate: bool = True, **kwargs: Any) -> Any:
+    """Recall against throughput (``y='qps'``, log scale) or a latency column, one line per
+    variant/filter/iterative-scan setting, points labelled with their ``ef_search``: the
+    Pareto curve of a :func:`benchmark_recall` or :func:`benchmark_index_build` result.
+
+    ``**kwargs`` go to :meth:`matplotlib.axes.Axes.plot`. Returns the Axes.
+    """
+    ax = axes_or_new(ax, (7, 4.5))
+    for label, rows in _curves(df):
+        ax.plot(rows["recall_mean"], rows[y], marker="o", label=label or None, **kwargs)
+        if annotate:
+            for x_value, y_value, ef in zip(rows["recall_mean"], rows[y], rows["ef_search"]):
+                ax.annotate(str(ef), (x_value, y_value), textcoords="offset points",
+                            xytext=(3, 3), fontsize=7)
+    if y == "qps":
+        ax.set_yscale("log")
+    ax.set_xlabel(f"recall@{int(df['k'].iloc[0])}" if len(df) else "recall")
+    ax.set_ylabel({"qps": "queries per second (one connection)"}.get(y, y.replace("_", " ")))
+    if len(_curves(df)) > 1:
+        ax.legend(fontsize=7)
+    ax.set_title("Recall vs speed by ef_search")
+    return ax
+
+
+def plot_recall_by_ef(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
+    """Mean recall (line) and its 5th percentile (dashed) against ``ef_search`` (log 2),
+    one colour per variant/filter/iterative-scan setting. Returns the Axes."""
+    ax = axes_or_new(ax, (7, 4.5))
+    for number, (label, rows) in enumerate(_curves(df)):
+        color = f"C{number % 10}"
+        ax.plot(rows["ef_search"], rows["recall_mean"], marker="o", color=color,
+                label=label or "mean", **kwargs)
+        ax.plot(rows["ef_search"], rows["recall_p5"], linestyle="--", color=color, alpha=0.6,
+                label=f"{label} (5th percentile)" if label else "5th percentile")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("hnsw.ef_search")
+    ax.set_ylabel(f"recall@{int(df['k'].iloc[0])}" if len(df) else "recall")
+    ax.set_ylim(0, 1.02)
+    ax.legend(fontsize=7)
+    ax.set_title("Recall by ef_search")
+    return ax
