@@ -2,6 +2,7 @@
 
 from .cache import QueryCache
 from .connection import embedded_server_url, mask_url, resolve_database_url
+from .demo import demo_database_url, load_demo, run_demo
 from .errors import (
     DatabaseConnectionError,
     DatabaseError,
@@ -12,7 +13,9 @@ from .errors import (
     SchemaError,
     ValidationError,
 )
+from .evaluation import plot_retrieval_quality, retrieval_quality
 from .indexes import index_usage, index_usage_delta, plot_index_usage, table_health
+from .report import Report, build_report
 from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
 from .snapshot import Snapshot, export_snapshot
 from .store import SCHEMA_VERSION, LongTermMemory, content_hash
@@ -27,6 +30,7 @@ from .tags import (
     tag_hierarchy,
     write_tag_graph,
 )
+from .tokens import count_tokens
 from .trends import (
     most_reinforced,
     plot_remember_count_distribution,
@@ -83,6 +87,14 @@ __all__ = [
     "exact_neighbors",
     "plot_recall_latency",
     "plot_recall_by_ef",
+    "retrieval_quality",
+    "plot_retrieval_quality",
+    "build_report",
+    "Report",
+    "load_demo",
+    "demo_database_url",
+    "run_demo",
+    "count_tokens",
     "Snapshot",
     "SCHEMA_VERSION",
     "content_hash",

@@ -11,10 +11,12 @@ from typing import Any
 import click
 import pandas as pd
 
+from .demo import run_demo
 from .errors import HTMError
 from .indexes import index_usage, table_health
+from .report import build_report
 from .robots import robot_activity, robot_overlap
-from .snapshot import export_snapshot
+from .snapshot import Snapshot, export_snapshot
 from .store import LongTermMemory
 from .tags import tag_cooccurrence, tag_hierarchy
 from .trends import remember_trends
@@ -81,6 +83,51 @@ def cli(ctx: click.Context, db: str | None) -> None:
     """Explore, tune and report on the long-term memory of HTM robots."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
+
+
+@cli.command()
+@click.option("--out", default="report.html", show_default=True, type=click.Path(),
+              help="Where to write the HTML report.")
+@click.pass_context
+def demo(ctx: click.Context, out: str) -> None:
+    """Load the bundled demo memory into a fresh database and write its report.
+
+    Uses the embedded PostgreSQL unless --db or HTM_DBURL names a server; the demo gets a
+    database of its own (htm_demo) there.
+    """
+    run_demo(out, server_url=ctx.obj["db"], echo=click.echo)
+
+
+@cli.command()
+@click.option("--out", default="report.html", show_default=True, type=click.Path(),
+              help="Report file.")
+@click.option("--format", "report_format", type=click.Choice(["html", "md"]), default="html",
+              show_default=True, help="A self-contained HTML file, or Markdown with a folder "
+                                      "of figures.")
+@click.option("--data-dir", type=click.Path(), default=None,
+              help="Also write every table behind the report to this folder.")
+@click.option("--data-format", type=click.Choice(["csv", "parquet"]), default="csv",
+              show_default=True)
+@click.option("--snapshot", "snapshot_path", type=click.Path(exists=True), default=None,
+              help="Report on a snapshot (DuckDB file or Parquet folder) instead of a server.")
+@click.option("--benchmark/--no-benchmark", default=True, show_default=True,
+              help="Include the ef_search recall/latency sweep.")
+@click.option("--title", default="Memory report", show_default=True)
+@click.pass_context
+def report(ctx: click.Context, out: str, report_format: str, data_dir: str | None,
+           data_format: str, snapshot_path: str | None, benchmark: bool, title: str) -> None:
+    """Write a report: stats, tags, trends, robots, indexes, HNSW recall curve."""
+    if snapshot_path:
+        with Snapshot(snapshot_path) as source:
+            built = build_report(source, title=title, benchmark=False)
+    else:
+        with _open_store(ctx, init_schema=False, pool_size=1) as store:
+            built = build_report(store, title=title, benchmark=benchmark)
+    path = built.write_html(out) if report_format == "html" else built.write_markdown(out)
+    click.echo(f"report written to {path}")
+    if data_dir:
+        written = built.write_data(data_dir, format=data_format)
+        click.echo(f"{len(written)} tables written to {data_dir}")
 
 
 @cli.command("init-db")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import importlib.resources
+import io
 import json
 import os
 import re
@@ -19,7 +21,8 @@ import pandas as pd
 from .validation import TAG_PATTERN
 
 __all__ = ["CORPUS_ENVIRONMENT_VARIABLE", "find_corpus", "read_corpus", "read_dev_queries",
-           "normalize_tag", "DEMO_ROBOTS", "simulate_remembers"]
+           "normalize_tag", "DEMO_ROBOTS", "simulate_remembers",
+           "read_demo"]
 
 CORPUS_ENVIRONMENT_VARIABLE = "HTM_CORPUS_DIR"
 _CORPUS_NAME = "debian-memories"
@@ -179,3 +182,36 @@ def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_RO
     events = events.sort_values(["remembered_at", "position"], kind="stable")
     return events.reset_index(drop=True).astype(
         {"position": "int64", "robot": "string", "remembered_at": "datetime64[us, UTC]"})
+
+
+def read_demo() -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, np.ndarray]:
+    """The demo memory bundled with the package: 3,000 corpus rows and 1,000 queries.
+
+    Returns
+    -------
+    memories : pandas.DataFrame
+        ``package``, ``section``, ``content`` (string) and ``tags`` (list of str).
+    vectors : numpy.ndarray
+        float32 ``(3000, 384)`` MiniLM embeddings of ``content``.
+    queries : pandas.DataFrame
+        ``title`` (string, a package's one-line summary) and ``position`` (int64: the row of
+        ``memories`` that answers it).
+    query_vectors : numpy.ndarray
+        float32 ``(1000, 384)`` MiniLM embeddings of the titles.
+    """
+    folder = importlib.resources.files("htm_analytics").joinpath("data")
+
+    def records(name: str) -> list[dict[str, object]]:
+        with gzip.open(io.BytesIO(folder.joinpath(name).read_bytes()), "rt",
+                       encoding="utf-8") as handle:
+            return [json.loads(line) for line in handle]
+
+    def matrix(name: str) -> np.ndarray:
+        return np.load(io.BytesIO(folder.joinpath(name).read_bytes())).astype(np.float32)
+
+    memories = pd.DataFrame.from_records(records("demo-memories.jsonl.gz")).astype(
+        {"package": "string", "section": "string", "content": "string"})
+    queries = pd.DataFrame.from_records(records("demo-queries.jsonl.gz"),
+                                        columns=["title", "position"]).astype(
+        {"title": "string", "position": "int64"})
+    return memories, matrix("demo-minilm.npy"), queries, matrix("demo-queries-minilm.npy")

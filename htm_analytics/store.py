@@ -540,6 +540,14 @@ class LongTermMemory:
             row["embedding"] = _to_numpy(row["embedding"])
         return row
 
+    def node_ids_by_content(self, contents: Sequence[str]) -> list[int | None]:
+        """The node id storing each text (compared by SHA-256 of the stripped text), or None."""
+        hashes = [content_hash(validate_content(c)) for c in contents]
+        rows = self._fetch("SELECT content_hash, id FROM nodes WHERE content_hash = ANY(%s)",
+                           (hashes,))
+        found = {r["content_hash"]: int(r["id"]) for r in rows}
+        return [found.get(h) for h in hashes]
+
     def exists(self, node_id: int) -> bool:
         """Whether a node with this id exists."""
         node_id = validate_id(node_id, field="node_id")
@@ -1451,8 +1459,10 @@ class TuningSession:
     """Vector searches under chosen HNSW settings, timed; index builds on a copy.
 
     Made by :meth:`LongTermMemory.tuning_session`. A *target* is ``"live"`` (the nodes table and
-    the index its searches use) or ``"copy"`` (an unlogged copy of the vectors at their own
-    dimension, made by :meth:`copy_vectors`, for index-build experiments).
+    the index its searches use), ``"padded"`` (the nodes table through the reference schema's
+    padded 2000-d index even when a native one exists) or ``"copy"`` (an unlogged copy of the
+    vectors at their own dimension, made by :meth:`copy_vectors`, for index-build
+    experiments).
     """
 
     def __init__(self, conn: psycopg.Connection[Any], store: LongTermMemory) -> None:
@@ -1465,6 +1475,8 @@ class TuningSession:
     def _knn_statement(self, target: str, dimension: int, k: int,
                        filters: Mapping[str, Any] | None
                        ) -> tuple[sql.Composed, str, dict[str, Any]]:
+        # target "live" searches as the store does; "padded" the reference schema's index
+        # even when a native one exists; "copy" the experiment table.
         if target == "copy":
             if self._copy is None:
                 raise ValidationError("call copy_vectors() first", field="target")
@@ -1472,7 +1484,7 @@ class TuningSession:
                 raise ValidationError("filters apply to the live target only", field="filters")
             return sql.SQL("SELECT v.id FROM {} v ORDER BY v.embedding <=> %(q)s LIMIT {}").format(
                 sql.Identifier(self._copy), sql.Literal(k)), self._copy_index or "", {}
-        if dimension in self._store.native_dimensions:
+        if target == "live" and dimension in self._store.native_dimensions:
             distance = _native_distance(dimension)
             index = f"idx_nodes_embedding_{dimension}"
         else:
@@ -1485,7 +1497,7 @@ class TuningSession:
         return statement, index, params
 
     def _query_parameter(self, target: str, vector: np.ndarray, dimension: int) -> np.ndarray:
-        if target == "copy" or dimension in self._store.native_dimensions:
+        if target == "copy" or (target == "live" and dimension in self._store.native_dimensions):
             return np.ascontiguousarray(vector[:dimension], dtype=np.float32)
         padded = np.zeros(MAX_EMBEDDING_DIMENSION, dtype=np.float32)
         padded[:dimension] = vector[:dimension]

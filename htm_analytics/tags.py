@@ -246,12 +246,15 @@ def plot_tag_cooccurrence(df: pd.DataFrame, *, ax: Any = None, measure: str = "n
     return ax
 
 
-def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, labels: int = 25, seed: int = 0,
-                   **kwargs: Any) -> Any:
-    """Draw a :func:`tag_graph`: node size by memories, colour by community, edge width by
-    weight; the ``labels`` biggest tags are named. ``**kwargs`` go to
-    :func:`networkx.draw_networkx_nodes`. Returns the Axes."""
+def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 60, labels: int = 25,
+                   seed: int = 0, **kwargs: Any) -> Any:
+    """Draw a :func:`tag_graph`: the ``max_nodes`` biggest connected tags, sized by memories,
+    coloured by community, edges as wide as their weight; the ``labels`` biggest are named.
+    ``**kwargs`` go to :func:`networkx.draw_networkx_nodes`. Returns the Axes."""
     ax = axes_or_new(ax, (8, 8))
+    connected = [n for n in graph if graph.degree(n) > 0]
+    connected.sort(key=lambda n: (-graph.nodes[n].get("nodes", 0), n))
+    graph = graph.subgraph(connected[:max_nodes])
     if graph.number_of_nodes() == 0:
         ax.set_axis_off()
         ax.set_title("Tag graph (no tags)")
@@ -273,28 +276,33 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, labels: int = 25, seed: i
     return ax
 
 
-def plot_tag_hierarchy(df: pd.DataFrame, *, ax: Any = None, max_depth: int = 2,
+def plot_tag_hierarchy(df: pd.DataFrame, *, ax: Any = None, children: int = 4,
                        top: int = 40, value: str = "cumulative_nodes", **kwargs: Any) -> Any:
-    """The tag tree of a :func:`tag_hierarchy` result as indented bars, in tree order.
+    """The tag tree of a :func:`tag_hierarchy` result: top-level tags as bars, biggest
+    first, each followed by its ``children`` biggest children (full paths, lighter colour).
 
-    Shows tags down to ``max_depth``, at most ``top`` rows, the biggest subtrees first.
-    ``**kwargs`` go to :meth:`matplotlib.axes.Axes.barh`. Returns the Axes.
+    At most ``top`` bars. ``**kwargs`` go to :meth:`matplotlib.axes.Axes.barh`. Returns the
+    Axes.
     """
-    shown = df[df["depth"] <= max_depth]
-    roots = (shown[shown["depth"] == 1].sort_values([value, "tag"], ascending=[False, True])
-             ["tag"].tolist())
-    root_rank = {root: i for i, root in enumerate(roots)}
-    shown = shown.assign(_root=shown["tag"].str.split(":").str[0].map(root_rank),
-                         _order=_tree_order(shown["tag"]))
-    shown = shown.sort_values(["_root", "_order"]).head(top)
+    roots = df[df["depth"] == 1].sort_values([value, "tag"], ascending=[False, True])
+    shown = []
+    for root in roots.itertuples(index=False):
+        shown.append((root.tag, getattr(root, value), True))
+        below = df[df["parent"] == root.tag].sort_values([value, "tag"],
+                                                          ascending=[False, True])
+        shown += [(child.tag, getattr(child, value), False)
+                  for child in below.head(children).itertuples(index=False)]
+    shown = shown[:top]
     ax = axes_or_new(ax, (7, max(2.0, 0.25 * len(shown))))
-    labels = [("    " * (d - 1)) + n for d, n in zip(shown["depth"], shown["name"])]
-    colors = kwargs.pop("color", [f"C{min(d - 1, 9)}" for d in shown["depth"]])
-    ax.barh(range(len(shown)), shown[value], color=colors, **kwargs)
-    ax.set_yticks(range(len(shown)), labels, fontsize=8)
+    colors = kwargs.pop("color", ["C0" if is_root else "C9" for _, _, is_root in shown])
+    ax.barh(range(len(shown)), [v for _, v, _ in shown], color=colors, **kwargs)
+    ax.set_yticks(range(len(shown)), [tag if is_root else f"{tag}  " for tag, _, is_root
+                                      in shown], fontsize=8)
+    for label, (_, _, is_root) in zip(ax.get_yticklabels(), shown):
+        label.set_fontweight("bold" if is_root else "normal")
     ax.invert_yaxis()
     ax.set_xlabel(value.replace("_", " "))
-    ax.set_title("Tag hierarchy")
+    ax.set_title("Tag hierarchy (bold: top-level tags)")
     return ax
 
 

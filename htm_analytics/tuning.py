@@ -223,7 +223,8 @@ _RESULT_DTYPES = {
     "latency_p50_ms": "float64", "latency_p95_ms": "float64", "latency_p99_ms": "float64",
     "qps": "float64", "returned_mean": "float64", "outside_scope": "int64",
     "ef_below_k": "bool", "queries": "int64", "rows": "int64", "index": "string",
-    "used_index": "bool", "force_index": "bool", "m": "int64", "ef_construction": "int64", "dimension": "int64",
+    "used_index": "bool", "force_index": "bool", "m": "int64", "ef_construction": "int64",
+    "dimension": "int64",
     "build_seconds": "float64", "index_bytes": "int64", "maintenance_work_mem": "string",
     "repeats": "int64", "postgresql": "string", "pgvector": "string",
 }
@@ -269,7 +270,7 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
                      iterative_scan: str | None | Sequence[str | None] = None,
                      repeats: int = 3, dimension: int | None = None, embedder: Any = None,
                      seed: int = 0, exact: bool = False, force_index: bool = False,
-                     progress: bool = True,
+                     padded_index: bool = False, progress: bool = True,
                      output: str | os.PathLike[str] | None = None) -> pd.DataFrame:
     """Recall@k and latency of the live HNSW index for each ``ef_search`` (and filter).
 
@@ -311,6 +312,9 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
         Forbid sorting, so that filtered queries walk the HNSW index even where the planner
         would rather sort the matching rows exactly (it does so for selective filters, giving
         exact results at the cost of reading them all). Shows what the index alone gives.
+    padded_index : bool
+        Search through the reference schema's zero-padded 2000-d index even when a native
+        index exists (to compare the two).
     progress : bool
         Show a progress bar (tqdm). Interrupting (Ctrl-C, or stopping the notebook cell)
         returns the settings finished so far, with ``attrs["interrupted"]`` True.
@@ -357,7 +361,8 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
                 rows.extend(_sweep(session, queries=query_vectors, own_ids=own_ids,
                                dimension=dimension, k=k, ef_values=ef_values,
                                iterative_modes=modes, filters=filters_, ids=scope_ids,
-                               vectors=scope_vectors, target="live", repeats=repeats,
+                               vectors=scope_vectors,
+                               target="padded" if padded_index else "live", repeats=repeats,
                                progress=bar.update if bar else None, exact=exact,
                                force_index=force_index))
         except KeyboardInterrupt:

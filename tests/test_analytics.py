@@ -425,12 +425,20 @@ def test_plots_draw_their_data(store: LongTermMemory) -> None:
     assert ax.patches[0].get_width() == pytest.approx(cooccurrence["npmi"].max())
 
     graph = ha.tag_graph(store, level=1)
-    ax = ha.plot_tag_graph(graph, labels=5)
+    ax = ha.plot_tag_graph(graph, labels=5, max_nodes=8)
     assert len(ax.texts) == 5 and len(ax.collections) >= 2
+    assert len(ax.collections[-1].get_offsets()) == 8  # the node markers
 
     hierarchy = ha.tag_hierarchy(store)
-    ax = ha.plot_tag_hierarchy(hierarchy, max_depth=1)
-    assert len(ax.patches) == min(40, (hierarchy["depth"] == 1).sum())
+    roots = hierarchy[hierarchy["depth"] == 1]
+    ax = ha.plot_tag_hierarchy(hierarchy, children=0)
+    assert len(ax.patches) == min(40, len(roots))
+    ax = ha.plot_tag_hierarchy(hierarchy, children=2, top=500)
+    expected = sum(1 + min(2, (hierarchy["parent"] == root).sum()) for root in roots["tag"])
+    assert len(ax.patches) == expected
+    biggest = roots.sort_values("cumulative_nodes", ascending=False).iloc[0]
+    assert ax.get_yticklabels()[0].get_text() == biggest["tag"]
+    assert ax.patches[0].get_width() == biggest["cumulative_nodes"]
 
     popular = ha.popular_tags(store, limit=5)
     assert [p.get_width() for p in ha.plot_popular_tags(popular).patches] == \

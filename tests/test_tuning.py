@@ -220,3 +220,12 @@ def test_bad_benchmark_options(store: LongTermMemory, options: dict, field: str,
         ha.benchmark_recall(store, **{"queries": 5, "ef_search": 10, "repeats": 1,
                                       "progress": False, **options})
     assert info.value.field == field
+
+
+def test_padded_index_can_be_compared_with_the_native_one(store: LongTermMemory) -> None:
+    options = {"queries": 40, "ef_search": 40, "repeats": 1, "progress": False}
+    native = ha.benchmark_recall(store, **options)
+    padded = ha.benchmark_recall(store, padded_index=True, **options)
+    assert native["index"].iloc[0] == "idx_nodes_embedding_384"
+    assert padded["index"].iloc[0] == "idx_nodes_embedding" and padded["used_index"].iloc[0]
+    assert padded["recall_mean"].iloc[0] > 0.9

@@ -1,0 +1,112 @@
+"""The demo: a real memory (3,000 Debian package descriptions with their MiniLM embeddings),
+remembered by five robots over six months, in a database of its own."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from .connection import mask_url, resolve_database_url
+from .datasets import read_demo, simulate_remembers
+from .errors import NotFoundError, translate_database_error
+from .store import LongTermMemory
+from .tokens import count_tokens
+
+__all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "run_demo"]
+
+DEMO_DATABASE = "htm_demo"
+
+
+def load_demo(store: LongTermMemory, *, days: int = 180, end: dt.datetime | None = None,
+              seed: int = 0, native_index: bool = True) -> pd.DataFrame:
+    """Remember the bundled demo memory in ``store``.
+
+    Five robots (planner, researcher, coder, reviewer, ops) remember the 3,000 texts over the
+    ``days`` before ``end`` (default now), sharing about a third and reinforcing many (see
+    :func:`~htm_analytics.datasets.simulate_remembers`), with the texts' Debian tags. Loaded with
+    one :meth:`~LongTermMemory.bulk_add`; then a native 384-d HNSW index is built.
+
+    Returns
+    -------
+    pandas.DataFrame
+        :meth:`~LongTermMemory.table_counts` after loading.
+    """
+    memories, vectors, _, _ = read_demo()
+    events = simulate_remembers(memories, days=days, end=end, seed=seed)
+    positions = events["position"].to_numpy()
+    contents = memories["content"].to_numpy()[positions].tolist()
+    store.bulk_add(contents, robots=events["robot"].tolist(), embeddings=vectors[positions],
+                   tags=[memories["tags"][i] for i in positions],
+                   token_counts=[count_tokens(text) for text in contents],
+                   remembered_at=events["remembered_at"].tolist())
+    if native_index:
+        store.create_native_index(vectors.shape[1])
+    return store.table_counts()
+
+
+def demo_database_url(server_url: str | None = None, *, fresh: bool = False,
+                      database: str = DEMO_DATABASE) -> str:
+    """URL of the demo database on ``server_url`` (default: the configured or embedded server),
+    created and loaded if it is missing or empty; ``fresh`` recreates it."""
+    server = server_url or resolve_database_url()
+    params = conninfo_to_dict(server)
+    params["dbname"] = database
+    url = make_conninfo(**params)
+    try:
+        with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  (database,)).fetchone()
+            if exists and fresh:
+                conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(
+                    sql.Identifier(database)))
+            if not exists or fresh:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+    except psycopg.Error as exc:
+        raise translate_database_error(exc, url=mask_url(server)) from exc
+    with LongTermMemory(url) as store:
+        if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
+            load_demo(store)
+    return url
+
+
+def demo_queries(store: LongTermMemory, *, limit: int | None = None
+                 ) -> tuple[list[str], np.ndarray, list[int]]:
+    """The demo's labelled queries (package titles, their MiniLM vectors, and the node id of
+    the description that answers each), for :func:`~htm_analytics.retrieval_quality`."""
+    memories, _, queries, query_vectors = read_demo()
+    if limit is not None:
+        queries, query_vectors = queries.head(limit), query_vectors[:limit]
+    ids = store.node_ids_by_content(memories["content"].tolist())
+    relevant = [ids[p] for p in queries["position"]]
+    if any(node is None for node in relevant):
+        raise NotFoundError("the demo memory is not loaded in this database (load_demo)")
+    return queries["title"].tolist(), query_vectors, [int(n) for n in relevant if n]
+
+
+def run_demo(out: str | os.PathLike[str] = "report.html", *, server_url: str | None = None,
+             database: str = DEMO_DATABASE, queries: int = 100,
+             echo: Callable[[str], Any] = print) -> Path:
+    """The main job: a fresh demo database (``database`` on the configured or embedded
+    server) and its report, written to ``out``."""
+    started = time.perf_counter()
+    url = demo_database_url(server_url, fresh=True, database=database)
+    echo(f"demo memory loaded into {mask_url(url)} in {time.perf_counter() - started:.1f} s")
+    from .report import build_report
+
+    with LongTermMemory(url) as store:
+        echo(store.table_counts().to_string(index=False))
+        report = build_report(store, title="htm_analytics demo: the memory of five robots",
+                              labelled_queries=demo_queries(store, limit=queries))
+    path = report.write_html(out)
+    echo(f"report written to {path} ({time.perf_counter() - started:.1f} s in all)")
+    return path

@@ -1,0 +1,427 @@
+"""The report: one self-contained HTML file (or Markdown) built from the analysis helpers."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import io
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .evaluation import plot_retrieval_quality, retrieval_quality
+from .frames import MemorySource
+from .indexes import index_usage, plot_index_usage, table_health
+from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
+from .store import LongTermMemory
+from .tags import (
+    plot_tag_graph,
+    plot_tag_hierarchy,
+    popular_tags,
+    tag_cooccurrence,
+    tag_graph,
+    tag_hierarchy,
+)
+from .trends import (
+    most_reinforced,
+    plot_remember_count_distribution,
+    plot_remember_trends,
+    remember_count_distribution,
+    remember_trends,
+)
+from .tuning import benchmark_recall, plot_recall_by_ef, plot_recall_latency
+
+__all__ = ["Figure", "Section", "Report", "build_report"]
+
+
+@dataclass
+class Figure:
+    """A rendered plot (PNG bytes) and the caption saying what it shows and how."""
+
+    png: bytes
+    caption: str
+
+    @classmethod
+    def from_axes(cls, ax: Any, caption: str) -> Figure:
+        import matplotlib.pyplot as plt
+
+        buffer = io.BytesIO()
+        ax.figure.savefig(buffer, format="png", dpi=96)
+        plt.close(ax.figure)
+        return cls(buffer.getvalue(), caption)
+
+
+@dataclass
+class Section:
+    """One part of the report: text, tables (with captions) and figures."""
+
+    key: str
+    title: str
+    text: str = ""
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    data: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+@dataclass
+class Report:
+    """A built report: sections of tables and figures, ready to write as HTML or Markdown.
+
+    Everything was computed by :func:`build_report`; writing and displaying do no database
+    work.
+    """
+
+    title: str
+    source: str
+    generated_at: dt.datetime
+    facts: dict[str, str]
+    sections: list[Section]
+
+    def to_html(self) -> str:
+        """The report as one HTML document: inline CSS, figures as data URIs, no external
+        assets."""
+        parts = [f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+                 f"<title>{_e(self.title)}</title><style>{_CSS}</style></head><body>",
+                 f"<h1>{_e(self.title)}</h1>", self._facts_html(), "<nav><ol>"]
+        parts += [f"<li><a href='#{s.key}'>{_e(s.title)}</a></li>" for s in self.sections]
+        parts.append("</ol></nav>")
+        for section in self.sections:
+            parts.append(f"<section id='{section.key}'><h2>{_e(section.title)}</h2>")
+            if section.text:
+                parts += [f"<p>{_e(paragraph)}</p>" for paragraph in section.text.split("\n\n")]
+            for figure in section.figures:
+                data = base64.b64encode(figure.png).decode()
+                parts.append(f"<figure><img src='data:image/png;base64,{data}' "
+                             f"alt='{_e(figure.caption)}'><figcaption>{_e(figure.caption)}"
+                             f"</figcaption></figure>")
+            for caption, table in section.tables:
+                parts.append(_table_html(caption, table))
+            parts.append("</section>")
+        parts.append(f"<footer>htm_analytics {_e(_version())}</footer></body></html>")
+        return "\n".join(parts)
+
+    def _facts_html(self) -> str:
+        rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>"
+                       for k, v in self._all_facts().items())
+        return f"<table class='facts'>{rows}</table>"
+
+    def _all_facts(self) -> dict[str, str]:
+        return {"source": self.source,
+                "generated": self.generated_at.strftime("%Y-%m-%d %H:%M UTC"), **self.facts}
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def write_html(self, path: str | os.PathLike[str]) -> Path:
+        """Write :meth:`to_html` to ``path``."""
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.to_html(), encoding="utf-8")
+        return target
+
+    def write_markdown(self, path: str | os.PathLike[str]) -> Path:
+        """Write the report as Markdown; figures go to ``<name>_files/`` beside it."""
+        target = Path(path)
+        assets = target.with_name(f"{target.stem}_files")
+        assets.mkdir(parents=True, exist_ok=True)
+        lines = [f"# {self.title}", ""]
+        lines += [f"- **{k}**: {v}" for k, v in self._all_facts().items()] + [""]
+        number = 0
+        for section in self.sections:
+            lines += [f"## {section.title}", ""]
+            if section.text:
+                lines += [section.text, ""]
+            for figure in section.figures:
+                number += 1
+                name = f"figure-{number:02d}.png"
+                (assets / name).write_bytes(figure.png)
+                lines += [f"![{figure.caption}]({assets.name}/{name})", "",
+                          f"*{figure.caption}*", ""]
+            for caption, table in section.tables:
+                lines += [f"**{caption}**", "", _table_markdown(table), ""]
+        target.write_text("\n".join(lines), encoding="utf-8")
+        return target
+
+    def write_data(self, folder: str | os.PathLike[str], *, format: str = "csv") -> list[Path]:
+        """Write every DataFrame behind the report as ``<section>-<name>.csv`` (or
+        ``.parquet``) into ``folder``."""
+        if format not in ("csv", "parquet"):
+            raise ValueError("format must be 'csv' or 'parquet'")
+        directory = Path(folder)
+        directory.mkdir(parents=True, exist_ok=True)
+        written = []
+        for section in self.sections:
+            for name, frame in section.data.items():
+                path = directory / f"{section.key}-{name}.{format}"
+                if format == "csv":
+                    frame.to_csv(path, index=False)
+                else:
+                    _write_parquet(frame, path)
+                written.append(path)
+        return written
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("htm-analytics")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
+    import duckdb
+
+    with duckdb.connect() as con:
+        con.register("frame", frame)
+        con.table("frame").to_parquet(str(path))
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _table_html(caption: str, table: pd.DataFrame) -> str:
+    body = table.to_html(index=False, escape=True, border=0, na_rep="",
+                         float_format=lambda v: f"{v:,.3f}")
+    return body.replace("<table", f"<table data-caption='{_e(caption)}'", 1).replace(
+        "<thead>", f"<caption>{_e(caption)}</caption><thead>", 1)
+
+
+def _table_markdown(table: pd.DataFrame) -> str:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:,.3f}"
+        return "" if pd.isna(value) else str(value).replace("|", "\\|").replace("\n", " ")
+
+    header = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |"
+            for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;
+margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+table{border-collapse:collapse;margin:1em 0;font-size:.85em}
+th,td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
+caption{caption-side:top;text-align:left;font-weight:600;padding:.3em 0}
+table.facts th{color:#555;font-weight:600}
+figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:.85em;color:#555}
+footer{margin-top:3em;font-size:.8em;color:#777}
+"""
+
+
+def _shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame:
+    frame = frame.copy()
+    frame[column] = frame[column].astype(str).map(
+        lambda text: text if len(text) <= width else text[: width - 1] + "…")
+    return frame
+
+
+def build_report(source: MemorySource, *, title: str = "Memory report",
+                 benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
+                 labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None
+                 ) -> Report:
+    """Build the report from the analysis helpers.
+
+    Parameters
+    ----------
+    source : LongTermMemory or Snapshot
+        A snapshot gives every section but index usage, table health and the HNSW sweep,
+        which need the live server.
+    title : str
+    benchmark : bool
+        Include the ef_search recall/latency sweep (live store with embeddings only).
+    sweep_queries : int
+        Held-out queries for that sweep (2 repeats each).
+    freq : str
+        Period of the trend charts ('D', 'W', 'M').
+    labelled_queries : (texts, vectors, relevant node ids), optional
+        Queries with a known answer: adds a section comparing search strategies
+        (:func:`~htm_analytics.evaluation.retrieval_quality`). Live store only.
+
+    Returns
+    -------
+    Report
+    """
+    live = isinstance(source, LongTermMemory)
+    facts: dict[str, str] = {}
+    if live:
+        info = source.server_info
+        facts["server"] = (f"PostgreSQL {info['server_version']}, pgvector "
+                           f"{info['pgvector_version']}, schema version {info['schema_version']}")
+        where = source.url
+    else:
+        snapshot_info = source.info  # type: ignore[attr-defined]
+        facts["snapshot of"] = f"{snapshot_info['source']} at {snapshot_info['exported_at']}"
+        facts["server"] = (f"PostgreSQL {snapshot_info['postgresql']}, pgvector "
+                           f"{snapshot_info['pgvector']}")
+        where = str(getattr(source, "path", "snapshot"))
+    sections = list(_sections(source, live=live, benchmark=benchmark,
+                              sweep_queries=sweep_queries, freq=freq,
+                              labelled_queries=labelled_queries))
+    return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
+                  facts=facts, sections=sections)
+
+
+def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_queries: int,
+              freq: str, labelled_queries: Any) -> Iterator[Section]:
+    counts = source.table_counts()  # type: ignore[attr-defined]
+    rows = counts.set_index("table")["rows"]
+    yield Section("overview", "Memory at a glance",
+                  text=f"{rows['nodes']:,} memories, remembered {rows['robot_nodes']:,} times "
+                       f"over robot-memory pairs by {rows['robots']:,} robots, with "
+                       f"{rows['tags']:,} distinct tags.",
+                  tables=[("Rows per table (count(*) when the report was built)", counts)],
+                  data={"table_counts": counts})
+
+    activity = robot_activity(source)
+    overlap = robot_overlap(source)
+    section = Section("robots", "Robots and the hive mind",
+                      text="A memory is stored once and shared by every robot that remembers "
+                           "it. shared_fraction is the part of a robot's memories that at "
+                           "least one other robot remembers too.",
+                      tables=[("Per robot: memories, summed remember counts, shared memories "
+                               "(robot_nodes)", activity.drop(columns=["robot_id"]))],
+                      data={"activity": activity, "overlap": overlap})
+    if len(activity):
+        section.figures.append(Figure.from_axes(
+            plot_robot_activity(activity),
+            "Memories per robot, split into those only this robot remembers and those shared "
+            "with another robot (robot_nodes)."))
+    if len(overlap):
+        section.figures.append(Figure.from_axes(
+            plot_robot_overlap(overlap),
+            "Jaccard similarity of the robots' memory sets: shared / union of their nodes."))
+    yield section
+
+    trends = remember_trends(source, freq=freq)
+    by_robot = remember_trends(source, freq=freq, by="robot")
+    exact = trends.attrs.get("exact", True)
+    how = ("exact, from the memory_events log written with every remember" if exact else
+           "approximated from first/last remember times: this database predates the event log")
+    section = Section("trends", "Remembering over time",
+                      text=f"Remembers per period ({how}). New: content no robot had; "
+                           "shared: a robot's first remember of content another robot had; "
+                           "repeated: a robot reinforcing its own memory.",
+                      data={"trends": trends, "trends_by_robot": by_robot})
+    if len(trends):
+        section.figures.append(Figure.from_axes(
+            plot_remember_trends(trends),
+            f"Remembers per period ({freq}), stacked by kind; {how}."))
+        section.figures.append(Figure.from_axes(
+            plot_remember_trends(by_robot),
+            "Cumulative new memories per robot (the robot that first remembered them)."))
+    distribution = remember_count_distribution(source)
+    reinforced = most_reinforced(source, limit=10)
+    section.data.update(distribution=distribution, most_reinforced=reinforced)
+    if len(distribution):
+        section.figures.append(Figure.from_axes(
+            plot_remember_count_distribution(distribution),
+            "Memories by how many times they were remembered, all robots summed "
+            "(robot_nodes.remember_count); log scale."))
+    section.tables.append(("The most reinforced memories (remember counts summed over robots)",
+                           _shorten(reinforced, "content")))
+    yield section
+
+    hierarchy = tag_hierarchy(source)
+    popular = popular_tags(source, limit=15)
+    pairs = tag_cooccurrence(source, min_shared=3, sort_by="npmi", limit=15)
+    section = Section("tags", "Tags",
+                      text="Tags are hierarchical (a:b:c); tagging attaches the ancestors, so "
+                           "a tag's cumulative count includes everything below it. Pairs are "
+                           "ranked by normalised PMI, which does not favour big tags.",
+                      tables=[("Most used tags (node_tags)", popular),
+                              ("Tag pairs that meet far more often than their sizes predict "
+                               "(at least 3 shared memories; a tag and its ancestor left out)",
+                               pairs[["topic1", "topic2", "shared_nodes", "jaccard", "lift",
+                                      "npmi"]])],
+                      data={"hierarchy": hierarchy, "popular": popular, "cooccurrence": pairs})
+    if len(hierarchy):
+        section.figures.append(Figure.from_axes(
+            plot_tag_hierarchy(hierarchy),
+            "The tag tree to depth 2, biggest subtrees first: memories carrying each tag or "
+            "one below it."))
+        graph = tag_graph(source, level=2, min_shared=3, weight="npmi", seed=0)
+        if graph.number_of_edges():
+            section.figures.append(Figure.from_axes(
+                plot_tag_graph(graph),
+                "Tags rolled up to two levels; edges join tags sharing at least 3 memories, "
+                "weighted by normalised PMI; colours are Louvain communities (seed 0)."))
+    yield section
+
+    if not live:
+        return
+    assert isinstance(source, LongTermMemory)
+    if labelled_queries is not None:
+        texts, vectors, relevant = labelled_queries
+        quality = retrieval_quality(source, texts, vectors, relevant)
+        section = Section(
+            "search", "Which search finds the right memory",
+            text=f"{len(texts)} queries with one known answer each, run through the store with "
+                 f"every strategy (top {quality['k'].iloc[0]}, cache off). recall: the answer "
+                 "is in the results; MRR: mean of 1/rank; no_result: nothing came back (full "
+                 "text requiring every word often finds nothing).",
+            tables=[("Search strategies on labelled queries", quality)],
+            data={"retrieval_quality": quality})
+        section.figures.append(Figure.from_axes(
+            plot_retrieval_quality(quality),
+            f"Recall@{quality['k'].iloc[0]} and MRR per strategy on {len(texts)} labelled "
+            "queries (query vectors from the same model as the memories)."))
+        yield section
+    usage = index_usage(source)
+    never = usage.loc[usage["never_used"], "index"].tolist()
+    health = table_health(source)
+    section = Section(
+        "indexes", "Indexes and tables",
+        text=("Never used since statistics were last reset (not counting unique and primary "
+              f"keys): {', '.join(never)}." if never else
+              "Every non-key index has been scanned since statistics were last reset.")
+        + "\n\nCounters are cumulative from pg_stat_user_indexes and pg_stat_user_tables.",
+        tables=[("Index usage (pg_stat_user_indexes, sizes from pg_relation_size)",
+                 usage.drop(columns=["definition"])),
+                ("Table health (pg_stat_user_tables)", health)],
+        data={"index_usage": usage, "table_health": health})
+    section.figures.append(Figure.from_axes(
+        plot_index_usage(usage), "Index scans per index since the last statistics reset; red: "
+                                 "never used (key indexes excepted)."))
+    yield section
+
+    if not benchmark:
+        return
+    with source.tuning_session() as session:
+        has_vectors = bool(session.vector_dimensions())
+    if not has_vectors:
+        return
+    sweep = benchmark_recall(source, queries=sweep_queries, repeats=2, progress=False)
+    first = sweep.iloc[0]
+    how = (f"{first['queries']} held-out stored vectors x 2 repeats, k={first['k']}, index "
+           f"{first['index']} (m={first['m']}, ef_construction={first['ef_construction']}, "
+           f"{first['dimension']} dimensions, {first['rows']:,} rows); recall against an exact "
+           "numpy ground truth; latency measured by the client on one connection")
+    best = sweep[sweep["recall_mean"] >= 0.95].head(1)
+    advice = (f"The smallest ef_search reaching recall 0.95 is {int(best['ef_search'].iloc[0])}"
+              f" ({best['latency_p50_ms'].iloc[0]:.2f} ms p50)." if len(best) else
+              "No setting reached recall 0.95: consider a larger m or ef_construction.")
+    section = Section("hnsw", "HNSW recall and latency",
+                      text=f"{advice}\n\nMeasured with {how}.",
+                      tables=[("ef_search sweep", sweep[[
+                          "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
+                          "latency_p95_ms", "qps", "returned_mean", "used_index"]])],
+                      data={"recall_sweep": sweep})
+    section.figures.append(Figure.from_axes(
+        plot_recall_latency(sweep), f"Recall@{first['k']} against queries per second for each "
+                                    f"hnsw.ef_search (labels); {how}."))
+    section.figures.append(Figure.from_axes(
+        plot_recall_by_ef(sweep), "Mean and 5th-percentile recall by ef_search."))
+    yield section

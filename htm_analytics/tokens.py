@@ -1,0 +1,19 @@
+"""Token counting that works offline, with no download."""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["count_tokens"]
+
+_PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
+
+
+def count_tokens(text: str) -> int:
+    """Count words and punctuation marks: ``"Hello, world!"`` is 4.
+
+    The offline default. Byte-pair encoders (``tiktoken``'s cl100k, for instance) split long
+    or rare words further, so for English prose this count runs about 10-25 % below theirs;
+    pass your model's own counter where budgets must be exact.
+    """
+    return len(_PIECES.findall(text))

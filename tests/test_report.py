@@ -1,0 +1,111 @@
+"""The main job (demo) and the report, end to end on a fresh database."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from conftest import _with_database
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+import htm_analytics as ha
+from htm_analytics.cli import cli
+from htm_analytics.demo import run_demo
+
+SECTIONS = ["overview", "robots", "trends", "tags", "search", "indexes", "hnsw"]
+
+
+@pytest.fixture(scope="module")
+def demo(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """``htm-analytics demo`` as a user runs it, into a database of its own."""
+    database = f"htm_demo_test_{uuid.uuid4().hex[:8]}"
+    out = tmp_path_factory.mktemp("demo") / "report.html"
+    lines: list[str] = []
+    path = run_demo(out, server_url=server_url, database=database, echo=lines.append)
+    yield {"path": path, "html": path.read_text(), "log": "\n".join(lines),
+           "url": _with_database(server_url, database)}
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(database)))
+
+
+def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
+    html = demo["html"]
+    for key in SECTIONS:
+        assert f"<section id='{key}'>" in html, key
+    # Offline: no scripts, stylesheets or images fetched from anywhere.
+    assert "<script" not in html and "<link" not in html
+    assert not re.search(r"src=['\"](?!data:)", html)
+    figures = re.findall(r"<figure><img src='data:image/png;base64,[A-Za-z0-9+/=]+' alt='[^']+'>"
+                         r"<figcaption>([^<]+)</figcaption>", html)
+    assert len(figures) >= 10 and all(len(caption) > 30 for caption in figures)
+    assert html.count("<table") >= 8 and html.count("<caption>") >= 7
+    assert "exact, from the memory_events log" in html
+    assert "smallest ef_search reaching recall 0.95" in html
+    assert "demo memory loaded" in demo["log"] and "report written" in demo["log"]
+
+
+def test_demo_memory_is_what_the_report_says(demo: dict) -> None:
+    with ha.LongTermMemory(demo["url"]) as store:
+        counts = store.table_counts().set_index("table")["rows"]
+        activity = ha.robot_activity(store)
+        assert counts["robots"] == 5 and counts["nodes"] > 2900
+        assert f"{counts['nodes']:,} memories" in demo["html"]
+        assert (activity["shared_fraction"] > 0.2).all()  # robots share memories
+        trends = ha.remember_trends(store, freq="M")
+        assert len(trends) >= 6 and trends["repeated_remembers"].sum() > 0
+        assert 384 in store.native_dimensions
+        quality = ha.retrieval_quality(store, *ha.demo.demo_queries(store, limit=50),
+                                       strategies=("vector",))
+        assert quality["recall_at_k"].iloc[0] > 0.8  # real MiniLM vectors, real queries
+
+
+def test_report_escapes_memory_text(demo: dict, tmp_path: Path) -> None:
+    with ha.LongTermMemory(demo["url"]) as store:
+        robot = store.register_robot("mallory")
+        for _ in range(40):  # the most reinforced memory, so the report shows it
+            store.add(content="<script>alert('memory')</script> & friends", robot_id=robot)
+        report = ha.build_report(store, benchmark=False)
+    html = report.to_html()
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert('memory')&lt;/script&gt; &amp; friends" in html
+    assert report._repr_html_() == html
+
+
+def test_report_cli_never_shows_the_password(demo: dict, tmp_path: Path) -> None:
+    params = conninfo_to_dict(demo["url"])
+    params["password"] = "s3cret-pw-42"  # ignored by the test server's trust auth
+    url = make_conninfo(**params)
+    out, data = tmp_path / "r.md", tmp_path / "data"
+    result = CliRunner().invoke(cli, ["--db", url, "report", "--format", "md", "--out", str(out),
+                                      "--data-dir", str(data), "--no-benchmark"])
+    assert result.exit_code == 0, result.output
+    markdown = out.read_text()
+    assert "s3cret-pw-42" not in markdown + result.output
+    assert "password=***" in markdown
+    assert "## Tags" in markdown and "![" in markdown
+    figures = list((tmp_path / "r_files").glob("*.png"))
+    assert len(figures) == markdown.count("![")
+    tables = {p.name for p in data.iterdir()}
+    assert {"overview-table_counts.csv", "robots-overlap.csv", "tags-hierarchy.csv",
+            "indexes-index_usage.csv"} <= tables
+
+
+def test_report_from_a_snapshot(demo: dict, tmp_path: Path) -> None:
+    with ha.LongTermMemory(demo["url"]) as store:
+        ha.export_snapshot(store, tmp_path / "demo.duckdb")
+    result = CliRunner().invoke(cli, ["report", "--snapshot", str(tmp_path / "demo.duckdb"),
+                                      "--out", str(tmp_path / "offline.html"),
+                                      "--data-dir", str(tmp_path / "parquet"),
+                                      "--data-format", "parquet"])
+    assert result.exit_code == 0, result.output
+    html = (tmp_path / "offline.html").read_text()
+    assert "<section id='tags'>" in html and "<section id='indexes'>" not in html
+    assert "snapshot of" in html
+    assert any(p.suffix == ".parquet" for p in (tmp_path / "parquet").iterdir())
