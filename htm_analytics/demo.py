@@ -18,11 +18,12 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .connection import mask_url, resolve_database_url
 from .datasets import read_demo, simulate_remembers
-from .errors import NotFoundError, translate_database_error
+from .errors import EmbeddingError, NotFoundError, translate_database_error
 from .store import LongTermMemory
 from .tokens import count_tokens
 
-__all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "run_demo"]
+__all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "run_demo",
+           "DemoQueryEmbedder"]
 
 DEMO_DATABASE = "htm_demo"
 
@@ -110,3 +111,30 @@ def run_demo(out: str | os.PathLike[str] = "report.html", *, server_url: str | N
     path = report.write_html(out)
     echo(f"report written to {path} ({time.perf_counter() - started:.1f} s in all)")
     return path
+
+
+class DemoQueryEmbedder:
+    """Embeds the bundled demo queries only, with their real precomputed MiniLM vectors.
+
+    For demos and notebooks without a model: any other text raises
+    :class:`~htm_analytics.EmbeddingError`. Use a real provider for your own queries.
+    """
+
+    name = "demo-minilm-lookup"
+    dimensions = 384
+
+    def __init__(self) -> None:
+        _, _, queries, vectors = read_demo()
+        self._vectors = dict(zip(queries["title"].tolist(), vectors))
+        self.examples = list(self._vectors)
+
+    def embed(self, texts: str | list[str]) -> np.ndarray:
+        """The vector of one demo query (or a matrix for a list of them)."""
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        missing = [t for t in items if t not in self._vectors]
+        if missing:
+            raise EmbeddingError(f"the demo embedder only knows the bundled demo queries, not "
+                                 f"{missing[0]!r}; pass a real embedding provider")
+        matrix = np.stack([self._vectors[t] for t in items])
+        return matrix[0] if single else matrix

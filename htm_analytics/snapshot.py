@@ -155,9 +155,8 @@ class Snapshot:
         union = " UNION ALL ".join(
             f"SELECT '{t}' AS \"table\", count(*) AS rows, {i} AS position FROM {t}"
             for i, t in enumerate(MEMORY_TABLES))
-        frame = self._frame(f"SELECT \"table\", rows FROM ({union}) ORDER BY position", None,
-                            {"table": "string", "rows": "int64"})
-        return frame
+        return self._frame(f"SELECT \"table\", rows FROM ({union}) ORDER BY position", None,
+                           {"table": "string", "rows": "int64"})
 
     def close(self) -> None:
         """Close the DuckDB connection."""

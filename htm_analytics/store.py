@@ -32,6 +32,7 @@ from psycopg.types.json import Jsonb
 
 from .cache import QueryCache
 from .connection import mask_url, resolve_database_url
+from .display import MemoryStats, SearchResults
 from .errors import (
     DatabaseConnectionError,
     DatabaseError,
@@ -431,14 +432,14 @@ class LongTermMemory:
         """Drop every cached search result."""
         self._cache.clear()
 
-    def _cached(self, key: tuple[Any, ...], compute: Any) -> list[dict[str, Any]]:
+    def _cached(self, key: tuple[Any, ...], compute: Any) -> SearchResults:
         if not self._cache.enabled:
-            return compute()  # type: ignore[no-any-return]
+            return SearchResults(compute())
         hit, value = self._cache.get(key)
         if not hit:
             value = compute()
             self._cache.put(key, value)
-        return [dict(row) for row in value]  # callers may mutate their rows
+        return SearchResults(dict(row) for row in value)  # callers may mutate their rows
 
     # -- nodes ----------------------------------------------------------------------------
 
@@ -539,6 +540,15 @@ class LongTermMemory:
         if row["embedding"] is not None:
             row["embedding"] = _to_numpy(row["embedding"])
         return row
+
+    def robots_of_nodes(self, node_ids: Sequence[int]) -> dict[int, list[str]]:
+        """The names of the robots that remember each node: ``{node_id: [names]}``."""
+        ids = validate_ids(node_ids, field="node_ids")
+        rows = self._fetch("""SELECT rn.node_id, array_agg(r.name ORDER BY r.name) AS robots
+                              FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
+                              WHERE rn.node_id = ANY(%s) GROUP BY rn.node_id""", (ids,))
+        found = {int(r["node_id"]): list(r["robots"]) for r in rows}
+        return {node: found.get(node, []) for node in ids}
 
     def node_ids_by_content(self, contents: Sequence[str]) -> list[int | None]:
         """The node id storing each text (compared by SHA-256 of the stripped text), or None."""
@@ -1269,7 +1279,7 @@ class LongTermMemory:
 
     # -- statistics -------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def stats(self) -> MemoryStats:
         """Memory statistics, with the keys of the reference API.
 
         Returns
@@ -1305,7 +1315,7 @@ class LongTermMemory:
         }
         if self._cache.enabled:
             result["cache"] = self._cache.stats()
-        return result
+        return MemoryStats(result)
 
     def table_counts(self) -> pd.DataFrame:
         """Rows in each table of the memory schema.

@@ -181,8 +181,7 @@ def tag_hierarchy(source: MemorySource, *, prefix: str | None = None, timeframe:
     """
     params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix)
     frame = source.analytics_frame("tag_hierarchy", params, _HIERARCHY_DTYPES)
-    frame = frame.sort_values("tag", key=_tree_order).reset_index(drop=True)
-    return frame
+    return frame.sort_values("tag", key=_tree_order).reset_index(drop=True)
 
 
 def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | None = None,

@@ -100,7 +100,7 @@ def _as_list(value: Any) -> list[Any]:
     return list(value)
 
 
-def _resolve_queries(session: TuningSession, queries: Any, dimension: int,
+def _resolve_queries(queries: Any, dimension: int,
                      ids: np.ndarray, vectors: np.ndarray, embedder: Any,
                      seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Query vectors and, for stored ones, their own ids (to leave out), else -1."""
@@ -127,7 +127,7 @@ def _resolve_queries(session: TuningSession, queries: Any, dimension: int,
         matrix = np.asarray(embedder.embed(texts), dtype=np.float32)
     except Exception as exc:  # the provider's own error, named
         raise EmbeddingError(f"embedding the benchmark queries failed: {exc}") from exc
-    return _resolve_queries(session, matrix, dimension, ids, vectors, None, seed)
+    return _resolve_queries(matrix, dimension, ids, vectors, None, seed)
 
 
 def _recall(found: list[np.ndarray], own_ids: np.ndarray, truth_distance: np.ndarray,
@@ -350,7 +350,7 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
     with store.tuning_session() as session:
         dimension = _dimension(session, dimension)
         ids, vectors = session.stored_vectors(dimension)
-        query_vectors, own_ids = _resolve_queries(session, queries, dimension, ids, vectors,
+        query_vectors, own_ids = _resolve_queries(queries, dimension, ids, vectors,
                                                   embedder, seed)
         total = len(filter_list) * len(modes) * len(ef_values) * repeats * len(query_vectors)
         bar = _progress_bar(progress, total, "ef_search sweep")
@@ -413,7 +413,7 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
         memory = session.setting("maintenance_work_mem")
         session.copy_vectors(dimension)
         ids, vectors = session.stored_vectors(dimension, target="copy")
-        query_vectors, own_ids = _resolve_queries(session, queries, dimension, ids, vectors,
+        query_vectors, own_ids = _resolve_queries(queries, dimension, ids, vectors,
                                                   None, seed)
         total = len(variants) * len(ef_values) * repeats * len(query_vectors)
         bar = _progress_bar(progress, total, "index variants")
@@ -486,6 +486,9 @@ def plot_recall_by_ef(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any
         ax.plot(rows["ef_search"], rows["recall_p5"], linestyle="--", color=color, alpha=0.6,
                 label=f"{label} (5th percentile)" if label else "5th percentile")
     ax.set_xscale("log", base=2)
+    settings = sorted(df["ef_search"].unique())
+    ax.set_xticks(settings, [str(ef) for ef in settings])
+    ax.minorticks_off()
     ax.set_xlabel("hnsw.ef_search")
     ax.set_ylabel(f"recall@{int(df['k'].iloc[0])}" if len(df) else "recall")
     ax.set_ylim(0, 1.02)

@@ -26,6 +26,7 @@ matplotlib.use("Agg")
 from htm_analytics import LongTermMemory  # noqa: E402
 from htm_analytics.connection import embedded_server_url  # noqa: E402
 from htm_analytics.datasets import read_corpus, simulate_remembers  # noqa: E402
+from htm_analytics.demo import run_demo  # noqa: E402
 from htm_analytics.store import apply_migrations  # noqa: E402
 
 # Unique per run: concurrent runs may share the embedded server.
@@ -106,6 +107,20 @@ def memory_url(server_url: str) -> Iterator[str]:
             store.add(content="scout notes on the corpus", robot_id=scout)
             store.add_tag(node_id=first, tag="scout:seen")
         yield url
+
+
+@pytest.fixture(scope="session")
+def demo(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """``htm-analytics demo`` as a user runs it, into a database of its own."""
+    database = f"htm_demo_test_{uuid.uuid4().hex[:8]}"
+    out = tmp_path_factory.mktemp("demo") / "report.html"
+    lines: list[str] = []
+    path = run_demo(out, server_url=server_url, database=database, echo=lines.append)
+    yield {"path": path, "html": path.read_text(), "log": "\n".join(lines),
+           "url": _with_database(server_url, database)}
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+            sql.Identifier(database)))
 
 
 @pytest.fixture

@@ -3,36 +3,15 @@
 from __future__ import annotations
 
 import re
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
-import pytest
 from click.testing import CliRunner
-from conftest import _with_database
-from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import htm_analytics as ha
 from htm_analytics.cli import cli
-from htm_analytics.demo import run_demo
 
 SECTIONS = ["overview", "robots", "trends", "tags", "search", "indexes", "hnsw"]
-
-
-@pytest.fixture(scope="module")
-def demo(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """``htm-analytics demo`` as a user runs it, into a database of its own."""
-    database = f"htm_demo_test_{uuid.uuid4().hex[:8]}"
-    out = tmp_path_factory.mktemp("demo") / "report.html"
-    lines: list[str] = []
-    path = run_demo(out, server_url=server_url, database=database, echo=lines.append)
-    yield {"path": path, "html": path.read_text(), "log": "\n".join(lines),
-           "url": _with_database(server_url, database)}
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-            sql.Identifier(database)))
 
 
 def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
@@ -66,12 +45,12 @@ def test_demo_memory_is_what_the_report_says(demo: dict) -> None:
         assert quality["recall_at_k"].iloc[0] > 0.8  # real MiniLM vectors, real queries
 
 
-def test_report_escapes_memory_text(demo: dict, tmp_path: Path) -> None:
-    with ha.LongTermMemory(demo["url"]) as store:
-        robot = store.register_robot("mallory")
-        for _ in range(40):  # the most reinforced memory, so the report shows it
-            store.add(content="<script>alert('memory')</script> & friends", robot_id=robot)
-        report = ha.build_report(store, benchmark=False)
+def test_report_escapes_memory_text(ltm: ha.LongTermMemory) -> None:
+    robot = ltm.register_robot("mallory")
+    for _ in range(3):  # the most reinforced memory, so the report shows it
+        ltm.add(content="<script>alert('memory')</script> & friends", robot_id=robot)
+    ltm.add(content="another memory", robot_id=robot)
+    report = ha.build_report(ltm, benchmark=False)
     html = report.to_html()
     assert "<script>alert" not in html
     assert "&lt;script&gt;alert('memory')&lt;/script&gt; &amp; friends" in html

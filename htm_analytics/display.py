@@ -1,0 +1,49 @@
+"""Notebook display for results: escaped HTML built from data already in hand."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["SearchResults", "MemoryStats"]
+
+_PREVIEW = 200
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    text = str(value)
+    if len(text) > _PREVIEW:
+        text = text[: _PREVIEW - 1] + "…"
+    return html.escape(text)
+
+
+class SearchResults(list):  # type: ignore[type-arg]
+    """The rows a search returned: a plain list of dicts that also shows itself as a table in
+    notebooks (``_repr_html_``, no database work) and converts with :meth:`to_frame`."""
+
+    def to_frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame, one column per key."""
+        return pd.DataFrame(list(self))
+
+    def _repr_html_(self) -> str:
+        if not self:
+            return "<p><em>no results</em></p>"
+        columns = list(self[0])
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in columns)
+        rows = "".join("<tr>" + "".join(f"<td>{_cell(row.get(c, ''))}</td>" for c in columns)
+                       + "</tr>" for row in self)
+        return (f"<table><caption>{len(self)} results</caption><thead><tr>{head}</tr></thead>"
+                f"<tbody>{rows}</tbody></table>")
+
+
+class MemoryStats(dict):  # type: ignore[type-arg]
+    """The result of :meth:`~htm_analytics.LongTermMemory.stats`: a dict shown as a table."""
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_cell(v)}</td></tr>"
+                       for k, v in self.items())
+        return f"<table><caption>memory statistics</caption><tbody>{rows}</tbody></table>"

@@ -1,0 +1,164 @@
+"""Notebook explorers (ipywidgets): thin layers over the store's searches and the analysis
+helpers. Each returns a :class:`Explorer` whose ``controls`` can be set from code and whose
+``results`` HTML shows the answer."""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from typing import Any
+
+import ipywidgets as widgets
+import pandas as pd
+
+from .errors import HTMError
+from .frames import MemorySource
+from .robots import robot_activity
+from .store import LongTermMemory
+from .tags import tag_cooccurrence, tag_hierarchy
+from .tuning import benchmark_recall
+
+__all__ = ["Explorer", "search_explorer", "tag_browser", "ef_search_explorer"]
+
+_TIMEFRAMES = {"any time": None, "last 7 days": 7, "last 30 days": 30, "last 90 days": 90}
+
+
+class Explorer(widgets.VBox):
+    """A widget box with named ``controls`` and a ``results`` HTML pane.
+
+    ``refresh()`` recomputes the results from the controls; changing a control does it too.
+    """
+
+    def __init__(self, controls: dict[str, widgets.Widget], render: Any, title: str) -> None:
+        self.controls = controls
+        self.results = widgets.HTML()
+        self._render = render
+        super().__init__([widgets.HTML(f"<b>{html.escape(title)}</b>"),
+                          widgets.HBox(list(controls.values())), self.results])
+        for control in controls.values():
+            control.observe(lambda _change: self.refresh(), names="value")
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Recompute the results pane from the current control values."""
+        values = {name: control.value for name, control in self.controls.items()}
+        try:
+            self.results.value = self._render(**values)
+        except HTMError as exc:
+            self.results.value = f"<p style='color:#b00'>{html.escape(str(exc))}</p>"
+
+
+def _frame_html(frame: pd.DataFrame, caption: str) -> str:
+    body = frame.to_html(index=False, escape=True, border=0, na_rep="",
+                         float_format=lambda v: f"{v:.4f}")
+    return body.replace("<thead>", f"<caption>{html.escape(caption)}</caption><thead>", 1)
+
+
+def search_explorer(store: LongTermMemory, *, embedder: Any = None,
+                    query: str = "") -> Explorer:
+    """Search the memory: query, strategy, timeframe, limit, robot -> results with scores.
+
+    ``embedder`` (an object with ``embed``) enables the vector, hybrid and rrf strategies;
+    without one, full text and fuzzy search work. The robot filter keeps results that robot
+    remembers (the search fetches five times the limit, then filters).
+    """
+    strategies = ["fulltext", "fuzzy"] + (["vector", "hybrid", "rrf"] if embedder else [])
+    robots = ["any robot", *robot_activity(store)["robot"].tolist()]
+    controls = {
+        "query": widgets.Text(value=query, placeholder="what to recall", description="query"),
+        "strategy": widgets.Dropdown(options=strategies, value=strategies[0],
+                                     description="strategy"),
+        "timeframe": widgets.Dropdown(options=list(_TIMEFRAMES), value="any time",
+                                      description="when"),
+        "limit": widgets.IntSlider(value=10, min=1, max=50, description="limit",
+                                   continuous_update=False),
+        "robot": widgets.Dropdown(options=robots, value="any robot", description="robot"),
+    }
+
+    def render(query: str, strategy: str, timeframe: str, limit: int, robot: str) -> str:
+        if not query.strip():
+            return "<p><em>type a query</em></p>"
+        days = _TIMEFRAMES[timeframe]
+        window = None
+        if days is not None:
+            now = dt.datetime.now(dt.UTC)
+            window = (now - dt.timedelta(days=days), now)
+        fetch = limit if robot == "any robot" else 5 * limit
+        options: dict[str, Any] = {"query": query, "limit": fetch, "timeframe": window}
+        if strategy == "fulltext":
+            rows = store.search_fulltext(match="any", **options)
+        elif strategy == "fuzzy":
+            rows = store.search_fuzzy(**options)
+        elif strategy == "vector":
+            rows = store.search(embedding_service=embedder, **options)
+        else:
+            rows = store.search_hybrid(embedding_service=embedder,
+                                       fusion="rrf" if strategy == "rrf" else "weighted",
+                                       **options)
+        frame = pd.DataFrame(list(rows))
+        if frame.empty:
+            return "<p><em>no results</em></p>"
+        owners = store.robots_of_nodes(frame["id"].tolist())
+        frame["robots"] = [", ".join(owners[i]) for i in frame["id"]]
+        if robot != "any robot":
+            frame = frame[[robot in owners[i] for i in frame["id"]]]
+        frame = frame.head(limit)
+        frame["content"] = frame["content"].str.slice(0, 160)
+        score = [c for c in ("similarity", "relevance", "combined_score", "score", "rrf_score")
+                 if c in frame]
+        columns = ["id", *score, "content", "robots", "created_at"]
+        return _frame_html(frame[[c for c in columns if c in frame]],
+                           f"{len(frame)} results ({strategy})")
+
+    return Explorer(controls, render, "Search the memory")
+
+
+def tag_browser(source: MemorySource, *, prefix: str = "") -> Explorer:
+    """Browse the tag tree: a prefix -> its children with counts, and the tags it meets most
+    often (by normalised PMI). Computed once; the widget filters the results."""
+    hierarchy = tag_hierarchy(source)
+    pairs = tag_cooccurrence(source, min_shared=2, sort_by="npmi")
+    controls = {"prefix": widgets.Combobox(value=prefix, options=hierarchy["tag"].tolist(),
+                                           placeholder="top level", description="tag",
+                                           ensure_option=False)}
+
+    def render(prefix: str) -> str:
+        prefix = prefix.strip()
+        if prefix and prefix not in set(hierarchy["tag"]):
+            return f"<p><em>no tag {html.escape(prefix)}</em></p>"
+        children = hierarchy[hierarchy["parent"] == prefix] if prefix else \
+            hierarchy[hierarchy["depth"] == 1]
+        children = children.sort_values(["cumulative_nodes", "tag"], ascending=[False, True])
+        parts = [_frame_html(children[["tag", "cumulative_nodes", "direct_nodes"]],
+                             f"children of {prefix or 'the root'}")]
+        if prefix:
+            related = pairs[(pairs["topic1"] == prefix) | (pairs["topic2"] == prefix)].head(10)
+            other = related["topic2"].where(related["topic1"] == prefix, related["topic1"])
+            parts.append(_frame_html(
+                pd.DataFrame({"tag": other, "shared_nodes": related["shared_nodes"],
+                              "npmi": related["npmi"]}),
+                f"tags found with {prefix} more often than chance"))
+        return "".join(parts)
+
+    return Explorer(controls, render, "Browse tags")
+
+
+def ef_search_explorer(store: LongTermMemory, *, queries: int = 100, k: int = 10,
+                       ef_search: int = 40) -> Explorer:
+    """Move ``hnsw.ef_search`` and see recall@k and latency, measured on a sample of held-out
+    stored vectors each time (one repeat)."""
+    controls = {"ef_search": widgets.IntSlider(value=ef_search, min=1, max=400, step=1,
+                                               description="ef_search",
+                                               continuous_update=False)}
+
+    def render(ef_search: int) -> str:
+        result = benchmark_recall(store, queries=queries, k=k, ef_search=ef_search, repeats=1,
+                                  progress=False)
+        row = result.iloc[0]
+        return _frame_html(
+            result[["ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
+                    "latency_p95_ms", "returned_mean", "index"]],
+            f"recall@{k} and latency on {row['queries']} held-out queries over "
+            f"{row['rows']:,} vectors")
+
+    return Explorer(controls, render, "Tune ef_search")
