@@ -3,6 +3,7 @@
 from .cache import QueryCache
 from .connection import embedded_server_url, mask_url, resolve_database_url
 from .demo import demo_database_url, load_demo, run_demo
+from .embeddings import get_embedder
 from .errors import (
     DatabaseConnectionError,
     DatabaseError,
@@ -14,6 +15,7 @@ from .errors import (
     ValidationError,
 )
 from .evaluation import plot_retrieval_quality, retrieval_quality
+from .htm import HTM
 from .indexes import index_usage, index_usage_delta, plot_index_usage, table_health
 from .report import Report, build_report
 from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
@@ -30,6 +32,7 @@ from .tags import (
     tag_hierarchy,
     write_tag_graph,
 )
+from .timeframes import parse_timeframe
 from .tokens import count_tokens
 from .trends import (
     most_reinforced,
@@ -45,10 +48,15 @@ from .tuning import (
     plot_recall_by_ef,
     plot_recall_latency,
 )
+from .working_memory import WorkingMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "HTM",
+    "WorkingMemory",
+    "get_embedder",
+    "parse_timeframe",
     "LongTermMemory",
     "QueryCache",
     "HTMError",

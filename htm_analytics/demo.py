@@ -26,6 +26,8 @@ __all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "r
            "DemoQueryEmbedder"]
 
 DEMO_DATABASE = "htm_demo"
+# The model that embedded the bundled texts and queries.
+DEMO_MODEL_PROVIDER, DEMO_MODEL = "sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def load_demo(store: LongTermMemory, *, days: int = 180, end: dt.datetime | None = None,
@@ -49,7 +51,8 @@ def load_demo(store: LongTermMemory, *, days: int = 180, end: dt.datetime | None
     store.bulk_add(contents, robots=events["robot"].tolist(), embeddings=vectors[positions],
                    tags=[memories["tags"][i] for i in positions],
                    token_counts=[count_tokens(text) for text in contents],
-                   remembered_at=events["remembered_at"].tolist())
+                   remembered_at=events["remembered_at"].tolist(),
+                   embedding_model=(DEMO_MODEL_PROVIDER, DEMO_MODEL))
     if native_index:
         store.create_native_index(vectors.shape[1])
     return store.table_counts()
@@ -117,10 +120,12 @@ class DemoQueryEmbedder:
     """Embeds the bundled demo queries only, with their real precomputed MiniLM vectors.
 
     For demos and notebooks without a model: any other text raises
-    :class:`~htm_analytics.EmbeddingError`. Use a real provider for your own queries.
+    :class:`~htm_analytics.EmbeddingError`. It answers as the model that made the vectors
+    (all-MiniLM-L6-v2), so model checks pass; use a real provider for your own queries.
     """
 
-    name = "demo-minilm-lookup"
+    name = DEMO_MODEL_PROVIDER
+    model = DEMO_MODEL
     dimensions = 384
 
     def __init__(self) -> None:

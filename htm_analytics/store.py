@@ -170,6 +170,11 @@ RETURNING id"""
 
 _FIND_NODE_BY_HASH = "SELECT id FROM nodes WHERE content_hash = %s"
 
+_RECORD_EMBEDDING_MODEL = """
+INSERT INTO node_embedding_models (node_id, provider, model, dimension)
+VALUES (%(node_id)s, %(provider)s, %(model)s, %(dimension)s)
+ON CONFLICT (node_id) DO NOTHING"""
+
 _FILL_MISSING_EMBEDDING = """
 UPDATE nodes SET embedding = %(embedding)s, embedding_dimension = %(dimension)s,
                  updated_at = CURRENT_TIMESTAMP
@@ -280,6 +285,7 @@ class LongTermMemory:
         self.url = mask_url(self._url)
         self.server_info = self._prepare_database(init_schema)
         self._native_dimensions = set(self.server_info.pop("native_dimensions"))
+        self._embedding_models: pd.DataFrame | None = None  # cache of embedding_models()
         self._pool = psycopg_pool.ConnectionPool(
             self._url,
             min_size=1,
@@ -450,6 +456,8 @@ class LongTermMemory:
         robot_id: int,
         token_count: int = 0,
         embedding: Sequence[float] | np.ndarray | None = None,
+        embedding_model: tuple[str, str] | None = None,
+        tags: Sequence[str] = (),
     ) -> dict[str, Any]:
         """Remember ``content`` for a robot, storing identical content once.
 
@@ -470,6 +478,11 @@ class LongTermMemory:
             Up to 2000 finite numbers; stored zero-padded to 2000 with its real dimension in
             ``embedding_dimension``. Given for content that is already stored without an
             embedding, it fills the gap.
+        embedding_model : (provider, model), optional
+            Which model produced ``embedding`` (``("ollama", "nomic-embed-text")``), recorded
+            so that searches can refuse query vectors from another model.
+        tags : sequence of str
+            Tags to attach, with their ancestors, in the same transaction.
 
         Returns
         -------
@@ -492,12 +505,17 @@ class LongTermMemory:
                                   field="token_count")
         vector, dimension = (prepare_embedding(embedding) if embedding is not None
                              else (None, None))
+        provider, model = _embedding_model(embedding_model)
+        if isinstance(tags, str):
+            raise ValidationError("must be a list of tags, not one string", field="tags")
+        tag_names = list(dict.fromkeys(a for t in tags for a in tag_ancestors(validate_tag(t))))
         digest = content_hash(content)
         with self._transaction() as cur:
             row = cur.execute(_INSERT_NODE, {
                 "content": content, "hash": digest, "token_count": int(token_count),
                 "embedding": vector, "dimension": dimension}).fetchone()
             is_new = row is not None
+            stored_vector = is_new and vector is not None
             if row is None:
                 # A committed twin exists (ON CONFLICT waited for any concurrent insert, and
                 # this new statement's snapshot sees it).
@@ -507,6 +525,7 @@ class LongTermMemory:
                 if vector is not None:
                     cur.execute(_FILL_MISSING_EMBEDDING, {
                         "embedding": vector, "dimension": dimension, "node_id": row["id"]})
+                    stored_vector = cur.rowcount == 1
             node_id = int(row["id"])
             try:
                 robot_node = cur.execute(
@@ -517,9 +536,65 @@ class LongTermMemory:
                     field="robot_id") from exc
             cur.execute(_LOG_EVENTS, {"kind": "remember", "robot_id": robot_id,
                                       "node_ids": [node_id]})
-        if is_new:
+            if stored_vector and provider is not None:
+                cur.execute(_RECORD_EMBEDDING_MODEL, {
+                    "node_id": node_id, "provider": provider, "model": model,
+                    "dimension": dimension})
+            if tag_names:
+                tag_ids = _ensure_tags(cur, tag_names)
+                cur.execute(_TAG_NODE, {"node_id": node_id,
+                                        "tag_ids": [tag_ids[n] for n in tag_names]})
+        if is_new or tag_names:
             self._cache.clear()
+        if vector is not None:
+            self._embedding_models = None
         return {"node_id": node_id, "is_new": is_new, "robot_node": dict(robot_node or {})}
+
+    def embedding_models(self) -> pd.DataFrame:
+        """Which models produced the stored embeddings.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``provider``, ``model`` (string, NA for embeddings stored without that
+            information), ``dimension`` and ``nodes`` (int64), most nodes first.
+        """
+        return self.fetch_frame(
+            """SELECT m.provider, m.model, n.embedding_dimension AS dimension, count(*) AS nodes
+               FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
+               WHERE n.embedding_dimension IS NOT NULL
+               GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3""",
+            dtypes={"provider": "string", "model": "string", "dimension": "int64",
+                    "nodes": "int64"})
+
+    def check_embedding_model(self, provider: str, model: str, dimension: int) -> None:
+        """Refuse to search with vectors of ``provider``/``model`` at ``dimension`` when the
+        stored vectors come from another model or have another dimension.
+
+        Embeddings stored without a model name pass if their dimension matches (there is no
+        way to tell them apart). The answer is cached until this store adds an embedding.
+
+        Raises
+        ------
+        EmbeddingError
+            Naming the stored models and the query's.
+        """
+        if self._embedding_models is None:
+            self._embedding_models = self.embedding_models()
+        stored = self._embedding_models
+        known = stored.dropna(subset=["provider"])
+        foreign = known[(known["provider"] != provider) | (known["model"] != model)
+                        | (known["dimension"] != dimension)]
+        unknown = stored[stored["provider"].isna() & (stored["dimension"] != dimension)]
+        if len(foreign) or len(unknown):
+            found = "; ".join(
+                ("unknown model" if pd.isna(r.provider) else f"{r.provider}/{r.model}")
+                + f" ({r.dimension}-d, {r.nodes:,} nodes)"
+                for r in pd.concat([foreign, unknown]).itertuples())
+            raise EmbeddingError(
+                f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
+                f"vectors include {found}; vectors of different models are not comparable. "
+                "Re-embed the memories, or search with the model that made them.")
 
     def retrieve(self, node_id: int) -> dict[str, Any] | None:
         """Return a node and count the access (``access_count + 1``, ``last_accessed = now``).
@@ -579,19 +654,27 @@ class LongTermMemory:
         self._cache.clear()
         return deleted is not None
 
-    def track_access(self, node_ids: Sequence[int]) -> int:
+    def track_access(self, node_ids: Sequence[int], *, robot_id: int | None = None,
+                     event: Literal["retrieve", "recall"] = "retrieve") -> int:
         """Count one access for each node (bulk ``access_count + 1``, ``last_accessed = now``).
 
-        Returns the number of nodes updated; unknown ids are ignored.
+        With ``robot_id``, the accesses also go to the event log as ``event``. Returns the
+        number of nodes updated; unknown ids are ignored.
         """
         ids = sorted(set(validate_ids(node_ids, field="node_ids")))
+        if event not in ("retrieve", "recall"):
+            raise ValidationError("must be 'retrieve' or 'recall'", field="event")
         if not ids:
             return 0
         with self._transaction() as cur:
             cur.execute("""UPDATE nodes SET access_count = access_count + 1,
                                             last_accessed = CURRENT_TIMESTAMP
                            WHERE id = ANY(%s::bigint[])""", (ids,))
-            return cur.rowcount
+            updated = cur.rowcount
+            if robot_id is not None:
+                cur.execute(_LOG_EVENTS, {"kind": event, "node_ids": ids,
+                                          "robot_id": validate_id(robot_id, field="robot_id")})
+            return updated
 
     def mark_evicted(self, node_ids: Sequence[int], *, robot_id: int | None = None) -> int:
         """Flag nodes as no longer in working memory (``in_working_memory = false``).
@@ -1112,6 +1195,7 @@ class LongTermMemory:
         remembered_at: Sequence[dt.datetime] | None = None,
         tag_ancestors_too: bool = True,
         defer_indexes: bool | None = None,
+        embedding_model: tuple[str, str] | None = None,
     ) -> pd.DataFrame:
         """Remember many memories at once, with the same deduplication as :meth:`add`.
 
@@ -1140,6 +1224,9 @@ class LongTermMemory:
             The default does so when the batch is larger than the table. The rebuild happens
             inside the transaction and blocks other writers meanwhile. ``query_timeout`` does
             not apply to bulk loads.
+        embedding_model : (provider, model), optional
+            Which model produced ``embeddings``, recorded for the new nodes (see
+            :meth:`check_embedding_model`).
 
         Returns
         -------
@@ -1149,6 +1236,7 @@ class LongTermMemory:
         """
         rows = _validate_bulk(contents, robots, embeddings, tags, token_counts, remembered_at,
                               tag_ancestors_too)
+        provider, model = _embedding_model(embedding_model)
         n = len(rows.contents)
         if n == 0:
             return pd.DataFrame({"node_id": pd.Series(dtype="int64"),
@@ -1186,8 +1274,13 @@ class LongTermMemory:
                        dimension, remembered_at, remembered_at, remembered_at
                 FROM htm_bulk_staging ORDER BY content_hash, remembered_at, ord
                 ON CONFLICT (content_hash) DO NOTHING
-                RETURNING content_hash""").fetchall()
+                RETURNING id, content_hash, embedding_dimension""").fetchall()
             created = {r["content_hash"] for r in new}
+            if provider is not None and rows.embeddings is not None:
+                cur.execute("""INSERT INTO node_embedding_models (node_id, provider, model,
+                                                                  dimension)
+                               SELECT unnest(%s::bigint[]), %s, %s, %s""",
+                            ([r["id"] for r in new], provider, model, rows.dimension))
             mapping = cur.execute("""
                 SELECT s.ord, n.id FROM htm_bulk_staging s
                 JOIN nodes n ON n.content_hash = s.content_hash ORDER BY s.ord""").fetchall()
@@ -1234,6 +1327,7 @@ class LongTermMemory:
             for statement in rebuild:
                 cur.execute(statement)
         self._cache.clear()
+        self._embedding_models = None
         node_ids = np.array(node_of_row, dtype=np.int64)
         first_seen: set[str] = set()
         is_new = np.zeros(n, dtype=bool)
@@ -1735,6 +1829,16 @@ def _plan_index_names(plan: Any) -> set[str]:
 # --------------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------------
+
+def _embedding_model(value: Any) -> tuple[str | None, str | None]:
+    if value is None:
+        return None, None
+    if (not isinstance(value, (tuple, list)) or len(value) != 2
+            or not all(isinstance(v, str) and v.strip() for v in value)):
+        raise ValidationError("must be a (provider, model) pair of names",
+                              field="embedding_model")
+    return value[0].strip(), value[1].strip()
+
 
 def _to_numpy(value: Any) -> np.ndarray:
     """pgvector's loader returns an ndarray (<0.5) or a ``Vector`` (>=0.5): give float32."""

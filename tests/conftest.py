@@ -175,4 +175,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    os.environ.setdefault("HTM_CORPUS_DIR", str(CORPUS_DIR))
+    # The corpus beside the checkout, unless the environment says where it is; otherwise
+    # htm_analytics.datasets.find_corpus searches the current directory's parents.
+    if CORPUS_DIR.is_dir():
+        os.environ.setdefault("HTM_CORPUS_DIR", str(CORPUS_DIR))

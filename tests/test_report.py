@@ -10,6 +10,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import htm_analytics as ha
 from htm_analytics.cli import cli
+from htm_analytics.datasets import DEMO_ROBOTS
 
 SECTIONS = ["overview", "robots", "trends", "tags", "search", "indexes", "hnsw"]
 
@@ -33,9 +34,10 @@ def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
 def test_demo_memory_is_what_the_report_says(demo: dict) -> None:
     with ha.LongTermMemory(demo["url"]) as store:
         counts = store.table_counts().set_index("table")["rows"]
-        activity = ha.robot_activity(store)
-        assert counts["robots"] == 5 and counts["nodes"] > 2900
+        activity = ha.robot_activity(store, robots=list(DEMO_ROBOTS))
+        assert len(activity) == 5 and counts["nodes"] > 2900
         assert f"{counts['nodes']:,} memories" in demo["html"]
+        assert "by 5 robots" in demo["html"]
         assert (activity["shared_fraction"] > 0.2).all()  # robots share memories
         trends = ha.remember_trends(store, freq="M")
         assert len(trends) >= 6 and trends["repeated_remembers"].sum() > 0

@@ -179,7 +179,9 @@ def test_seed_constraints_match_reference(db: psycopg.Connection) -> None:
                      "(embedding_dimension <= 2000))))",)
     fks = {(r[0], r[1]): r[2] for r in db.execute("""
         SELECT conrelid::regclass::text, conname, pg_get_constraintdef(oid)
-        FROM pg_constraint WHERE contype = 'f' AND connamespace = 'public'::regnamespace""")}
+        FROM pg_constraint WHERE contype = 'f' AND connamespace = 'public'::regnamespace
+          AND conrelid::regclass::text IN ('robots', 'nodes', 'robot_nodes', 'tags',
+                                           'node_tags')""")}
     assert fks == SEED_FOREIGN_KEYS
 
 
@@ -243,3 +245,11 @@ def test_sql_ships_inside_a_built_wheel(tmp_path: Path) -> None:
     for path in shipped:
         relative = path.relative_to(root).as_posix()
         assert relative in names, relative
+
+
+def test_embedding_models_table_follows_its_node(db: psycopg.Connection) -> None:
+    node = db.execute("INSERT INTO nodes (content) VALUES ('x') RETURNING id").fetchone()[0]
+    db.execute("INSERT INTO node_embedding_models (node_id, provider, model, dimension) "
+               "VALUES (%s, 'hashing', 'h', 8)", (node,))
+    db.execute("DELETE FROM nodes WHERE id = %s", (node,))
+    assert db.execute("SELECT count(*) FROM node_embedding_models").fetchone() == (0,)

@@ -1,0 +1,229 @@
+"""HTM: a robot that remembers and recalls, with a token-budgeted working memory."""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .embeddings import Embedder, get_embedder
+from .errors import NotFoundError, ValidationError
+from .store import LongTermMemory
+from .timeframes import parse_timeframe
+from .tokens import count_tokens
+from .validation import validate_content, validate_id, validate_positive_int, validate_tag
+from .working_memory import WorkingMemory
+
+__all__ = ["HTM", "RECALL_STRATEGIES"]
+
+RECALL_STRATEGIES = ("vector", "fulltext", "hybrid", "rrf")
+
+
+class HTM:
+    """A robot's memory: remember, recall and forget, over a shared long-term store.
+
+    Parameters
+    ----------
+    robot_name : str, optional
+        Found or created in the store (default ``robot_`` + 8 random hex digits).
+    working_memory_size : int
+        Token budget of the in-process working memory.
+    store : LongTermMemory, str or None
+        A store to share (not closed by :meth:`close`), a database URL, or None for the
+        default database (``HTM_DBURL`` ... or the embedded server).
+    embedder : Embedder, str or None
+        An embedding provider or its name (:func:`~htm_analytics.get_embedder`); default from
+        ``HTM_EMBEDDING__PROVIDER``, else the offline ``hashing`` provider.
+    token_counter : callable, optional
+        ``str -> int``; default :func:`~htm_analytics.count_tokens` (words and punctuation,
+        offline).
+    clock : callable, optional
+        Returns the current aware datetime; used for timeframe phrases and working memory.
+
+    Examples
+    --------
+    >>> with HTM("planner") as htm:                                    # doctest: +SKIP
+    ...     htm.remember("PostgreSQL is our primary database", tags=["database:postgresql"])
+    ...     htm.recall("which database?", timeframe="last 7 days")
+    """
+
+    def __init__(self, robot_name: str | None = None, *, working_memory_size: int = 128_000,
+                 store: LongTermMemory | str | None = None,
+                 embedder: Embedder | str | None = None,
+                 token_counter: Callable[[str], int] | None = None,
+                 clock: Callable[[], dt.datetime] | None = None) -> None:
+        working_memory_size = validate_positive_int(working_memory_size,
+                                                    field="working_memory_size")
+        self.embedder: Embedder = (embedder if embedder is not None and not isinstance(
+            embedder, str) else get_embedder(embedder))
+        self.token_counter = token_counter or count_tokens
+        self._clock = clock or (lambda: dt.datetime.now(dt.UTC))
+        self._owns_store = not isinstance(store, LongTermMemory)
+        self.store = store if isinstance(store, LongTermMemory) else LongTermMemory(store)
+        self.robot_name = robot_name or f"robot_{uuid.uuid4().hex[:8]}"
+        self.robot_id = self.store.register_robot(self.robot_name)
+        self.store.update_robot_activity(self.robot_id)
+        self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
+
+    @property
+    def _model(self) -> tuple[str, str]:
+        return (self.embedder.name, self.embedder.model)
+
+    def _count(self, content: str, token_count: int | None) -> int:
+        if token_count is None:
+            token_count = self.token_counter(content)
+        if isinstance(token_count, bool) or not isinstance(token_count, int) or token_count < 0:
+            raise ValidationError(f"must be an integer >= 0, got {token_count!r}",
+                                  field="token_count")
+        return token_count
+
+    def _hold(self, node_id: int, content: str, tokens: int, *, access_count: int = 0,
+              last_accessed: dt.datetime | None = None) -> bool:
+        """Put a node in working memory, evicting (and flagging) what must go; False if it
+        is larger than the whole budget."""
+        if tokens > self.working_memory.max_tokens:
+            return False
+        self.working_memory.remove(node_id)  # re-added below as the most recent entry
+        evicted = self.working_memory.evict_to_make_space(tokens)
+        if evicted:
+            self.store.mark_evicted([e["key"] for e in evicted], robot_id=self.robot_id)
+        self.working_memory.add(node_id, content, token_count=tokens,
+                                access_count=access_count, last_accessed=last_accessed)
+        return True
+
+    def remember(self, content: str, *, tags: Sequence[str] = (),
+                 token_count: int | None = None) -> int:
+        """Remember ``content``; returns its node id.
+
+        The content is stripped and validated, its tokens counted, and it is embedded only if
+        no robot has remembered it before. Node, robot link, tags (with ancestors) and the
+        embedding's model are written in one transaction; then the node enters working memory
+        (evicting the least valuable entries, flagged in the database) and the robot's
+        ``last_active`` is updated.
+
+        Raises
+        ------
+        ValidationError
+            Bad content or tags, or more tokens than the whole working memory (checked before
+            anything is written).
+        EmbeddingError
+            The provider failed (nothing is written).
+        """
+        content = validate_content(content)
+        if isinstance(tags, str):
+            raise ValidationError("must be a list of tags, not one string", field="tags")
+        tags = [validate_tag(t) for t in tags]
+        tokens = self._count(content, token_count)
+        if tokens > self.working_memory.max_tokens:
+            raise ValidationError(f"{tokens} tokens do not fit this robot's working memory of "
+                                  f"{self.working_memory.max_tokens}", field="content")
+        known = self.store.node_ids_by_content([content])[0]
+        embedding = None if known is not None else self.embedder.embed(content)
+        result = self.store.add(content=content, robot_id=self.robot_id, token_count=tokens,
+                                embedding=embedding,
+                                embedding_model=self._model if embedding is not None else None,
+                                tags=tags)
+        node_id = int(result["node_id"])
+        self._hold(node_id, content, tokens)
+        self.store.mark_in_working_memory([node_id], robot_id=self.robot_id)
+        self.store.update_robot_activity(self.robot_id)
+        return node_id
+
+    def recall(self, topic: str, *, timeframe: Any = None, limit: int = 20,
+               strategy: str = "vector", raw: bool = False) -> list[Any]:
+        """Find memories about ``topic``.
+
+        Parameters
+        ----------
+        topic : str
+        timeframe : None, (start, end), date or phrase
+            See :func:`~htm_analytics.timeframes.parse_timeframe` ("today", "last 7 days",
+            "last week", "this month", "recently"...). An unreadable phrase is an error.
+        limit : int
+        strategy : {'vector', 'fulltext', 'hybrid', 'rrf'}
+            Vector similarity (the query embedded by this robot's provider, which must be the
+            model of the stored vectors), full text (every word), the reference 0.7/0.3 hybrid,
+            or reciprocal rank fusion of vectors and any-word full text.
+        raw : bool
+            Return the store's rows (dicts with ids and scores) instead of the contents.
+
+        Recalled memories enter working memory and count as accessed.
+        """
+        topic = validate_content(topic, field="topic")
+        window = parse_timeframe(timeframe, now=self._clock())
+        limit = validate_positive_int(limit, field="limit", maximum=1000)
+        if strategy not in RECALL_STRATEGIES:
+            raise ValidationError(f"must be one of {', '.join(RECALL_STRATEGIES)}, got "
+                                  f"{strategy!r}", field="strategy")
+        options: dict[str, Any] = {"query": topic, "limit": limit, "timeframe": window}
+        if strategy == "fulltext":
+            rows = self.store.search_fulltext(**options)
+        else:
+            vector = self.embedder.embed(topic)
+            self.store.check_embedding_model(*self._model, int(len(vector)))
+            if strategy == "vector":
+                rows = self.store.search(embedding=vector, **options)
+            else:
+                rows = self.store.search_hybrid(
+                    embedding=vector, fusion="rrf" if strategy == "rrf" else "weighted",
+                    **options)
+        ids = [int(r["id"]) for r in rows]
+        if ids:
+            self.store.track_access(ids, robot_id=self.robot_id, event="recall")
+            held = [r for r in rows
+                    if self._hold(int(r["id"]), r["content"],
+                                  int(r.get("token_count") or self.token_counter(r["content"])),
+                                  access_count=int(r.get("access_count") or 0) + 1,
+                                  last_accessed=self._clock())]
+            self.store.mark_in_working_memory([int(r["id"]) for r in held],
+                                              robot_id=self.robot_id)
+        self.store.update_robot_activity(self.robot_id)
+        return list(rows) if raw else [r["content"] for r in rows]
+
+    def forget(self, node_id: int, *, confirm: str | None = None) -> bool:
+        """Delete a memory permanently, for every robot: only with ``confirm="confirmed"``.
+
+        Raises
+        ------
+        ValidationError
+            Without the confirmation (nothing is deleted).
+        NotFoundError
+            No such node.
+        """
+        node_id = validate_id(node_id, field="node_id")
+        if confirm != "confirmed":
+            raise ValidationError('permanent deletion needs confirm="confirmed"',
+                                  field="confirm")
+        if not self.store.delete(node_id):
+            raise NotFoundError(f"no node with id {node_id}")
+        self.working_memory.remove(node_id)
+        self.store.update_robot_activity(self.robot_id)
+        return True
+
+    def clear_working_memory(self) -> int:
+        """Empty working memory (flagging the nodes evicted); returns how many were held."""
+        keys = self.working_memory.clear()
+        if keys:
+            self.store.mark_evicted(keys, robot_id=self.robot_id)
+        return len(keys)
+
+    def assemble_context(self, strategy: str = "balanced", max_tokens: int | None = None) -> str:
+        """Working memory as one text for a prompt; see :meth:`WorkingMemory.assemble_context`."""
+        return self.working_memory.assemble_context(strategy, max_tokens)
+
+    def close(self) -> None:
+        """Close the store if this HTM opened it."""
+        if self._owns_store:
+            self.store.close()
+
+    def __enter__(self) -> HTM:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"HTM(robot_name={self.robot_name!r}, robot_id={self.robot_id}, "
+                f"embedder={self.embedder.name}/{self.embedder.model}, "
+                f"working_memory={self.working_memory!r})")

@@ -1,0 +1,109 @@
+"""Timeframes for recall: None, a (start, end) pair, a date, or a natural phrase."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+from .errors import ValidationError
+from .validation import validate_timeframe
+
+__all__ = ["parse_timeframe", "TIMEFRAME_PHRASES"]
+
+TIMEFRAME_PHRASES = (
+    "today", "yesterday", "recently", "last N hours|days|weeks|months|years",
+    "past N ...", "last hour|day|week|month|year", "this week|month|year", "N days ago",
+)
+RECENTLY = dt.timedelta(days=3)
+_UNITS = {"minute": dt.timedelta(minutes=1), "hour": dt.timedelta(hours=1),
+          "day": dt.timedelta(days=1), "week": dt.timedelta(weeks=1),
+          "month": dt.timedelta(days=30), "year": dt.timedelta(days=365)}
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+            "seven": 7, "eight": 8, "nine": 9, "ten": 10, "few": 3, "a few": 3, "several": 3}
+_COUNT = r"(\d+|a few|few|several|one|two|three|four|five|six|seven|eight|nine|ten|an?)"
+_UNIT = r"(minute|hour|day|week|month|year)s?"
+
+
+def _day(day: dt.date) -> tuple[dt.datetime, dt.datetime]:
+    start = dt.datetime.combine(day, dt.time(), tzinfo=dt.UTC)
+    return start, start + dt.timedelta(days=1) - dt.timedelta(microseconds=1)
+
+
+def _month_start(day: dt.date) -> dt.datetime:
+    return dt.datetime(day.year, day.month, 1, tzinfo=dt.UTC)
+
+
+def parse_timeframe(value: Any, *, now: dt.datetime | None = None
+                    ) -> tuple[dt.datetime, dt.datetime] | None:
+    """Turn a timeframe into an inclusive ``(start, end)`` pair of UTC datetimes, or None.
+
+    Accepts None (no filter); a ``(start, end)`` pair of dates or datetimes; a date or datetime
+    (that whole UTC day); or a phrase, case-insensitive:
+
+    - ``today``, ``yesterday``; ``recently`` / ``recent`` (the last 3 days);
+    - ``last N <unit>`` / ``past N <unit>`` / ``in the last N <unit>``: rolling, ending now
+      (units minute, hour, day, week, month = 30 days, year = 365 days; N may be a word, "a
+      few" and "several" mean 3); ``last <unit>`` alone is N = 1 except for the calendar ones
+      below;
+    - ``last week``, ``last month``, ``last year``: the previous calendar week (Monday to
+      Sunday), month or year;
+    - ``this week``, ``this month``, ``this year``: from its start until now;
+    - ``N <unit>s ago``: that whole day (for days and weeks: the day N units back).
+
+    Raises
+    ------
+    ValidationError
+        For anything else: an unknown phrase is never silently "no filter".
+    """
+    if value is None:
+        return None
+    now = now or dt.datetime.now(dt.UTC)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=dt.UTC)
+    now = now.astimezone(dt.UTC)
+    if isinstance(value, dt.datetime):
+        return _day(value.astimezone(dt.UTC).date() if value.tzinfo else value.date())
+    if isinstance(value, dt.date):
+        return _day(value)
+    if not isinstance(value, str):
+        return validate_timeframe(value)
+    phrase = " ".join(value.lower().split())
+    today = now.date()
+    if phrase == "today":
+        return _day(today)[0], now
+    if phrase == "yesterday":
+        return _day(today - dt.timedelta(days=1))
+    if phrase in ("recently", "recent"):
+        return now - RECENTLY, now
+    if phrase in ("last week", "previous week"):
+        start = _day(today - dt.timedelta(days=today.weekday() + 7))[0]
+        return start, start + dt.timedelta(weeks=1) - dt.timedelta(microseconds=1)
+    if phrase in ("last month", "previous month"):
+        end = _month_start(today)
+        return _month_start((end - dt.timedelta(days=1)).date()), end - dt.timedelta(
+            microseconds=1)
+    if phrase in ("last year", "previous year"):
+        return (dt.datetime(today.year - 1, 1, 1, tzinfo=dt.UTC),
+                dt.datetime(today.year, 1, 1, tzinfo=dt.UTC) - dt.timedelta(microseconds=1))
+    if phrase == "this week":
+        return _day(today - dt.timedelta(days=today.weekday()))[0], now
+    if phrase == "this month":
+        return _month_start(today), now
+    if phrase == "this year":
+        return dt.datetime(today.year, 1, 1, tzinfo=dt.UTC), now
+    rolling = re.fullmatch(rf"(?:in the )?(?:last|past)(?: {_COUNT})? {_UNIT}", phrase)
+    if rolling:
+        count = _count(rolling.group(1) or "1")
+        return now - count * _UNITS[rolling.group(2)], now
+    ago = re.fullmatch(rf"{_COUNT} {_UNIT} ago", phrase)
+    if ago:
+        point = now - _count(ago.group(1)) * _UNITS[ago.group(2)]
+        return _day(point.date())
+    raise ValidationError(
+        f"cannot read {value!r} as a timeframe; use None, a (start, end) pair, a date, or one "
+        f"of: {'; '.join(TIMEFRAME_PHRASES)}", field="timeframe")
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBERS[word]

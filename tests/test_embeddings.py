@@ -1,0 +1,175 @@
+"""Embedding providers: the offline hashing provider, and the HTTP providers against a small
+stub server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+
+from htm_analytics import EmbeddingError, ValidationError, get_embedder
+from htm_analytics.embeddings import HashingEmbedder, OllamaEmbedder, OpenAIEmbedder
+
+
+def test_hashing_is_deterministic_across_processes() -> None:
+    here = HashingEmbedder(384).embed("PostgreSQL is our primary database")
+    code = ("from htm_analytics.embeddings import HashingEmbedder;"
+            "import sys; sys.stdout.write(HashingEmbedder(384).embed("
+            "'PostgreSQL is our primary database').tobytes().hex())")
+    # A different hash seed in the other process: Python's own hash() would differ.
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           check=True, env={"PYTHONHASHSEED": "12345", "PATH": ""}).stdout
+    assert bytes.fromhex(there) == here.tobytes()
+    assert here.dtype == np.float32 and here.shape == (384,)
+    assert np.linalg.norm(here) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_hashing_is_lexical() -> None:
+    embedder = get_embedder("hashing", dimensions=512)
+    a, b, c = embedder.embed(["the primary database is PostgreSQL",
+                              "PostgreSQL is the primary database",
+                              "bake the bread at 220 degrees"])
+    assert float(a @ b) > 0.5 > float(a @ c)
+    assert embedder.embed([]).shape == (0, 512)
+    assert embedder.embed("").shape == (512,)  # no words: still a valid unit vector
+
+
+class Stub(BaseHTTPRequestHandler):
+    """Answers like Ollama (/api/embed) and OpenAI (/v1/embeddings); scripted failures."""
+
+    failures: list[int] = []
+    delay = 0.0
+    requests: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Stub.requests.append({"path": self.path, "body": body,
+                              "auth": self.headers.get("Authorization")})
+        time.sleep(Stub.delay)
+        if Stub.failures:
+            self.send_response(Stub.failures.pop(0))
+            self.end_headers()
+            self.wfile.write(b'{"error": "model not loaded"}')
+            return
+        vectors = [[float(len(t)), 1.0, 0.5] for t in body["input"]]
+        if self.path == "/api/embed":
+            answer = {"model": body["model"], "embeddings": vectors}
+        else:
+            answer = {"data": [{"index": i, "embedding": v}
+                               for i, v in reversed(list(enumerate(vectors)))]}
+        payload = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stub() -> Iterator[str]:
+    Stub.failures, Stub.delay, Stub.requests = [], 0.0, []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_ollama_batches_and_learns_the_dimension(stub: str) -> None:
+    embedder = OllamaEmbedder("all-minilm", base_url=stub, batch_size=2)
+    vectors = embedder.embed(["a", "bb", "ccc", "dddd", "eeeee"])
+    assert vectors.shape == (5, 3) and vectors[:, 0].tolist() == [1, 2, 3, 4, 5]
+    assert [len(r["body"]["input"]) for r in Stub.requests] == [2, 2, 1]
+    assert Stub.requests[0]["path"] == "/api/embed"
+    assert Stub.requests[0]["body"]["model"] == "all-minilm"
+    assert embedder.dimensions == 3 and embedder.embed("x").shape == (3,)
+
+
+def test_openai_compatible_orders_by_index_and_sends_the_key(stub: str) -> None:
+    embedder = get_embedder("openai", base_url=f"{stub}/v1", api_key="sk-test-123",
+                            model="text-embedding-3-small")
+    assert embedder.embed(["one", "three"])[:, 0].tolist() == [3, 5]
+    assert Stub.requests[0]["path"] == "/v1/embeddings"
+    assert Stub.requests[0]["auth"] == "Bearer sk-test-123"
+    assert "sk-test" not in repr(embedder)
+
+
+def test_retries_then_succeeds(stub: str) -> None:
+    Stub.failures = [503, 502]
+    embedder = OllamaEmbedder(base_url=stub, retries=2, dimensions=3)
+    assert embedder.embed("hello").shape == (3,)
+    assert len(Stub.requests) == 3
+
+
+def test_http_errors_name_the_url(stub: str) -> None:
+    Stub.failures = [400]
+    with pytest.raises(EmbeddingError, match=rf"ollama at {stub}/api/embed answered HTTP 400: "
+                                             r".*model not loaded"):
+        OllamaEmbedder(base_url=stub).embed("hello")
+    Stub.failures = [503, 503, 503]
+    with pytest.raises(EmbeddingError, match="HTTP 503"):
+        OllamaEmbedder(base_url=stub, retries=2).embed("hello")
+
+
+def test_a_service_that_is_down_or_slow_is_a_clear_error(stub: str) -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    down = f"http://127.0.0.1:{closed_port}"
+    with pytest.raises(EmbeddingError, match=rf"ollama at {down}/api/embed is unreachable "
+                                             r"after 2 attempts.*is the service running"):
+        OllamaEmbedder(base_url=down, retries=1).embed("hello")
+    Stub.delay = 1.0
+    started = time.perf_counter()
+    with pytest.raises(EmbeddingError, match="unreachable after 1 attempts"):
+        OpenAIEmbedder(base_url=stub, timeout=0.2, retries=0).embed("hello")
+    assert time.perf_counter() - started < 1.0
+
+
+def test_dimension_mismatch_is_caught(stub: str) -> None:
+    with pytest.raises(EmbeddingError, match="returned 3-d vectors, expected 768"):
+        OllamaEmbedder(base_url=stub).embed("hello")  # nomic-embed-text is 768-d
+
+
+def test_provider_choice_from_arguments_and_environment(monkeypatch: pytest.MonkeyPatch,
+                                                       stub: str) -> None:
+    assert get_embedder().name == "hashing"
+    monkeypatch.setenv("HTM_EMBEDDING__PROVIDER", "ollama")
+    monkeypatch.setenv("HTM_EMBEDDING__MODEL", "mxbai-embed-large")
+    monkeypatch.setenv("HTM_EMBEDDING__DIMENSIONS", "3")
+    embedder = get_embedder(base_url=stub)
+    assert (embedder.name, embedder.model, embedder.dimensions) == (
+        "ollama", "mxbai-embed-large", 3)
+    monkeypatch.setenv("HTM_EMBEDDING__PROVIDER", "hashing")
+    monkeypatch.setenv("HTM_EMBEDDING__DIMENSIONS", "64")
+    assert get_embedder().embed("hello").shape == (64,)
+    monkeypatch.setenv("HTM_EMBEDDING__DIMENSIONS", "many")
+    with pytest.raises(ValidationError, match="must be an integer"):
+        get_embedder()
+    monkeypatch.delenv("HTM_EMBEDDING__DIMENSIONS")
+    with pytest.raises(ValidationError, match="unknown embedding provider"):
+        get_embedder("word2vec")
+    with pytest.raises(ValidationError, match="bad options"):
+        get_embedder("hashing", colour="red")
+
+
+def test_sentence_transformers_is_optional() -> None:
+    try:
+        import sentence_transformers  # noqa: F401
+    except ImportError:
+        with pytest.raises(EmbeddingError, match=r"pip install 'htm-analytics\["):
+            get_embedder("sentence-transformers")
+    else:  # pragma: no cover - only where the extra is installed
+        pytest.skip("sentence-transformers is installed here")

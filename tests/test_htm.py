@@ -1,0 +1,221 @@
+"""HTM: remember, recall and forget on the real database, with working memory in step."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+
+import numpy as np
+import psycopg
+import pytest
+
+import htm_analytics as ha
+from htm_analytics import HTM, EmbeddingError, NotFoundError, ValidationError
+from htm_analytics.embeddings import HashingEmbedder
+
+NOW = dt.datetime(2026, 11, 18, 15, 30, tzinfo=dt.UTC)
+FACTS = [
+    ("PostgreSQL is our primary database for the memory store", ["database:postgresql"]),
+    ("Redis caches the session tokens for five minutes", ["database:redis", "cache"]),
+    ("The deploy pipeline runs on GitHub Actions every night", ["ci:github-actions"]),
+    ("pgvector adds HNSW indexes for vector similarity search in PostgreSQL",
+     ["database:postgresql:extensions"]),
+]
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing provider, counting the texts it embeds."""
+
+    def __init__(self, dimensions: int = 256) -> None:
+        super().__init__(dimensions)
+        self.texts: list[str] = []
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.texts += [texts] if isinstance(texts, str) else list(texts)
+        return super().embed(texts)
+
+
+@pytest.fixture
+def htm(ltm: ha.LongTermMemory) -> Iterator[HTM]:
+    with HTM("planner", store=ltm, embedder=CountingEmbedder(), clock=lambda: NOW) as robot:
+        yield robot
+
+
+def test_remember_stores_tags_embedding_model_and_working_memory(
+        htm: HTM, db: psycopg.Connection) -> None:
+    ids = [htm.remember(text, tags=tags) for text, tags in FACTS]
+    assert len(set(ids)) == 4
+    tags = htm.store.get_node_tags(ids[3])
+    assert tags == ["database", "database:postgresql", "database:postgresql:extensions"]
+    models = db.execute("SELECT provider, model, dimension, count(*) FROM node_embedding_models "
+                        "GROUP BY 1, 2, 3").fetchall()
+    assert models == [("hashing", "hashing-256-2gram", 256, 4)]
+    assert sorted(htm.working_memory.keys()) == sorted(ids)
+    flags = db.execute("SELECT count(*) FROM nodes WHERE in_working_memory").fetchone()
+    assert flags == (4,)
+    assert htm.working_memory.token_count == sum(ha.count_tokens(t) for t, _ in FACTS)
+    active = db.execute("SELECT last_active FROM robots WHERE id = %s", (htm.robot_id,))
+    assert active.fetchone()[0] is not None
+
+
+def test_only_new_content_is_embedded_and_robots_share_it(ltm: ha.LongTermMemory,
+                                                          db: psycopg.Connection) -> None:
+    first, second = CountingEmbedder(), CountingEmbedder()
+    a = HTM("a", store=ltm, embedder=first)
+    b = HTM("b", store=ltm, embedder=second)
+    node = a.remember("  shared knowledge about the cluster  ")
+    assert a.remember("shared knowledge about the cluster") == node
+    assert b.remember("shared knowledge about the cluster") == node
+    assert first.texts == ["shared knowledge about the cluster"] and second.texts == []
+    counts = db.execute("SELECT r.name, rn.remember_count FROM robot_nodes rn JOIN robots r "
+                        "ON r.id = rn.robot_id ORDER BY r.name").fetchall()
+    assert counts == [("a", 2), ("b", 1)]
+    assert node in a.working_memory and node in b.working_memory
+
+
+@pytest.mark.parametrize("strategy", ["vector", "fulltext", "hybrid", "rrf"])
+def test_recall_round_trip_for_each_strategy(htm: HTM, strategy: str,
+                                             db: psycopg.Connection) -> None:
+    ids = [htm.remember(text, tags=tags) for text, tags in FACTS]
+    htm.clear_working_memory()
+    found = htm.recall("PostgreSQL database", strategy=strategy, limit=3)
+    assert FACTS[0][0] in found, found
+    rows = htm.recall("PostgreSQL database", strategy=strategy, limit=3, raw=True)
+    assert {"id", "content"} <= set(rows[0]) and rows[0]["id"] in ids
+    assert rows[0]["id"] in htm.working_memory
+    accessed = db.execute("SELECT access_count FROM nodes WHERE id = %s", (rows[0]["id"],))
+    assert accessed.fetchone()[0] == 2  # recalled twice
+    events = db.execute("SELECT count(*) FROM memory_events WHERE kind = 'recall' "
+                        "AND robot_id = %s", (htm.robot_id,)).fetchone()
+    assert events[0] >= 2
+
+
+def test_working_memory_evicts_the_least_valuable_and_flags_it(ltm: ha.LongTermMemory,
+                                                               db: psycopg.Connection) -> None:
+    # Reference case 35 with the documented eviction order: the oldest, unused node goes.
+    robot = HTM("small", store=ltm, working_memory_size=10,
+                token_counter=lambda text: len(text.split()))
+    first = robot.remember("one two three four")
+    second = robot.remember("five six seven eight")
+    third = robot.remember("nine ten eleven twelve")
+    assert robot.working_memory.token_count == 8 and robot.working_memory.node_count == 2
+    assert first not in robot.working_memory
+    flags = dict(db.execute("SELECT id, in_working_memory FROM nodes").fetchall())
+    assert flags == {first: False, second: True, third: True}
+    evictions = db.execute("SELECT node_id FROM memory_events WHERE kind = 'evict'").fetchall()
+    assert evictions == [(first,)]
+    assert robot.clear_working_memory() == 2
+    assert not any(dict(db.execute("SELECT id, in_working_memory FROM nodes").fetchall())
+                   .values())
+    with pytest.raises(ValidationError, match="do not fit this robot's working memory"):
+        robot.remember("far too many words for a ten token working memory budget here")
+    assert db.execute("SELECT count(*) FROM nodes").fetchone() == (3,)
+
+
+def test_timeframe_phrases_filter_recall(htm: HTM, db: psycopg.Connection) -> None:
+    old = htm.remember("PostgreSQL tuning notes from the spring")
+    recent = htm.remember("PostgreSQL tuning notes from yesterday")
+    db.execute("UPDATE nodes SET created_at = %s WHERE id = %s",
+               (NOW - dt.timedelta(days=200), old))
+    db.execute("UPDATE nodes SET created_at = %s WHERE id = %s",
+               (NOW - dt.timedelta(days=1), recent))
+    htm.store.clear_cache()
+    assert htm.recall("PostgreSQL tuning", strategy="fulltext", timeframe="yesterday") == [
+        "PostgreSQL tuning notes from yesterday"]
+    assert len(htm.recall("PostgreSQL tuning", strategy="fulltext",
+                          timeframe="last 365 days")) == 2
+    assert htm.recall("PostgreSQL tuning", strategy="vector", timeframe="this month",
+                      raw=True)[0]["id"] == recent
+    with pytest.raises(ValidationError, match="cannot read 'last fortnight'"):
+        htm.recall("PostgreSQL tuning", timeframe="last fortnight")
+
+
+def test_forget_needs_confirmation(htm: HTM, db: psycopg.Connection) -> None:
+    node = htm.remember("a secret to forget")
+    with pytest.raises(ValidationError, match='confirm="confirmed"'):
+        htm.forget(node)
+    with pytest.raises(ValidationError):
+        htm.forget(node, confirm="yes")
+    assert db.execute("SELECT count(*) FROM nodes").fetchone() == (1,)
+    assert htm.forget(node, confirm="confirmed")
+    assert db.execute("SELECT count(*) FROM nodes").fetchone() == (0,)
+    assert node not in htm.working_memory
+    with pytest.raises(NotFoundError):
+        htm.forget(node, confirm="confirmed")
+
+
+def test_vector_search_refuses_another_model(ltm: ha.LongTermMemory) -> None:
+    writer = HTM("writer", store=ltm, embedder=HashingEmbedder(256))
+    writer.remember("PostgreSQL is our primary database")
+    smaller = HTM("reader", store=ltm, embedder=HashingEmbedder(128))
+    with pytest.raises(EmbeddingError, match=r"hashing/hashing-128-2gram \(128-d\) but the "
+                                             r"stored vectors include hashing/hashing-256"):
+        smaller.recall("database")
+    assert smaller.recall("primary database", strategy="fulltext")  # no vectors involved
+
+    class Other(HashingEmbedder):
+        name = "other-provider"
+
+    with pytest.raises(EmbeddingError, match="other-provider"):
+        HTM("other", store=ltm, embedder=Other(256)).recall("database", strategy="rrf")
+    assert HTM("same", store=ltm, embedder=HashingEmbedder(256)).recall("primary database")
+
+
+def test_vectors_without_a_model_name_pass_when_the_dimension_matches(
+        ltm: ha.LongTermMemory) -> None:
+    robot = ltm.register_robot("importer")
+    vector = HashingEmbedder(256).embed("imported memory about PostgreSQL")
+    ltm.add(content="imported memory about PostgreSQL", robot_id=robot, embedding=vector)
+    models = ltm.embedding_models()
+    assert models["provider"].isna().all() and models["dimension"].tolist() == [256]
+    assert HTM("reader", store=ltm, embedder=HashingEmbedder(256)).recall("PostgreSQL")
+    with pytest.raises(EmbeddingError, match="unknown model"):
+        HTM("other", store=ltm, embedder=HashingEmbedder(128)).recall("PostgreSQL")
+
+
+def test_bad_input_is_rejected_before_anything_is_written(htm: HTM,
+                                                          db: psycopg.Connection) -> None:
+    for call in (lambda: htm.remember("   "), lambda: htm.remember("ok", tags="a-tag"),
+                 lambda: htm.remember("ok", tags=["Not A Tag"]),
+                 lambda: htm.remember("ok", token_count=-1),
+                 lambda: htm.recall("x", strategy="magic"),
+                 lambda: htm.recall("x", limit=0)):
+        with pytest.raises(ValidationError):
+            call()
+    assert db.execute("SELECT count(*) FROM nodes").fetchone() == (0,)
+
+    class Broken(HashingEmbedder):
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            raise EmbeddingError("the provider is down")
+
+    with pytest.raises(EmbeddingError):
+        HTM("broken", store=htm.store, embedder=Broken()).remember("never stored")
+    assert db.execute("SELECT count(*) FROM nodes").fetchone() == (0,)
+
+
+def test_context_assembly_and_defaults(htm: HTM) -> None:
+    for text, tags in FACTS:
+        htm.remember(text, tags=tags)
+    context = htm.assemble_context("recent", max_tokens=12)
+    assert context == FACTS[-1][0]
+    anonymous = HTM(store=htm.store)
+    assert anonymous.robot_name.startswith("robot_") and len(anonymous.robot_name) == 14
+    assert anonymous.embedder.name == "hashing"
+    assert "HTM(robot_name='planner'" in repr(htm)
+    assert isinstance(np.asarray(htm.embedder.embed("x")), np.ndarray)
+
+
+def test_recall_on_the_demo_memory_with_its_model(demo: dict) -> None:
+    from htm_analytics.demo import DemoQueryEmbedder, demo_queries
+
+    with ha.LongTermMemory(demo["url"]) as store:
+        models = store.embedding_models()
+        assert models[["provider", "dimension"]].values.tolist() == [
+            ["sentence-transformers", 384]]
+        titles, _, answers = demo_queries(store, limit=20)
+        reader = HTM("reader", store=store, embedder=DemoQueryEmbedder())
+        hits = sum(reader.recall(title, limit=10, raw=True)[0]["id"] == answer
+                   for title, answer in zip(titles, answers))
+        assert hits >= 12  # real MiniLM queries find their package description first
+        with pytest.raises(EmbeddingError, match="sentence-transformers/all-MiniLM-L6-v2"):
+            HTM("lexical", store=store, embedder=HashingEmbedder(384)).recall(titles[0])

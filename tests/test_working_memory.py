@@ -1,0 +1,156 @@
+"""Working memory and timeframe phrases: in-process logic, against a fixed clock."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import threading
+
+import pytest
+
+from htm_analytics import ValidationError, WorkingMemory, parse_timeframe
+from htm_analytics.working_memory import entry_value
+
+NOW = dt.datetime(2026, 11, 18, 15, 30, tzinfo=dt.UTC)  # a Wednesday
+
+
+def fixed() -> dt.datetime:
+    return NOW
+
+
+def test_eviction_removes_the_least_valuable_first() -> None:
+    # Reference case 32, with the documented intent (the lowest value goes first).
+    wm = WorkingMemory(1000, clock=fixed)
+    wm.add("n1", "content 1", token_count=300, access_count=1)
+    wm.add("n2", "content 2", token_count=300, access_count=5)
+    wm.add("n3", "content 3", token_count=300, access_count=2)
+    assert entry_value(1, NOW, NOW) == pytest.approx(math.log(2) + 1)
+    assert wm.evict_to_make_space(200) == [{"key": "n1", "value": "content 1"}]
+    assert wm.token_count == 600 and wm.node_count == 2 and wm.has_space(200)
+
+
+def test_eviction_frees_only_what_is_needed_and_prefers_stale_entries() -> None:
+    clock = [NOW - dt.timedelta(hours=10)]
+    wm = WorkingMemory(1000, clock=lambda: clock[0])
+    wm.add("old", "a", token_count=300)
+    clock[0] = NOW
+    wm.add("new", "b", token_count=300)
+    wm.add("newer", "c", token_count=300)
+    assert wm.evict_to_make_space(100) == []  # 100 tokens are free already
+    assert [e["key"] for e in wm.evict_to_make_space(101)] == ["old"]  # idle for 10 hours
+    assert wm.token_count == 600
+    assert [e["key"] for e in wm.evict_to_make_space(1000)] == ["new", "newer"]
+    assert wm.evict_to_make_space(10) == []  # empty
+
+
+def test_budget_boundaries_and_sizes() -> None:
+    # Reference case 33.
+    wm = WorkingMemory(1000)
+    wm.add(1, "x", token_count=900)
+    assert wm.has_space(100) and not wm.has_space(101)
+    wm.remove(1)
+    wm.add(2, "y", token_count=250)
+    assert wm.utilization == 25.0
+    wm.add(3, "z", token_count=10)
+    wm.add(3, "z", token_count=20)
+    assert wm.node_count == 2 and wm.token_count == 270 and 3 in wm
+    assert wm.remove(3) and not wm.remove(3)
+
+
+def test_overflow_is_an_error_not_a_silent_overrun() -> None:
+    wm = WorkingMemory(100)
+    with pytest.raises(ValidationError, match="do not fit a working memory of 100"):
+        wm.add("big", "...", token_count=101)
+    with pytest.raises(ValidationError):
+        wm.evict_to_make_space(101)
+    wm.add("a", "a", token_count=60)
+    with pytest.raises(ValidationError, match="evict_to_make_space first"):
+        wm.add("b", "b", token_count=50)
+    assert wm.token_count == 60 and wm.node_count == 1
+    for bad in (-1, 1.5, True, "10"):
+        with pytest.raises(ValidationError):
+            wm.add("c", "c", token_count=bad)
+    with pytest.raises(ValidationError):
+        WorkingMemory(0)
+
+
+def test_assemble_context_strategies() -> None:
+    # Reference case 34.
+    wm = WorkingMemory(10_000, clock=fixed)
+    wm.add("first", "first content", token_count=400, access_count=1)
+    wm.add("second", "second content", token_count=400, access_count=9)
+    wm.add("third", "third content", token_count=400, access_count=3)
+    assert wm.assemble_context("recent", max_tokens=500) == "third content"
+    assert wm.assemble_context("frequent").split("\n\n") == [
+        "second content", "third content", "first content"]
+    assert wm.assemble_context("balanced", max_tokens=800) == \
+        "second content\n\nthird content"
+    wm.touch("first")
+    assert wm.assemble_context("recent", max_tokens=400) == "first content"
+    with pytest.raises(ValidationError):
+        wm.assemble_context("random")
+
+
+def test_thread_safety_keeps_the_books_balanced() -> None:
+    wm = WorkingMemory(5_000)
+
+    def worker(offset: int) -> None:
+        for i in range(300):
+            key = (offset, i % 20)
+            if not wm.has_space(7):
+                wm.evict_to_make_space(7)
+            try:
+                wm.add(key, "v", token_count=7)
+            except ValidationError:
+                pass  # another thread filled the space between the check and the add
+            if i % 3 == 0:
+                wm.remove(key)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wm.token_count == 7 * wm.node_count <= 5_000
+
+
+# -- timeframes ------------------------------------------------------------------------------
+
+DAY = dt.timedelta(days=1)
+TICK = dt.timedelta(microseconds=1)
+MIDNIGHT = dt.datetime(2026, 11, 18, tzinfo=dt.UTC)
+
+
+@pytest.mark.parametrize(("phrase", "expected"), [
+    ("today", (MIDNIGHT, NOW)),
+    ("Yesterday", (MIDNIGHT - DAY, MIDNIGHT - TICK)),
+    ("recently", (NOW - 3 * DAY, NOW)),
+    ("last 7 days", (NOW - 7 * DAY, NOW)),
+    ("past 3 hours", (NOW - dt.timedelta(hours=3), NOW)),
+    ("in the last two weeks", (NOW - 14 * DAY, NOW)),
+    ("last few days", (NOW - 3 * DAY, NOW)),
+    ("last hour", (NOW - dt.timedelta(hours=1), NOW)),
+    ("last week", (MIDNIGHT - 9 * DAY, MIDNIGHT - 2 * DAY - TICK)),  # Mon 9 .. Sun 15
+    ("this week", (MIDNIGHT - 2 * DAY, NOW)),
+    ("this month", (dt.datetime(2026, 11, 1, tzinfo=dt.UTC), NOW)),
+    ("last month", (dt.datetime(2026, 10, 1, tzinfo=dt.UTC),
+                    dt.datetime(2026, 11, 1, tzinfo=dt.UTC) - TICK)),
+    ("last year", (dt.datetime(2025, 1, 1, tzinfo=dt.UTC),
+                   dt.datetime(2026, 1, 1, tzinfo=dt.UTC) - TICK)),
+    ("3 days ago", (MIDNIGHT - 3 * DAY, MIDNIGHT - 2 * DAY - TICK)),
+    (dt.date(2026, 11, 1), (dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
+                            dt.datetime(2026, 11, 2, tzinfo=dt.UTC) - TICK)),
+    ((dt.date(2026, 1, 1), dt.date(2026, 2, 1)),
+     (dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC))),
+    (None, None),
+])
+def test_timeframe_phrases(phrase: object, expected: object) -> None:
+    assert parse_timeframe(phrase, now=NOW) == expected
+
+
+@pytest.mark.parametrize("phrase", ["someday", "last fortnight", "next week", "", "7 days",
+                                    42, ("2026-01-01",)])
+def test_unreadable_timeframes_are_errors(phrase: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_timeframe(phrase, now=NOW)
+    assert info.value.field == "timeframe"
