@@ -86,8 +86,11 @@ class Report:
     def to_html(self) -> str:
         """The report as one HTML document: inline CSS, figures as data URIs, no external
         assets."""
-        parts = [f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-                 f"<title>{_e(self.title)}</title><style>{_CSS}</style></head><body>",
+        return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+                f"<title>{_e(self.title)}</title></head><body>{self._body()}</body></html>")
+
+    def _body(self) -> str:
+        parts = [f"<div class='htm-report'><style>{_CSS}</style>",
                  f"<h1>{_e(self.title)}</h1>", self._facts_html(), "<nav><ol>"]
         parts += [f"<li><a href='#{s.key}'>{_e(s.title)}</a></li>" for s in self.sections]
         parts.append("</ol></nav>")
@@ -103,7 +106,7 @@ class Report:
             for caption, table in section.tables:
                 parts.append(_table_html(caption, table))
             parts.append("</section>")
-        parts.append(f"<footer>htm_analytics {_e(_version())}</footer></body></html>")
+        parts.append(f"<footer>htm_analytics {_e(_version())}</footer></div>")
         return "\n".join(parts)
 
     def _facts_html(self) -> str:
@@ -116,7 +119,7 @@ class Report:
                 "generated": self.generated_at.strftime("%Y-%m-%d %H:%M UTC"), **self.facts}
 
     def _repr_html_(self) -> str:
-        return self.to_html()
+        return self._body()
 
     def write_html(self, path: str | os.PathLike[str]) -> Path:
         """Write :meth:`to_html` to ``path``."""
@@ -208,16 +211,21 @@ def _table_markdown(table: pd.DataFrame) -> str:
     return "\n".join([header, rule, *rows])
 
 
+# Scoped to the report's own element, so that showing a report in a notebook does not restyle
+# the notebook.
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;
-margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
-h1{font-size:1.6em}h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-table{border-collapse:collapse;margin:1em 0;font-size:.85em}
-th,td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
-caption{caption-side:top;text-align:left;font-weight:600;padding:.3em 0}
-table.facts th{color:#555;font-weight:600}
-figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:.85em;color:#555}
-footer{margin-top:3em;font-size:.8em;color:#777}
+.htm-report{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
+max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+.htm-report h1{font-size:1.6em}
+.htm-report h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+.htm-report table{border-collapse:collapse;margin:1em 0;font-size:.85em}
+.htm-report th,.htm-report td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:left;
+vertical-align:top}
+.htm-report caption{caption-side:top;text-align:left;font-weight:600;padding:.3em 0}
+.htm-report table.facts th{color:#555;font-weight:600}
+.htm-report figure{margin:1em 0}.htm-report figure img{max-width:100%}
+.htm-report figcaption{font-size:.85em;color:#555}
+.htm-report footer{margin-top:3em;font-size:.8em;color:#777}
 """
 
 

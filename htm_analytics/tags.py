@@ -251,14 +251,21 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 60, labe
     coloured by community, edges as wide as their weight; the ``labels`` biggest are named.
     ``**kwargs`` go to :func:`networkx.draw_networkx_nodes`. Returns the Axes."""
     ax = axes_or_new(ax, (8, 8))
-    connected = [n for n in graph if graph.degree(n) > 0]
-    connected.sort(key=lambda n: (-graph.nodes[n].get("nodes", 0), n))
-    graph = graph.subgraph(connected[:max_nodes])
+    # Only ties stronger than chance (weight > 0) are drawn; they also drive the layout.
+    positive = nx.Graph(**graph.graph)
+    positive.add_nodes_from(graph.nodes(data=True))
+    positive.add_edges_from((a, b, d) for a, b, d in graph.edges(data=True)
+                            if d.get("weight", 0.0) > 0)
+    connected = [n for n in positive if positive.degree(n) > 0]
+    connected.sort(key=lambda n: (-positive.nodes[n].get("nodes", 0), n))
+    graph = positive.subgraph(connected[:max_nodes])
+    graph = graph.subgraph([n for n in graph if graph.degree(n) > 0])
     if graph.number_of_nodes() == 0:
         ax.set_axis_off()
         ax.set_title("Tag graph (no tags)")
         return ax
-    position = nx.spring_layout(graph, weight="weight", seed=seed)
+    position = nx.spring_layout(graph, weight="weight", seed=seed,
+                                k=2.0 / max(graph.number_of_nodes(), 1) ** 0.5)
     sizes = np.array([graph.nodes[n].get("nodes", 1) for n in graph], dtype=float)
     node_size = 30 + 600 * np.sqrt(sizes / sizes.max())
     colors = [graph.nodes[n].get("community", 0) for n in graph]
@@ -270,8 +277,9 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 60, labe
     nx.draw_networkx_labels(graph, position, labels={n: n for n in biggest}, ax=ax,
                             font_size=8)
     ax.set_axis_off()
-    ax.set_title(f"Tag co-occurrence ({graph.graph.get('communities', 0)} communities, "
-                 f"edges weighted by {graph.graph.get('weight', 'weight')})")
+    shown = len({graph.nodes[n].get("community") for n in graph})
+    ax.set_title(f"Tag co-occurrence: {graph.number_of_nodes()} biggest tags, {shown} "
+                 f"communities, edges weighted by {graph.graph.get('weight', 'weight')}")
     return ax
 
 

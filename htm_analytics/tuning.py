@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +194,28 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
             }
 
 
+@dataclass
+class _Run:
+    update: Any = None         # the progress bar's update, or None
+    interrupted: bool = False
+
+
+@contextmanager
+def _interruptible(progress: bool, total: int, description: str, what: str) -> Iterator[_Run]:
+    """A progress bar around a measurement loop; Ctrl-C ends the loop, keeping its results."""
+    bar = _progress_bar(progress, total, description)
+    run = _Run(update=bar.update if bar is not None else None)
+    try:
+        yield run
+    except KeyboardInterrupt:
+        run.interrupted = True
+        warnings.warn(f"benchmark interrupted: returning the {what} finished so far",
+                      RuntimeWarning, stacklevel=3)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 def _progress_bar(enabled: bool, total: int, description: str) -> Any:
     if not enabled:
         return None
@@ -346,34 +370,25 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
                                   field="iterative_scan")
     filter_list = [f or None for f in _as_list(filters)]
     rows: list[dict[str, Any]] = []
-    interrupted = False
     with store.tuning_session() as session:
         dimension = _dimension(session, dimension)
         ids, vectors = session.stored_vectors(dimension)
         query_vectors, own_ids = _resolve_queries(queries, dimension, ids, vectors,
                                                   embedder, seed)
         total = len(filter_list) * len(modes) * len(ef_values) * repeats * len(query_vectors)
-        bar = _progress_bar(progress, total, "ef_search sweep")
-        try:
+        with _interruptible(progress, total, "ef_search sweep", "settings") as run:
             for filters_ in filter_list:
                 scope_ids, scope_vectors = (ids, vectors) if not filters_ else \
                     session.stored_vectors(dimension, filters=filters_)
                 rows.extend(_sweep(session, queries=query_vectors, own_ids=own_ids,
-                               dimension=dimension, k=k, ef_values=ef_values,
-                               iterative_modes=modes, filters=filters_, ids=scope_ids,
-                               vectors=scope_vectors,
-                               target="padded" if padded_index else "live", repeats=repeats,
-                               progress=bar.update if bar else None, exact=exact,
-                               force_index=force_index))
-        except KeyboardInterrupt:
-            interrupted = True
-            warnings.warn("benchmark interrupted: returning the settings finished so far",
-                          RuntimeWarning, stacklevel=2)
-        finally:
-            if bar is not None:
-                bar.close()
+                                   dimension=dimension, k=k, ef_values=ef_values,
+                                   iterative_modes=modes, filters=filters_, ids=scope_ids,
+                                   vectors=scope_vectors,
+                                   target="padded" if padded_index else "live",
+                                   repeats=repeats, progress=run.update, exact=exact,
+                                   force_index=force_index))
         parameters = session.index_parameters(rows[0]["index"]) if rows and not exact else {}
-    return _finish(rows, store, repeats, interrupted, output,
+    return _finish(rows, store, repeats, run.interrupted, output,
                    {**parameters, "dimension": dimension})
 
 
@@ -407,7 +422,6 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
         raise ValidationError("no (m, ef_construction) pair with ef_construction >= 2 * m",
                               field="ef_construction")
     rows: list[dict[str, Any]] = []
-    interrupted = False
     with store.tuning_session() as session:
         dimension = _dimension(session, dimension)
         memory = session.setting("maintenance_work_mem")
@@ -416,26 +430,18 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
         query_vectors, own_ids = _resolve_queries(queries, dimension, ids, vectors,
                                                   None, seed)
         total = len(variants) * len(ef_values) * repeats * len(query_vectors)
-        bar = _progress_bar(progress, total, "index variants")
-        try:
+        with _interruptible(progress, total, "index variants", "variants") as run:
             for m_value, efc in variants:
                 build = session.build_copy_index(m=m_value, ef_construction=efc)
                 for row in _sweep(session, queries=query_vectors, own_ids=own_ids,
                                   dimension=dimension, k=k, ef_values=ef_values,
                                   iterative_modes=[None], filters=None, ids=ids,
                                   vectors=vectors, target="copy", repeats=repeats,
-                                  progress=bar.update if bar else None):
+                                  progress=run.update):
                     rows.append({**row, "variant": f"m={m_value},efc={efc}", "m": m_value,
                                  "ef_construction": efc, "build_seconds": build["build_seconds"],
                                  "index_bytes": build["index_bytes"]})
-        except KeyboardInterrupt:
-            interrupted = True
-            warnings.warn("benchmark interrupted: returning the variants finished so far",
-                          RuntimeWarning, stacklevel=2)
-        finally:
-            if bar is not None:
-                bar.close()
-    return _finish(rows, store, repeats, interrupted, output,
+    return _finish(rows, store, repeats, run.interrupted, output,
                    {"dimension": dimension, "maintenance_work_mem": memory})
 
 
