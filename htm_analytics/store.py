@@ -71,6 +71,8 @@ HYBRID_SIMILARITY_WEIGHT = 0.7
 HYBRID_TAG_WEIGHT = 0.3
 MAX_LIMIT = 1000
 MEMORY_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_events")
+# Index usage and table health also cover the tables that serve searches.
+_STATISTICS_TABLES = (*MEMORY_TABLES, "node_search_vectors", "node_embedding_models")
 
 # What a snapshot keeps of each table (htm_analytics.snapshot creates the matching tables).
 _EXPORT_COLUMNS = {
@@ -853,9 +855,10 @@ class LongTermMemory:
         params: dict[str, Any] = {"query": query, "limit": limit}
         where = _bind_timeframe(params, frame)
         statement = f"""
-            SELECT {_SEARCH_COLUMNS}, ts_rank(to_tsvector('english', n.content), q) AS rank
-            FROM nodes n, (SELECT {tsquery} AS q) AS tsq
-            WHERE to_tsvector('english', n.content) @@ q{where}
+            SELECT {_SEARCH_COLUMNS}, ts_rank(sv.content_tsv, q) AS rank
+            FROM nodes n JOIN node_search_vectors sv ON sv.node_id = n.id
+                CROSS JOIN (SELECT {tsquery} AS q) AS tsq
+            WHERE sv.content_tsv @@ q{where}
             ORDER BY rank DESC, n.id LIMIT %(limit)s"""
         return self._cached(key, lambda: self._fetch(statement, params))
 
@@ -1470,7 +1473,7 @@ class LongTermMemory:
                JOIN pg_am am ON am.oid = i.relam
                WHERE s.schemaname = 'public' AND s.relname = ANY(%s::text[])
                ORDER BY s.relname, s.indexrelname""",
-            (list(MEMORY_TABLES),))
+            (list(_STATISTICS_TABLES),))
 
     def table_statistics(self) -> pd.DataFrame:
         """Per-table activity counters; see :func:`htm_analytics.table_health`."""
@@ -1482,7 +1485,7 @@ class LongTermMemory:
                       pg_total_relation_size(relid) AS total_bytes
                FROM pg_stat_user_tables
                WHERE schemaname = 'public' AND relname = ANY(%s::text[])
-               ORDER BY relname""", (list(MEMORY_TABLES),))
+               ORDER BY relname""", (list(_STATISTICS_TABLES),))
 
     @property
     def _server_version_num(self) -> int:
@@ -1911,13 +1914,15 @@ def _find_or_create_robots(cur: psycopg.Cursor[dict[str, Any]], names: Sequence[
 
 
 # Indexes that make row-by-row loading slow and are cheaper to rebuild after a bulk load.
-_DEFERRABLE_INDEXES = r"^idx_nodes_(embedding(_[0-9]+)?|content_gin|content_trgm)$"
+_DEFERRABLE_INDEXES = (r"^(idx_nodes_(embedding(_[0-9]+)?|content_gin|content_trgm)"
+                       r"|idx_node_search_vectors_content_tsv)$")
 
 
 def _drop_search_indexes(cur: psycopg.Cursor[dict[str, Any]]) -> list[str]:
     """Drop the deferrable indexes; return their definitions (from the catalog) to rebuild."""
     rows = cur.execute("""SELECT indexname, indexdef FROM pg_indexes
-                          WHERE schemaname = 'public' AND tablename = 'nodes'
+                          WHERE schemaname = 'public'
+                            AND tablename IN ('nodes', 'node_search_vectors')
                             AND indexname ~ %s ORDER BY indexname""",
                        (_DEFERRABLE_INDEXES,)).fetchall()
     for row in rows:
@@ -2026,9 +2031,10 @@ def _native_index_dimensions(conn: psycopg.Connection[Any]) -> list[int]:
 def _hybrid_weighted_sql(tsquery: str, where: str) -> str:
     return f"""
         WITH fulltext AS (
-            SELECT n.id FROM nodes n, (SELECT {tsquery} AS q) AS tsq
-            WHERE to_tsvector('english', n.content) @@ q AND n.embedding IS NOT NULL{where}
-            ORDER BY ts_rank(to_tsvector('english', n.content), q) DESC, n.id
+            SELECT n.id FROM nodes n JOIN node_search_vectors sv ON sv.node_id = n.id
+                CROSS JOIN (SELECT {tsquery} AS q) AS tsq
+            WHERE sv.content_tsv @@ q AND n.embedding IS NOT NULL{where}
+            ORDER BY ts_rank(sv.content_tsv, q) DESC, n.id
             LIMIT %(prefilter)s),
         tagged AS (
             SELECT nt.node_id AS id FROM node_tags nt
@@ -2063,9 +2069,10 @@ def _hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> s
                 ORDER BY {{distance}} LIMIT %(prefilter)s) s),
         fulltext_arm AS (
             SELECT id, row_number() OVER (ORDER BY rank DESC, id) AS r FROM (
-                SELECT n.id, ts_rank(to_tsvector('english', n.content), q) AS rank
-                FROM nodes n, (SELECT {tsquery} AS q) AS tsq
-                WHERE to_tsvector('english', n.content) @@ q{where}
+                SELECT n.id, ts_rank(sv.content_tsv, q) AS rank
+                FROM nodes n JOIN node_search_vectors sv ON sv.node_id = n.id
+                CROSS JOIN (SELECT {tsquery} AS q) AS tsq
+                WHERE sv.content_tsv @@ q{where}
                 ORDER BY rank DESC, n.id LIMIT %(prefilter)s) s),
         tag_arm AS (
             SELECT id, row_number() OVER (ORDER BY matches DESC, id) AS r FROM (

@@ -33,7 +33,8 @@ def test_index_usage_sees_a_workload(database_url: str, db: psycopg.Connection) 
                                    "last_idx_scan", "size_bytes", "definition", "never_used"]
     assert str(after["last_idx_scan"].dtype) == "datetime64[us, UTC]"
     scans = delta.set_index("index")["idx_scan"]
-    assert scans["idx_nodes_content_gin"] == 3  # one bitmap scan per full-text search
+    # One bitmap scan per full-text search, on the stored vectors (not the seed's expression).
+    assert scans["idx_node_search_vectors_content_tsv"] == 3
     assert (delta["idx_scan"] >= 0).all()
     # Independent reading of the same view (after the store's connection has flushed).
     db.execute("SELECT pg_stat_clear_snapshot()")
@@ -59,7 +60,11 @@ def test_table_health_counts_rows(ltm: LongTermMemory, db: psycopg.Connection) -
     assert health.loc["nodes", "n_live_tup"] == 1
     assert 0 <= health.loc["nodes", "dead_fraction"] <= 1
     assert set(health.index) == {"robots", "nodes", "robot_nodes", "tags", "node_tags",
-                                 "memory_events"}
+                                 "memory_events", "node_search_vectors",
+                                 "node_embedding_models"}
+    # The trigger wrote one search vector per node; the delete cascaded to it.
+    assert health.loc["node_search_vectors", "n_tup_ins"] == 2
+    assert health.loc["node_search_vectors", "n_live_tup"] == 1
 
 
 def test_plot_index_usage_marks_never_used(ltm: LongTermMemory) -> None:

@@ -253,3 +253,23 @@ def test_embedding_models_table_follows_its_node(db: psycopg.Connection) -> None
                "VALUES (%s, 'hashing', 'h', 8)", (node,))
     db.execute("DELETE FROM nodes WHERE id = %s", (node,))
     assert db.execute("SELECT count(*) FROM node_embedding_models").fetchone() == (0,)
+
+
+def test_search_vectors_follow_every_writer(ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    """Rows written by other programs (plain SQL here) are searchable too: a trigger keeps
+    node_search_vectors current, and the migration filled it for rows that already existed."""
+    node = db.execute("INSERT INTO nodes (content) VALUES ('written by another program') "
+                      "RETURNING id").fetchone()[0]
+    assert [r["id"] for r in ltm.search_fulltext(query="another program")] == [node]
+    db.execute("UPDATE nodes SET content = 'rewritten about kittens' WHERE id = %s", (node,))
+    ltm.clear_cache()
+    assert ltm.search_fulltext(query="another program") == []
+    assert [r["id"] for r in ltm.search_fulltext(query="kittens")] == [node]
+    # As for a database written before the migration: running it fills the gap, and running
+    # it twice changes nothing.
+    db.execute("DELETE FROM node_search_vectors")
+    migration = (Path(__file__).resolve().parents[1] / "htm_analytics" / "sql"
+                 / "004_search_vectors.sql").read_text()
+    db.execute(migration.encode())
+    db.execute(migration.encode())
+    assert db.execute("SELECT node_id FROM node_search_vectors").fetchall() == [(node,)]
