@@ -79,18 +79,16 @@ class HTM:
         return token_count
 
     def _hold(self, node_id: int, content: str, tokens: int, *, access_count: int = 0,
-              last_accessed: dt.datetime | None = None) -> bool:
-        """Put a node in working memory, evicting (and flagging) what must go; False if it
-        is larger than the whole budget."""
+              last_accessed: dt.datetime | None = None) -> list[int] | None:
+        """Put a node in working memory; return the keys evicted to make room (the caller
+        flags them in the database), or None if the node is larger than the whole budget."""
         if tokens > self.working_memory.max_tokens:
-            return False
+            return None
         self.working_memory.remove(node_id)  # re-added below as the most recent entry
         evicted = self.working_memory.evict_to_make_space(tokens)
-        if evicted:
-            self.store.mark_evicted([e["key"] for e in evicted], robot_id=self.robot_id)
         self.working_memory.add(node_id, content, token_count=tokens,
                                 access_count=access_count, last_accessed=last_accessed)
-        return True
+        return [e["key"] for e in evicted]
 
     def remember(self, content: str, *, tags: Sequence[str] = (),
                  token_count: int | None = None) -> int:
@@ -125,7 +123,9 @@ class HTM:
                                 embedding_model=self._model if embedding is not None else None,
                                 tags=tags)
         node_id = int(result["node_id"])
-        self._hold(node_id, content, tokens)
+        evicted = self._hold(node_id, content, tokens)
+        if evicted:
+            self.store.mark_evicted(evicted, robot_id=self.robot_id)
         self.store.mark_in_working_memory([node_id], robot_id=self.robot_id)
         self.store.update_robot_activity(self.robot_id)
         return node_id
@@ -171,13 +171,21 @@ class HTM:
         ids = [int(r["id"]) for r in rows]
         if ids:
             self.store.track_access(ids, robot_id=self.robot_id, event="recall")
-            held = [r for r in rows
-                    if self._hold(int(r["id"]), r["content"],
-                                  int(r.get("token_count") or self.token_counter(r["content"])),
-                                  access_count=int(r.get("access_count") or 0) + 1,
-                                  last_accessed=self._clock())]
-            self.store.mark_in_working_memory([int(r["id"]) for r in held],
-                                              robot_id=self.robot_id)
+            held, evicted = [], []
+            for row in rows:
+                tokens = int(row.get("token_count") or self.token_counter(row["content"]))
+                made_room = self._hold(int(row["id"]), row["content"], tokens,
+                                       access_count=int(row.get("access_count") or 0) + 1,
+                                       last_accessed=self._clock())
+                if made_room is not None:
+                    held.append(int(row["id"]))
+                    evicted += made_room
+            # One write for the whole recall; a node evicted and then recalled stays held.
+            gone = [k for k in dict.fromkeys(evicted) if k not in self.working_memory]
+            if gone:
+                self.store.mark_evicted(gone, robot_id=self.robot_id)
+            self.store.mark_in_working_memory(
+                [k for k in held if k in self.working_memory], robot_id=self.robot_id)
         self.store.update_robot_activity(self.robot_id)
         return list(rows) if raw else [r["content"] for r in rows]
 

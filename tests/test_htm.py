@@ -219,3 +219,22 @@ def test_recall_on_the_demo_memory_with_its_model(demo: dict) -> None:
         assert hits >= 12  # real MiniLM queries find their package description first
         with pytest.raises(EmbeddingError, match="sentence-transformers/all-MiniLM-L6-v2"):
             HTM("lexical", store=store, embedder=HashingEmbedder(384)).recall(titles[0])
+
+
+def test_recall_into_a_small_working_memory_keeps_flags_in_step(ltm: ha.LongTermMemory,
+                                                                 db: psycopg.Connection) -> None:
+    writer = HTM("writer", store=ltm, token_counter=lambda text: len(text.split()))
+    for text, tags in FACTS:
+        writer.remember(text, tags=tags)
+    reader = HTM("reader", store=ltm, working_memory_size=25,
+                 token_counter=lambda text: len(text.split()))
+    found = reader.recall("PostgreSQL database", strategy="rrf", limit=4, raw=True)
+    assert len(found) == 4 and sum(r["token_count"] for r in found) > 25
+    held = set(reader.working_memory.keys())
+    assert held and reader.working_memory.token_count <= 25
+    flagged = {i for i, flag in db.execute("SELECT id, in_working_memory FROM nodes")
+               if flag and i in {r["id"] for r in found}}
+    # The writer's own flags aside, the recalled nodes are flagged exactly as the reader holds
+    # them: the ones that did not fit were flagged evicted.
+    assert {r["id"] for r in found} - held  # some did not fit
+    assert {r["id"] for r in found} - held == {r["id"] for r in found} - flagged
