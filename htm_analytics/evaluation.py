@@ -11,25 +11,12 @@ import pandas as pd
 
 from ._plotting import axes_or_new
 from .errors import ValidationError
-from .store import LongTermMemory
+from .store import SEARCH_STRATEGIES, LongTermMemory
 from .validation import validate_positive_int
 
 __all__ = ["STRATEGIES", "retrieval_quality", "plot_retrieval_quality"]
 
-STRATEGIES = ("vector", "fulltext", "fulltext_any", "hybrid", "rrf")
-
-
-def _search(store: LongTermMemory, strategy: str, text: str, vector: np.ndarray,
-            k: int) -> list[dict[str, Any]]:
-    if strategy == "vector":
-        return store.search(embedding=vector, limit=k)
-    if strategy == "fulltext":
-        return store.search_fulltext(query=text, limit=k)
-    if strategy == "fulltext_any":
-        return store.search_fulltext(query=text, limit=k, match="any")
-    if strategy == "hybrid":
-        return store.search_hybrid(query=text, embedding=vector, limit=k)
-    return store.search_hybrid(query=text, embedding=vector, limit=k, fusion="rrf")
+STRATEGIES = SEARCH_STRATEGIES
 
 
 def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vectors: np.ndarray,
@@ -51,8 +38,8 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
         Results per search.
     strategies : sequence of str
         Among 'vector', 'fulltext' (every word, the reference behaviour), 'fulltext_any'
-        (any word, ranked; slow on big tables), 'hybrid' (the reference 0.7/0.3 weighting) and
-        'rrf' (reciprocal rank fusion of vectors and any-word full text).
+        (any word, ranked), 'fuzzy' (trigram similarity), 'hybrid' (the reference 0.7/0.3
+        weighting) and 'rrf' (reciprocal rank fusion of vectors and any-word full text).
 
     Returns
     -------
@@ -77,7 +64,8 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
         for text, vector, answer in zip(queries, vectors, relevant):
             store.clear_cache()  # time the search, not the cache
             started = time.perf_counter()
-            found = [r["id"] for r in _search(store, strategy, text, vector, k)]
+            found = [r["id"] for r in store.search_by_strategy(strategy, query=text, limit=k,
+                                                                embedding=vector)]
             seconds.append(time.perf_counter() - started)
             empty += not found
             ranks.append(found.index(answer) + 1 if answer in found else 0)

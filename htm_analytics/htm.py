@@ -156,18 +156,12 @@ class HTM:
         if strategy not in RECALL_STRATEGIES:
             raise ValidationError(f"must be one of {', '.join(RECALL_STRATEGIES)}, got "
                                   f"{strategy!r}", field="strategy")
-        options: dict[str, Any] = {"query": topic, "limit": limit, "timeframe": window}
-        if strategy == "fulltext":
-            rows = self.store.search_fulltext(**options)
-        else:
+        vector = None
+        if strategy != "fulltext":
             vector = self.embedder.embed(topic)
             self.store.check_embedding_model(*self._model, int(len(vector)))
-            if strategy == "vector":
-                rows = self.store.search(embedding=vector, **options)
-            else:
-                rows = self.store.search_hybrid(
-                    embedding=vector, fusion="rrf" if strategy == "rrf" else "weighted",
-                    **options)
+        rows = self.store.search_by_strategy(strategy, query=topic, limit=limit,
+                                             timeframe=window, embedding=vector)
         ids = [int(r["id"]) for r in rows]
         if ids:
             self.store.track_access(ids, robot_id=self.robot_id, event="recall")

@@ -19,6 +19,7 @@ from .evaluation import plot_retrieval_quality, retrieval_quality
 from .frames import MemorySource
 from .indexes import index_usage, plot_index_usage, table_health
 from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
+from .snapshot import write_parquet
 from .store import LongTermMemory
 from .tags import (
     plot_tag_graph,
@@ -104,7 +105,7 @@ class Report:
                              f"alt='{_e(figure.caption)}'><figcaption>{_e(figure.caption)}"
                              f"</figcaption></figure>")
             for caption, table in section.tables:
-                parts.append(_table_html(caption, table))
+                parts.append(html_table(caption, table))
             parts.append("</section>")
         parts.append(f"<footer>htm_analytics {_e(_version())}</footer></div>")
         return "\n".join(parts)
@@ -165,7 +166,7 @@ class Report:
                 if format == "csv":
                     frame.to_csv(path, index=False)
                 else:
-                    _write_parquet(frame, path)
+                    write_parquet(frame, path)
                 written.append(path)
         return written
 
@@ -179,19 +180,12 @@ def _version() -> str:
         return "(not installed)"
 
 
-def _write_parquet(frame: pd.DataFrame, path: Path) -> None:
-    import duckdb
-
-    with duckdb.connect() as con:
-        con.register("frame", frame)
-        con.table("frame").to_parquet(str(path))
-
-
 def _e(text: Any) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _table_html(caption: str, table: pd.DataFrame) -> str:
+def html_table(caption: str, table: pd.DataFrame) -> str:
+    """A DataFrame as an escaped HTML table with a caption (reports and widgets)."""
     body = table.to_html(index=False, escape=True, border=0, na_rep="",
                          float_format=lambda v: f"{v:,.3f}")
     return body.replace("<table", f"<table data-caption='{_e(caption)}'", 1).replace(

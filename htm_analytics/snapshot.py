@@ -20,7 +20,7 @@ from .errors import ValidationError
 from .frames import coerce_frame, load_analytics_query, to_duckdb_query
 from .store import MEMORY_TABLES, SCHEMA_VERSION, LongTermMemory
 
-__all__ = ["export_snapshot", "Snapshot"]
+__all__ = ["export_snapshot", "Snapshot", "write_parquet"]
 
 _TABLES = (*MEMORY_TABLES, "snapshot_info")
 
@@ -85,6 +85,13 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def write_parquet(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+    """Write a DataFrame to a Parquet file through DuckDB (no pyarrow needed)."""
+    with duckdb.connect() as con:
+        con.register("frame", frame)
+        con.table("frame").to_parquet(str(path))
 
 
 def _replace(source: Path, target: Path) -> None:

@@ -70,6 +70,7 @@ RRF_K = 60
 HYBRID_SIMILARITY_WEIGHT = 0.7
 HYBRID_TAG_WEIGHT = 0.3
 MAX_LIMIT = 1000
+SEARCH_STRATEGIES = ("vector", "fulltext", "fulltext_any", "fuzzy", "hybrid", "rrf")
 MEMORY_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_events")
 # Index usage and table health also cover the tables that serve searches.
 _STATISTICS_TABLES = (*MEMORY_TABLES, "node_search_vectors", "node_embedding_models")
@@ -1022,6 +1023,31 @@ class LongTermMemory:
         return self._cached(key, compute)
 
     # -- tags -------------------------------------------------------------------------------
+
+    def search_by_strategy(self, strategy: str, *, query: str, limit: int = 20,
+                           timeframe: Timeframe = None, embedding: Any = None,
+                           embedding_service: Any = None) -> SearchResults:
+        """Any search, by name: what recall, the evaluation and the widgets choose from.
+
+        ``vector`` (:meth:`search`), ``fulltext`` (every word), ``fulltext_any`` (any word,
+        ranked), ``fuzzy`` (:meth:`search_fuzzy`), ``hybrid`` (the reference 0.7/0.3
+        weighting) and ``rrf`` (reciprocal rank fusion). ``embedding`` or
+        ``embedding_service`` is needed by vector, hybrid and rrf and ignored by the others.
+        """
+        options: dict[str, Any] = {"query": query, "limit": limit, "timeframe": timeframe}
+        vectors = {"embedding": embedding, "embedding_service": embedding_service}
+        if strategy == "vector":
+            return self.search(**options, **vectors)  # type: ignore[return-value]
+        if strategy in ("fulltext", "fulltext_any"):
+            return self.search_fulltext(  # type: ignore[return-value]
+                **options, match="any" if strategy == "fulltext_any" else "all")
+        if strategy == "fuzzy":
+            return self.search_fuzzy(**options)  # type: ignore[return-value]
+        if strategy in ("hybrid", "rrf"):
+            return self.search_hybrid(  # type: ignore[return-value]
+                **options, **vectors, fusion="rrf" if strategy == "rrf" else "weighted")
+        raise ValidationError(f"must be one of {', '.join(SEARCH_STRATEGIES)}, got "
+                              f"{strategy!r}", field="strategy")
 
     def find_query_matching_tags(self, query: str) -> list[str]:
         """Tags in which some hierarchy level matches a word of the query.

@@ -133,10 +133,12 @@ def _resolve_queries(queries: Any, dimension: int,
 
 
 def _recall(found: list[np.ndarray], own_ids: np.ndarray, truth_distance: np.ndarray,
-            ids: np.ndarray, vectors: np.ndarray, queries: np.ndarray, k: int
+            ids: np.ndarray, normalised: np.ndarray, normalised_queries: np.ndarray, k: int
             ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Recall per query, rows returned per query, and rows returned outside the scope."""
-    normalised = _normalise(vectors)
+    """Recall per query, rows returned per query, and rows returned outside the scope.
+
+    ``normalised`` and ``normalised_queries`` are the unit-length stored and query vectors.
+    """
     recall = np.zeros(len(found))
     returned = np.zeros(len(found), dtype=np.int64)
     outside = 0
@@ -146,7 +148,7 @@ def _recall(found: list[np.ndarray], own_ids: np.ndarray, truth_distance: np.nda
         position = np.searchsorted(ids, result)
         inside = (position < len(ids)) & (ids[np.minimum(position, len(ids) - 1)] == result)
         outside += int((~inside).sum())
-        query = _normalise(queries[i:i + 1])[0].astype(np.float64)
+        query = normalised_queries[i].astype(np.float64)
         true = 1.0 - normalised[position[inside]].astype(np.float64) @ query
         threshold = truth_distance[i, -1] + HIT_EPSILON if truth_distance.shape[1] else -np.inf
         recall[i] = (true <= threshold).sum() / k
@@ -165,6 +167,7 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
     mine[mine] = ids[position[mine]] == own_ids[mine]
     exclude[mine] = position[mine]
     _, truth_distance = exact_neighbors(queries, vectors, k, exclude=exclude)
+    normalised, normalised_queries = _normalise(vectors), _normalise(queries)
     # One more row when a query is itself stored: it finds itself, and that hit is dropped.
     asked = k + 1 if (own_ids >= 0).any() else k
     for mode in iterative_modes:
@@ -174,7 +177,7 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
                               repeats=repeats, progress=progress, exact=exact,
                               force_index=force_index)
             recall, returned, outside = _recall(run["ids"], own_ids, truth_distance, ids,
-                                                vectors, queries, k)
+                                                normalised, normalised_queries, k)
             milliseconds = run["seconds"].ravel() * 1000.0
             yield {
                 "filter": _filter_label(filters), "iterative_scan": mode or "off",
@@ -257,11 +260,9 @@ _RESULT_DTYPES = {
 def _write(frame: pd.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".parquet":
-        import duckdb
+        from .snapshot import write_parquet
 
-        with duckdb.connect() as con:
-            con.register("results", frame)
-            con.table("results").to_parquet(str(path))
+        write_parquet(frame, path)
     elif path.suffix == ".csv":
         frame.to_csv(path, index=False)
     else:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from .errors import HTMError
 from .frames import MemorySource
+from .report import html_table
 from .robots import robot_activity
 from .store import LongTermMemory
 from .tags import tag_cooccurrence, tag_hierarchy
@@ -48,12 +49,6 @@ class Explorer(widgets.VBox):
             self.results.value = f"<p style='color:#b00'>{html.escape(str(exc))}</p>"
 
 
-def _frame_html(frame: pd.DataFrame, caption: str) -> str:
-    body = frame.to_html(index=False, escape=True, border=0, na_rep="",
-                         float_format=lambda v: f"{v:.4f}")
-    return body.replace("<thead>", f"<caption>{html.escape(caption)}</caption><thead>", 1)
-
-
 def search_explorer(store: LongTermMemory, *, embedder: Any = None,
                     query: str = "") -> Explorer:
     """Search the memory: query, strategy, timeframe, limit, robot -> results with scores.
@@ -84,17 +79,11 @@ def search_explorer(store: LongTermMemory, *, embedder: Any = None,
             now = dt.datetime.now(dt.UTC)
             window = (now - dt.timedelta(days=days), now)
         fetch = limit if robot == "any robot" else 5 * limit
-        options: dict[str, Any] = {"query": query, "limit": fetch, "timeframe": window}
-        if strategy == "fulltext":
-            rows = store.search_fulltext(match="any", **options)
-        elif strategy == "fuzzy":
-            rows = store.search_fuzzy(**options)
-        elif strategy == "vector":
-            rows = store.search(embedding_service=embedder, **options)
-        else:
-            rows = store.search_hybrid(embedding_service=embedder,
-                                       fusion="rrf" if strategy == "rrf" else "weighted",
-                                       **options)
+        # The widget's "fulltext" is the ranked any-word search: typed queries rarely match
+        # every word.
+        rows = store.search_by_strategy(
+            "fulltext_any" if strategy == "fulltext" else strategy, query=query, limit=fetch,
+            timeframe=window, embedding_service=embedder)
         frame = pd.DataFrame(list(rows))
         if frame.empty:
             return "<p><em>no results</em></p>"
@@ -107,8 +96,8 @@ def search_explorer(store: LongTermMemory, *, embedder: Any = None,
         score = [c for c in ("similarity", "relevance", "combined_score", "score", "rrf_score")
                  if c in frame]
         columns = ["id", *score, "content", "robots", "created_at"]
-        return _frame_html(frame[[c for c in columns if c in frame]],
-                           f"{len(frame)} results ({strategy})")
+        return html_table(f"{len(frame)} results ({strategy})",
+                          frame[[c for c in columns if c in frame]])
 
     return Explorer(controls, render, "Search the memory")
 
@@ -129,15 +118,15 @@ def tag_browser(source: MemorySource, *, prefix: str = "") -> Explorer:
         children = hierarchy[hierarchy["parent"] == prefix] if prefix else \
             hierarchy[hierarchy["depth"] == 1]
         children = children.sort_values(["cumulative_nodes", "tag"], ascending=[False, True])
-        parts = [_frame_html(children[["tag", "cumulative_nodes", "direct_nodes"]],
-                             f"children of {prefix or 'the root'}")]
+        parts = [html_table(f"children of {prefix or 'the root'}",
+                            children[["tag", "cumulative_nodes", "direct_nodes"]])]
         if prefix:
             related = pairs[(pairs["topic1"] == prefix) | (pairs["topic2"] == prefix)].head(10)
             other = related["topic2"].where(related["topic1"] == prefix, related["topic1"])
-            parts.append(_frame_html(
+            parts.append(html_table(
+                f"tags found with {prefix} more often than chance",
                 pd.DataFrame({"tag": other, "shared_nodes": related["shared_nodes"],
-                              "npmi": related["npmi"]}),
-                f"tags found with {prefix} more often than chance"))
+                              "npmi": related["npmi"]})))
         return "".join(parts)
 
     return Explorer(controls, render, "Browse tags")
@@ -155,10 +144,10 @@ def ef_search_explorer(store: LongTermMemory, *, queries: int = 100, k: int = 10
         result = benchmark_recall(store, queries=queries, k=k, ef_search=ef_search, repeats=1,
                                   progress=False)
         row = result.iloc[0]
-        return _frame_html(
-            result[["ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
-                    "latency_p95_ms", "returned_mean", "index"]],
+        return html_table(
             f"recall@{k} and latency on {row['queries']} held-out queries over "
-            f"{row['rows']:,} vectors")
+            f"{row['rows']:,} vectors",
+            result[["ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
+                    "latency_p95_ms", "returned_mean", "index"]])
 
     return Explorer(controls, render, "Tune ef_search")

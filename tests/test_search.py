@@ -291,3 +291,15 @@ def test_stats_has_every_reference_key(seeded: tuple) -> None:
     assert stats["robot_activity"][0]["name"] == "seeder"
     assert stats["database_size"] > 0
     assert stats["oldest_memory"] <= stats["newest_memory"]
+
+
+def test_search_by_strategy_names_every_search(ltm: LongTermMemory) -> None:
+    robot = ltm.register_robot("r")
+    ltm.add(content="PostgreSQL primary database", robot_id=robot, embedding=[1.0, 0.0, 0.5])
+    for strategy in ("vector", "fulltext", "fulltext_any", "fuzzy", "hybrid", "rrf"):
+        rows = ltm.search_by_strategy(strategy, query="PostgreSQL database",
+                                      embedding=[1.0, 0.0, 0.4])
+        assert [r["content"] for r in rows] == ["PostgreSQL primary database"], strategy
+    with pytest.raises(ValidationError) as info:
+        ltm.search_by_strategy("telepathy", query="x")
+    assert info.value.field == "strategy"
