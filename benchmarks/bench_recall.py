@@ -130,7 +130,9 @@ def main() -> None:
             build = ha.benchmark_index_build(store, progress=False,
                                              output=out / "index-build.csv")
             show(f"index build variants (maintenance_work_mem "
-                 f"{build['maintenance_work_mem'].iloc[0]}, 200 queries x 5 settings)",
+                 f"{build['maintenance_work_mem'].iloc[0]}, up to "
+                 f"{build['max_parallel_maintenance_workers'].iloc[0]} parallel workers, "
+                 "200 queries x 5 settings)",
                  build, time.perf_counter() - started)
             ax = ha.plot_recall_latency(build)
             ax.figure.savefig(out / "index-build.png", dpi=110)

@@ -1354,7 +1354,7 @@ class LongTermMemory:
                 FROM htm_bulk_staging s JOIN nodes n ON n.content_hash = s.content_hash
                 ORDER BY s.remembered_at, s.ord""")
             for statement in rebuild:
-                cur.execute(statement)
+                _create_index(cur, statement)
         self._cache.clear()
         self._embedding_models = None
         node_ids = np.array(node_of_row, dtype=np.int64)
@@ -1552,7 +1552,7 @@ class LongTermMemory:
         name = f"idx_nodes_embedding_{dimension}"
         with self._transaction() as cur:
             _lift_statement_timeout(cur)
-            cur.execute(_native_index_sql(dimension, m, ef_construction, name))
+            _create_index(cur, _native_index_sql(dimension, m, ef_construction, name))
         self._native_dimensions.add(dimension)
         self._cache.clear()
         return name
@@ -1763,7 +1763,7 @@ class TuningSession:
         with self._conn.transaction(), self._conn.cursor() as cur:
             _lift_statement_timeout(cur)
             started = time.perf_counter()
-            cur.execute(sql.SQL(
+            _create_index(cur, sql.SQL(
                 "CREATE INDEX {name} ON {table} USING hnsw (embedding vector_cosine_ops) "
                 "WITH (m = {m}, ef_construction = {efc})").format(
                 name=sql.Identifier(name), table=sql.Identifier(self._copy),
@@ -1909,6 +1909,25 @@ def _ensure_tags(cur: psycopg.Cursor[dict[str, Any]], names: list[str]) -> dict[
 def _lift_statement_timeout(cur: psycopg.Cursor[Any]) -> None:
     # Bulk loads and index builds are maintenance, not queries: query_timeout does not apply.
     cur.execute("SELECT set_config('statement_timeout', '0', true)")
+
+
+def _create_index(cur: psycopg.Cursor[Any], statement: str | sql.Composable) -> None:
+    """Run one CREATE INDEX with as many parallel workers as the server allows.
+
+    PostgreSQL sizes build workers by the table's heap, but padded vectors live in TOAST, so
+    the heap of ``nodes`` looks small and HNSW builds get no worker below ~15k rows and fewer
+    than allowed below ~45k (pgvector#397); lifting ``min_parallel_table_scan_size`` for this transaction leaves the choice to
+    ``max_parallel_maintenance_workers``. A parallel HNSW build keeps its graph in shared
+    memory of ``maintenance_work_mem`` bytes; where the server cannot have that (a small
+    ``/dev/shm``, as in Docker) the build is repeated serially instead of failing.
+    """
+    cur.execute("SELECT set_config('min_parallel_table_scan_size', '0', true)")
+    try:
+        with cur.connection.transaction():  # a savepoint: a failed build leaves the rest
+            cur.execute(statement)
+    except (psycopg.errors.DiskFull, psycopg.errors.OutOfMemory):
+        cur.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
+        cur.execute(statement)
 
 
 def _lock_robot_name(cur: psycopg.Cursor[Any], name: str) -> None:

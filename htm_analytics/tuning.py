@@ -253,6 +253,7 @@ _RESULT_DTYPES = {
     "used_index": "bool", "force_index": "bool", "m": "int64", "ef_construction": "int64",
     "dimension": "int64",
     "build_seconds": "float64", "index_bytes": "int64", "maintenance_work_mem": "string",
+    "max_parallel_maintenance_workers": "int64",
     "repeats": "int64", "postgresql": "string", "pgvector": "string",
 }
 
@@ -406,14 +407,16 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
     index); each (m, ef_construction) variant is built there, timed, sized and swept over
     ``ef_search`` like :func:`benchmark_recall`, then dropped; the copy is dropped at the end.
     Pairs with ``ef_construction < 2 * m`` are skipped (pgvector refuses them). Builds use the
-    server's ``maintenance_work_mem`` (reported): a graph that does not fit builds far slower.
+    server's ``maintenance_work_mem`` (reported): a graph that does not fit builds far slower;
+    and up to ``max_parallel_maintenance_workers`` workers besides the leader (reported).
 
     Returns
     -------
     pandas.DataFrame
         The columns of :func:`benchmark_recall` plus ``variant`` (string, "m=16,efc=64"),
-        ``build_seconds`` (float64), ``index_bytes`` (int64) and ``maintenance_work_mem``
-        (string), one row per variant and ``ef_search``.
+        ``build_seconds`` (float64), ``index_bytes`` (int64), ``maintenance_work_mem``
+        (string) and ``max_parallel_maintenance_workers`` (int64), one row per variant and
+        ``ef_search``.
     """
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
     variants = [(validate_positive_int(a, field="m", maximum=100),
@@ -426,6 +429,7 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
     with store.tuning_session() as session:
         dimension = _dimension(session, dimension)
         memory = session.setting("maintenance_work_mem")
+        workers = int(session.setting("max_parallel_maintenance_workers"))
         session.copy_vectors(dimension)
         ids, vectors = session.stored_vectors(dimension, target="copy")
         query_vectors, own_ids = _resolve_queries(queries, dimension, ids, vectors,
@@ -443,7 +447,8 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
                                  "ef_construction": efc, "build_seconds": build["build_seconds"],
                                  "index_bytes": build["index_bytes"]})
     return _finish(rows, store, repeats, run.interrupted, output,
-                   {"dimension": dimension, "maintenance_work_mem": memory})
+                   {"dimension": dimension, "maintenance_work_mem": memory,
+                    "max_parallel_maintenance_workers": workers})
 
 
 # -- plots --------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@ import datetime as dt
 import numpy as np
 import psycopg
 import pytest
+from conftest import temporary_database
+from psycopg import sql
 
 from htm_analytics import LongTermMemory, ValidationError
 from htm_analytics.datasets import normalize_tag, read_corpus, read_dev_queries
@@ -65,6 +67,32 @@ def test_bulk_add_with_deferred_indexes_rebuilds_them(ltm: LongTermMemory,
                        "WHERE tablename = 'nodes' ORDER BY 1").fetchall()
     assert after == before
     assert ltm.search(embedding=vectors[3], limit=1)[0]["content"] == "row 3"
+
+
+def test_index_builds_fall_back_to_serial_without_shared_memory(server_url: str) -> None:
+    # A parallel HNSW build asks for maintenance_work_mem of shared memory up front; 100GB is
+    # more than the server can have, as 1GB is in a Docker container with a 64MB /dev/shm.
+    frame, vectors = read_corpus(rows=300)
+    with temporary_database(server_url, "htm_shm") as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            database = conn.info.dbname
+            conn.execute(sql.SQL("ALTER DATABASE {} SET maintenance_work_mem = '100GB'").format(
+                sql.Identifier(database)))
+        with LongTermMemory(url) as store:
+            store.bulk_add(frame["content"].tolist(), robots="r", embeddings=vectors,
+                           defer_indexes=True)
+            with psycopg.connect(url) as conn:  # the precondition: a parallel build fails
+                conn.execute("SET min_parallel_table_scan_size = 0")
+                try:
+                    conn.execute("CREATE INDEX ON nodes USING hnsw (embedding vector_cosine_ops)")
+                except psycopg.errors.DiskFull:
+                    conn.rollback()
+                else:
+                    pytest.skip("this server can allocate 100GB of shared memory")
+            name = store.create_native_index(384)
+            assert store.search(embedding=vectors[7], limit=1)[0]["content"] == \
+                frame["content"].iloc[7]
+            assert name in store.index_list()["index"].tolist()
 
 
 def test_normalize_tag() -> None:

@@ -147,6 +147,8 @@ def test_index_build_experiment_leaves_the_live_index_alone(store: LongTermMemor
     assert result["used_index"].all()
     assert result["maintenance_work_mem"].iloc[0] == store.fetch_frame(
         "SHOW maintenance_work_mem").iloc[0, 0]
+    assert result["max_parallel_maintenance_workers"].iloc[0] == int(store.fetch_frame(
+        "SHOW max_parallel_maintenance_workers").iloc[0, 0])
     # Every variant holds all 4,000 vectors (1,536 bytes each at 384-d). Comparing sizes across
     # m is not stable: the vectors dominate the pages, so m=4 and m=16 often fill the same count.
     assert (result["index_bytes"] >= 4000 * 384 * 4).all()
