@@ -1250,8 +1250,9 @@ class LongTermMemory:
         defer_indexes : bool, optional
             Drop the vector, full-text and trigram indexes of ``nodes`` before loading and
             rebuild them after, which is far faster than updating an HNSW index row by row.
-            The default does so when the batch is larger than the table. The rebuild happens
-            inside the transaction and blocks other writers meanwhile. ``query_timeout`` does
+            The default does so when the batch is larger than the table. Dropping an index
+            locks ``nodes`` exclusively until the transaction ends, so other sessions can
+            neither read nor write it during such a load. ``query_timeout`` does
             not apply to bulk loads.
         embedding_model : (provider, model), optional
             Which model produced ``embeddings``, recorded for the new nodes (see
