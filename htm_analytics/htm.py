@@ -123,11 +123,8 @@ class HTM:
                                 embedding_model=self._model if embedding is not None else None,
                                 tags=tags)
         node_id = int(result["node_id"])
-        evicted = self._hold(node_id, content, tokens)
-        if evicted:
-            self.store.mark_evicted(evicted, robot_id=self.robot_id)
-        self.store.mark_in_working_memory([node_id], robot_id=self.robot_id)
-        self.store.update_robot_activity(self.robot_id)
+        evicted = self._hold(node_id, content, tokens) or []
+        self.store.update_working_memory(self.robot_id, held=[node_id], evicted=evicted)
         return node_id
 
     def recall(self, topic: str, *, timeframe: Any = None, limit: int = 20,
@@ -162,25 +159,20 @@ class HTM:
             self.store.check_embedding_model(*self._model, int(len(vector)))
         rows = self.store.search_by_strategy(strategy, query=topic, limit=limit,
                                              timeframe=window, embedding=vector)
-        ids = [int(r["id"]) for r in rows]
-        if ids:
-            self.store.track_access(ids, robot_id=self.robot_id, event="recall")
-            held, evicted = [], []
-            for row in rows:
-                tokens = int(row.get("token_count") or self.token_counter(row["content"]))
-                made_room = self._hold(int(row["id"]), row["content"], tokens,
-                                       access_count=int(row.get("access_count") or 0) + 1,
-                                       last_accessed=self._clock())
-                if made_room is not None:
-                    held.append(int(row["id"]))
-                    evicted += made_room
-            # One write for the whole recall; a node evicted and then recalled stays held.
-            gone = [k for k in dict.fromkeys(evicted) if k not in self.working_memory]
-            if gone:
-                self.store.mark_evicted(gone, robot_id=self.robot_id)
-            self.store.mark_in_working_memory(
-                [k for k in held if k in self.working_memory], robot_id=self.robot_id)
-        self.store.update_robot_activity(self.robot_id)
+        held, evicted = [], []
+        for row in rows:
+            tokens = int(row.get("token_count") or self.token_counter(row["content"]))
+            made_room = self._hold(int(row["id"]), row["content"], tokens,
+                                   access_count=int(row.get("access_count") or 0) + 1,
+                                   last_accessed=self._clock())
+            if made_room is not None:
+                held.append(int(row["id"]))
+                evicted += made_room
+        # One write for the whole recall; a node evicted and then recalled stays held.
+        self.store.update_working_memory(
+            self.robot_id, recalled=[int(r["id"]) for r in rows],
+            held=[k for k in held if k in self.working_memory],
+            evicted=[k for k in dict.fromkeys(evicted) if k not in self.working_memory])
         return list(rows) if raw else [r["content"] for r in rows]
 
     def forget(self, node_id: int, *, confirm: str | None = None) -> bool:

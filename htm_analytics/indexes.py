@@ -84,19 +84,30 @@ def table_health(store: LongTermMemory) -> pd.DataFrame:
     -------
     pandas.DataFrame
         One row per table: ``table`` (string); ``n_live_tup``, ``n_dead_tup``, ``seq_scan``,
-        ``idx_scan``, ``n_tup_ins``, ``n_tup_upd``, ``n_tup_del``, ``total_bytes`` (int64);
-        ``dead_fraction`` (float64, dead / (live + dead), 0 for an empty table);
-        ``last_vacuum``, ``last_autovacuum``, ``last_analyze``, ``last_autoanalyze``
-        (datetime64[us, UTC]).
+        ``idx_scan``, ``n_tup_ins``, ``n_tup_upd``, ``n_tup_hot_upd``, ``n_tup_del``,
+        ``total_bytes`` (int64); ``dead_fraction`` (float64, dead / (live + dead), 0 for an
+        empty table); ``hot_update_fraction`` (float64, HOT updates / updates, NaN before the
+        first update); ``last_vacuum``, ``last_autovacuum``, ``last_analyze``,
+        ``last_autoanalyze`` (datetime64[us, UTC]).
+
+    Notes
+    -----
+    A HOT (heap-only tuple) update writes no index entry. An update that changes an indexed
+    column, or finds no room on its page, is not HOT and adds an entry to every index of the
+    table. The reference schema indexes ``nodes.access_count``, ``last_accessed`` and
+    ``in_working_memory``, which every recall changes, so each recall of a node also inserts
+    into its HNSW and GIN indexes.
     """
     frame = store.table_statistics()
     total = frame["n_live_tup"] + frame["n_dead_tup"]
     frame["dead_fraction"] = (frame["n_dead_tup"] / total.where(total > 0)).fillna(0.0)
+    updates = frame["n_tup_upd"].astype("float64")
+    frame["hot_update_fraction"] = frame["n_tup_hot_upd"] / updates.where(updates > 0)
     times = ["last_vacuum", "last_autovacuum", "last_analyze", "last_autoanalyze"]
     counts = ["n_live_tup", "n_dead_tup", "seq_scan", "idx_scan", "n_tup_ins", "n_tup_upd",
-              "n_tup_del", "total_bytes"]
+              "n_tup_hot_upd", "n_tup_del", "total_bytes"]
     return frame.astype({"table": "string", **{c: "int64" for c in counts},
-                         "dead_fraction": "float64",
+                         "dead_fraction": "float64", "hot_update_fraction": "float64",
                          **{c: "datetime64[us, UTC]" for c in times}})
 
 

@@ -384,11 +384,18 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     usage = index_usage(source)
     never = usage.loc[usage["never_used"], "index"].tolist()
     health = table_health(source)
+    nodes = health.set_index("table").loc["nodes"]
+    hot = (f"\n\n{nodes['hot_update_fraction']:.0%} of the {nodes['n_tup_upd']:,} updates of "
+           "nodes were HOT (no index entry written). The others added an entry to every index "
+           "of nodes, the HNSW index included: an update that changes an indexed column "
+           "cannot be HOT, and the reference schema indexes access_count, last_accessed and "
+           "in_working_memory, which every recall changes." if nodes["n_tup_upd"] else "")
     section = Section(
         "indexes", "Indexes and tables",
         text=("Never used since statistics were last reset (not counting unique and primary "
               f"keys): {', '.join(never)}." if never else
               "Every non-key index has been scanned since statistics were last reset.")
+        + hot
         + "\n\nCounters are cumulative from pg_stat_user_indexes and pg_stat_user_tables.",
         tables=[("Index usage (pg_stat_user_indexes, sizes from pg_relation_size)",
                  usage.drop(columns=["definition"])),

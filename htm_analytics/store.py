@@ -197,6 +197,17 @@ _LOG_EVENTS = """
 INSERT INTO memory_events (kind, robot_id, node_id)
 SELECT %(kind)s, %(robot_id)s, unnest(%(node_ids)s::bigint[])"""
 
+# Counts recalls and sets working-memory flags in one rewrite per node, skipping rows that
+# would not change (a NULL held flag leaves the flag as it is).
+_UPDATE_WORKING_MEMORY = """
+UPDATE nodes AS n
+SET access_count = n.access_count + c.recalled::int,
+    last_accessed = CASE WHEN c.recalled THEN CURRENT_TIMESTAMP ELSE n.last_accessed END,
+    in_working_memory = coalesce(c.held, n.in_working_memory)
+FROM unnest(%(ids)s::bigint[], %(recalled)s::boolean[], %(held)s::boolean[])
+     AS c(id, recalled, held)
+WHERE n.id = c.id AND (c.recalled OR n.in_working_memory IS DISTINCT FROM c.held)"""
+
 _NODE_COLUMNS = """id, content, content_hash, access_count, created_at, updated_at, last_accessed,
        token_count, in_working_memory, embedding_dimension"""
 
@@ -288,7 +299,8 @@ class LongTermMemory:
         self.url = mask_url(self._url)
         self.server_info = self._prepare_database(init_schema)
         self._native_dimensions = set(self.server_info.pop("native_dimensions"))
-        self._embedding_models: pd.DataFrame | None = None  # cache of embedding_models()
+        # cache of embedding_models() as (provider, model, dimension, nodes) tuples
+        self._embedding_models: list[tuple[Any, Any, int, int]] | None = None
         self._pool = psycopg_pool.ConnectionPool(
             self._url,
             min_size=1,
@@ -582,18 +594,16 @@ class LongTermMemory:
         EmbeddingError
             Naming the stored models and the query's.
         """
-        if self._embedding_models is None:
-            self._embedding_models = self.embedding_models()
-        stored = self._embedding_models
-        known = stored.dropna(subset=["provider"])
-        foreign = known[(known["provider"] != provider) | (known["model"] != model)
-                        | (known["dimension"] != dimension)]
-        unknown = stored[stored["provider"].isna() & (stored["dimension"] != dimension)]
-        if len(foreign) or len(unknown):
-            found = "; ".join(
-                ("unknown model" if pd.isna(r.provider) else f"{r.provider}/{r.model}")
-                + f" ({r.dimension}-d, {r.nodes:,} nodes)"
-                for r in pd.concat([foreign, unknown]).itertuples())
+        if self._embedding_models is None:  # plain tuples: recall checks on every query
+            stored = self.embedding_models().astype(object)
+            self._embedding_models = list(
+                stored.where(stored.notna(), None).itertuples(index=False, name=None))
+        # Unnamed vectors pass on their dimension alone; named ones must be this model's.
+        mismatched = [(p, m, d, n) for p, m, d, n in self._embedding_models
+                      if d != dimension or (p is not None and (p, m) != (provider, model))]
+        if mismatched:
+            found = "; ".join(("unknown model" if p is None else f"{p}/{m}")
+                              + f" ({d}-d, {n:,} nodes)" for p, m, d, n in mismatched)
             raise EmbeddingError(
                 f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
                 f"vectors include {found}; vectors of different models are not comparable. "
@@ -690,6 +700,47 @@ class LongTermMemory:
                                robot_id: int | None = None) -> int:
         """Flag nodes as held in working memory (``in_working_memory = true``)."""
         return self._set_working_memory(node_ids, True, robot_id, None)
+
+    def update_working_memory(self, robot_id: int, *, held: Sequence[int] = (),
+                              evicted: Sequence[int] = (),
+                              recalled: Sequence[int] = ()) -> None:
+        """One robot's working-memory step, in one transaction.
+
+        ``recalled`` nodes count an access (as :meth:`track_access` with ``event="recall"``),
+        ``held`` nodes are flagged in working memory, ``evicted`` ones out (logged as
+        ``evict`` events), and the robot's ``last_active`` is set. Each node row is rewritten
+        at most once and only if a value changes: the reference schema indexes every column
+        touched here, so each rewrite adds entries to every index of ``nodes``, the HNSW
+        index included.
+
+        Raises
+        ------
+        ValidationError
+            Bad ids, or a node both held and evicted.
+        NotFoundError
+            Unknown robot (nothing is written).
+        """
+        robot_id = validate_id(robot_id, field="robot_id")
+        held_ids = set(validate_ids(held, field="held"))
+        evicted_ids = set(validate_ids(evicted, field="evicted"))
+        recalled_ids = set(validate_ids(recalled, field="recalled"))
+        if held_ids & evicted_ids:
+            raise ValidationError(f"nodes both held and evicted: {sorted(held_ids & evicted_ids)}",
+                                  field="evicted")
+        ids = sorted(held_ids | evicted_ids | recalled_ids)
+        flags = [True if i in held_ids else False if i in evicted_ids else None for i in ids]
+        with self._transaction() as cur:
+            cur.execute("UPDATE robots SET last_active = CURRENT_TIMESTAMP WHERE id = %s",
+                        (robot_id,))
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no robot with id {robot_id}")
+            if ids:
+                cur.execute(_UPDATE_WORKING_MEMORY, {
+                    "ids": ids, "recalled": [i in recalled_ids for i in ids], "held": flags})
+            for kind, node_ids in (("recall", recalled_ids), ("evict", evicted_ids)):
+                if node_ids:
+                    cur.execute(_LOG_EVENTS, {"kind": kind, "robot_id": robot_id,
+                                              "node_ids": sorted(node_ids)})
 
     def _set_working_memory(self, node_ids: Sequence[int], flag: bool, robot_id: int | None,
                             event: str | None) -> int:
@@ -1507,8 +1558,8 @@ class LongTermMemory:
         self._flush_statistics()
         return self.fetch_frame(
             """SELECT relname AS table, n_live_tup, n_dead_tup, seq_scan,
-                      coalesce(idx_scan, 0) AS idx_scan, n_tup_ins, n_tup_upd, n_tup_del,
-                      last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
+                      coalesce(idx_scan, 0) AS idx_scan, n_tup_ins, n_tup_upd, n_tup_hot_upd,
+                      n_tup_del, last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
                       pg_total_relation_size(relid) AS total_bytes
                FROM pg_stat_user_tables
                WHERE schemaname = 'public' AND relname = ANY(%s::text[])

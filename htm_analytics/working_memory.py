@@ -178,6 +178,8 @@ class WorkingMemory:
             raise ValidationError(f"{needed} tokens do not fit a working memory of "
                                   f"{self.max_tokens}", field="tokens")
         with self._lock:
+            if self._tokens + needed <= self.max_tokens:
+                return []
             now = self._clock()
             ranked = sorted(self._entries.items(), key=lambda kv: (
                 entry_value(kv[1].access_count, kv[1].last_accessed or kv[1].added_at, now),

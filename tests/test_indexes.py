@@ -67,6 +67,18 @@ def test_table_health_counts_rows(ltm: LongTermMemory, db: psycopg.Connection) -
     assert health.loc["node_search_vectors", "n_live_tup"] == 1
 
 
+def test_table_health_reports_hot_updates(ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    robot = ltm.register_robot("r")
+    ids = [ltm.add(content=f"memory {i}", robot_id=robot)["node_id"] for i in range(4)]
+    assert table_health(ltm).set_index("table")["hot_update_fraction"].isna()["nodes"]
+    ltm.track_access(ids)  # changes indexed columns: a new entry in every index, never HOT
+    db.execute("UPDATE nodes SET token_count = 7 WHERE id = %s", (ids[0],))  # unindexed: HOT
+    db.execute("SELECT pg_stat_force_next_flush()")  # this connection's counters, now
+    nodes = table_health(ltm).set_index("table").loc["nodes"]
+    assert (nodes["n_tup_upd"], nodes["n_tup_hot_upd"]) == (5, 1)
+    assert nodes["hot_update_fraction"] == 0.2
+
+
 def test_plot_index_usage_marks_never_used(ltm: LongTermMemory) -> None:
     usage = index_usage(ltm)
     ax = plot_index_usage(usage)

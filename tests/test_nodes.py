@@ -180,6 +180,39 @@ def test_track_access_and_working_memory_flags(ltm: LongTermMemory,
         ltm.track_access(5)  # type: ignore[arg-type]
 
 
+def test_update_working_memory_writes_one_step_once(ltm: LongTermMemory,
+                                                    db: psycopg.Connection) -> None:
+    robot = ltm.register_robot("r")
+    a, b, c = (ltm.add(content=t, robot_id=robot)["node_id"] for t in ("a", "b", "c"))
+    ltm.mark_in_working_memory([c])
+
+    def rows() -> list[tuple]:  # xmin: the transaction that wrote each row's current version
+        return db.execute("SELECT id, xmin::text, access_count, last_accessed, "
+                          "in_working_memory FROM nodes ORDER BY id").fetchall()
+
+    before = rows()
+    active = db.execute("SELECT last_active FROM robots WHERE id = %s", (robot,)).fetchone()[0]
+    ltm.update_working_memory(robot, recalled=[a, b], held=[a, b], evicted=[c])
+    after = rows()
+    assert [r[2] for r in after] == [1, 1, 0] and [r[4] for r in after] == [True, True, False]
+    assert after[0][3] > before[0][3] and after[1][3] > before[1][3]
+    assert after[2][3] == before[2][3]  # evicting is not an access
+    assert len({r[1] for r in after}) == 1  # one transaction wrote all three
+    assert db.execute("SELECT kind, node_id FROM memory_events WHERE robot_id = %s "
+                      "AND kind <> 'remember' ORDER BY kind, node_id", (robot,)).fetchall() == [
+        ("evict", c), ("recall", a), ("recall", b)]
+    assert db.execute("SELECT last_active FROM robots WHERE id = %s",
+                      (robot,)).fetchone()[0] > active
+    # Holding what is held and evicting what is out changes nothing: no row is rewritten.
+    ltm.update_working_memory(robot, held=[a], evicted=[c])
+    assert rows() == after
+    with pytest.raises(ValidationError, match="both held and evicted"):
+        ltm.update_working_memory(robot, held=[a], evicted=[a])
+    with pytest.raises(NotFoundError):
+        ltm.update_working_memory(424242, recalled=[a])
+    assert rows() == after
+
+
 def test_event_log_records_each_change(ltm: LongTermMemory, db: psycopg.Connection) -> None:
     robot = ltm.register_robot("r")
     node = ltm.add(content="logged", robot_id=robot)["node_id"]

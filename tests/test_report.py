@@ -51,9 +51,13 @@ def test_report_escapes_memory_text(ltm: ha.LongTermMemory) -> None:
     robot = ltm.register_robot("mallory")
     for _ in range(3):  # the most reinforced memory, so the report shows it
         ltm.add(content="<script>alert('memory')</script> & friends", robot_id=robot)
-    ltm.add(content="another memory", robot_id=robot)
+    other = ltm.add(content="another memory", robot_id=robot)["node_id"]
+    ltm.track_access([other])
     report = ha.build_report(ltm, benchmark=False)
     html = report.to_html()
+    nodes = ha.table_health(ltm).set_index("table").loc["nodes"]
+    assert (f"{nodes['hot_update_fraction']:.0%} of the {nodes['n_tup_upd']:,} updates of nodes "
+            "were HOT") in html
     assert "<script>alert" not in html
     assert "&lt;script&gt;alert('memory')&lt;/script&gt; &amp; friends" in html
     assert report._repr_html_() in html and "<html" not in report._repr_html_()
