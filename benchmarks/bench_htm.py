@@ -1,0 +1,144 @@
+"""What an agent's recall writes cost, measured side by side in one run on the real corpus.
+
+1. The working-memory step of one recall (10 memories recalled and held, the previous 10
+   evicted): ``LongTermMemory.update_working_memory`` (one transaction, each row rewritten
+   once) vs the same step as the seed API's separate calls (``track_access``,
+   ``mark_evicted``, ``mark_in_working_memory``, ``update_robot_activity``), interleaved.
+2. ``HTM.recall`` and ``HTM.remember`` end to end (query vectors: the corpus's real MiniLM
+   vectors, looked up instead of computed, so no model time is counted).
+3. Both again after the reference schema's three indexes on access columns
+   (``access_count``, ``last_accessed``, ``in_working_memory``) are dropped and ``nodes`` is
+   given ``fillfactor = 90``: what a user can do to make recall writes HOT.
+
+Usage: python benchmarks/bench_htm.py [--rows 10000] [--steps 150]
+Uses the embedded server (or HTM_DBURL) in a scratch database that is dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import psycopg
+from bench_store import drop_database, scratch_database
+
+from htm_analytics import HTM, LongTermMemory, table_health
+from htm_analytics.connection import resolve_database_url
+from htm_analytics.datasets import read_corpus, read_dev_queries
+
+PROVIDER, MODEL = "sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class LookupEmbedder:
+    """The corpus's precomputed MiniLM vectors, answered as the model that made them."""
+
+    name, model, dimensions = PROVIDER, MODEL, 384
+
+    def __init__(self, texts: list[str], vectors: np.ndarray) -> None:
+        self.vectors = dict(zip(texts, vectors))
+
+    def embed(self, texts: str | list[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            return self.vectors[texts]
+        return np.stack([self.vectors[t] for t in texts])
+
+
+def p50_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def recall_steps(ltm: LongTermMemory, robot: int, ids: list[int], steps: int
+                 ) -> tuple[list[float], list[float]]:
+    """Samples of one recall's writes: combined, and as separate calls (interleaved, each
+    on its own ``10 * steps + 10`` memories)."""
+    combined, separate = [], []
+    size = 10 * steps + 10
+    for step in range(1, steps + 1):
+        for pool, samples in ((ids[:size], combined), (ids[size:2 * size], separate)):
+            now, before = pool[10 * step:10 * step + 10], pool[10 * step - 10:10 * step]
+            start = time.perf_counter()
+            if samples is combined:
+                ltm.update_working_memory(robot, recalled=now, held=now, evicted=before)
+            else:
+                ltm.track_access(now, robot_id=robot, event="recall")
+                ltm.mark_evicted(before, robot_id=robot)
+                ltm.mark_in_working_memory(now, robot_id=robot)
+                ltm.update_robot_activity(robot)
+            samples.append(time.perf_counter() - start)
+    return combined, separate
+
+
+def htm_latency(htm: HTM, titles: list[str], new_texts: list[str]) -> tuple[float, float]:
+    recalls, remembers = [], []
+    for title in titles:
+        start = time.perf_counter()
+        htm.recall(title, limit=10)
+        recalls.append(time.perf_counter() - start)
+    for text in new_texts:
+        start = time.perf_counter()
+        htm.remember(text)
+        remembers.append(time.perf_counter() - start)
+    return p50_ms(recalls), p50_ms(remembers)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--steps", type=int, default=150)
+    args = parser.parse_args()
+
+    server = resolve_database_url()
+    # About 5 % of the corpus repeats a description: read enough for distinct new texts.
+    frame, vectors = read_corpus(rows=int((args.rows + 2 * args.steps) * 1.2))
+    frame = frame.drop_duplicates("content")
+    vectors = vectors[frame.index.to_numpy()]
+    loaded, extra = frame.iloc[: args.rows], frame.iloc[args.rows:]
+    titles, title_vectors = read_dev_queries(rows=args.steps)
+    embedder = LookupEmbedder(extra["content"].tolist() + titles["title"].tolist(),
+                              np.concatenate([vectors[args.rows:], title_vectors]))
+    url = scratch_database(server)
+    try:
+        with LongTermMemory(url, cache_size=0) as ltm:
+            info = ltm.server_info
+            ltm.bulk_add(loaded["content"].tolist(), robots="agent",
+                         embeddings=vectors[: args.rows], tags=loaded["tags"].tolist(),
+                         embedding_model=(PROVIDER, MODEL))
+            ltm.create_native_index(384)
+            robot = ltm.register_robot("agent")
+            ids = ltm.fetch_frame("SELECT id FROM nodes ORDER BY md5(id::text)")["id"].tolist()
+            print(f"PostgreSQL {info['server_version']}, pgvector {info['pgvector_version']}; "
+                  f"{args.rows} memories (padded 2000-d HNSW + native 384-d HNSW), "
+                  f"{args.steps} steps\n")
+            texts = iter(extra["content"].tolist())
+            for schema in ("reference schema", "access indexes dropped, fillfactor 90"):
+                if schema != "reference schema":
+                    with psycopg.connect(url, autocommit=True) as conn:
+                        conn.execute("DROP INDEX idx_nodes_access_count, "
+                                     "idx_nodes_last_accessed, idx_nodes_in_working_memory")
+                        conn.execute("ALTER TABLE nodes SET (fillfactor = 90)")
+                        start = time.perf_counter()
+                        conn.execute("VACUUM FULL nodes")  # rewrites pages with the free space
+                        print(f"  (VACUUM FULL nodes, indexes rebuilt: "
+                              f"{time.perf_counter() - start:.1f} s)\n")
+                    ids = ids[2 * (10 * args.steps + 10):]  # memories not yet touched
+                combined, separate = recall_steps(ltm, robot, ids, args.steps)
+                with HTM("agent", store=ltm, embedder=embedder) as htm:
+                    recall, remember = htm_latency(
+                        htm, titles["title"].tolist(), [next(texts) for _ in range(args.steps)])
+                print(schema)
+                print(f"  one recall's writes: update_working_memory {p50_ms(combined):6.2f} ms,"
+                      f" separate calls {p50_ms(separate):6.2f} ms, ratio "
+                      f"{p50_ms(separate) / p50_ms(combined):.2f}x")
+                print(f"  HTM.recall (top 10) {recall:6.2f} ms, HTM.remember {remember:6.2f} ms"
+                      " (p50)")
+                nodes = table_health(ltm).set_index("table").loc["nodes"]
+                print(f"  updates of nodes so far: {nodes['n_tup_upd']:,}, HOT "
+                      f"{nodes['n_tup_hot_upd']:,}\n")
+    finally:
+        drop_database(server, url)
+
+
+if __name__ == "__main__":
+    main()
