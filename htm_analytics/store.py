@@ -724,9 +724,8 @@ class LongTermMemory:
         held_ids = set(validate_ids(held, field="held"))
         evicted_ids = set(validate_ids(evicted, field="evicted"))
         recalled_ids = set(validate_ids(recalled, field="recalled"))
-        if held_ids & evicted_ids:
-            raise ValidationError(f"nodes both held and evicted: {sorted(held_ids & evicted_ids)}",
-                                  field="evicted")
+        if both := sorted(held_ids & evicted_ids):
+            raise ValidationError(f"nodes both held and evicted: {both}", field="evicted")
         ids = sorted(held_ids | evicted_ids | recalled_ids)
         flags = [True if i in held_ids else False if i in evicted_ids else None for i in ids]
         with self._transaction() as cur:
@@ -1968,8 +1967,8 @@ def _create_index(cur: psycopg.Cursor[Any], statement: str | sql.Composable) -> 
 
     PostgreSQL sizes build workers by the table's heap, but padded vectors live in TOAST, so
     the heap of ``nodes`` looks small and HNSW builds get no worker below ~15k rows and fewer
-    than allowed below ~45k (pgvector#397); lifting ``min_parallel_table_scan_size`` for this transaction leaves the choice to
-    ``max_parallel_maintenance_workers``. A parallel HNSW build keeps its graph in shared
+    than allowed below ~45k (pgvector#397). Lifting ``min_parallel_table_scan_size`` for
+    this transaction leaves the choice to ``max_parallel_maintenance_workers``. A parallel HNSW build keeps its graph in shared
     memory of ``maintenance_work_mem`` bytes; where the server cannot have that (a small
     ``/dev/shm``, as in Docker) the build is repeated serially instead of failing.
     """
