@@ -73,7 +73,27 @@ def _open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
     return LongTermMemory(ctx.obj["db"], cache_size=0, **options)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _remember_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(dict)["db"] = value
+
+
+class _Command(click.Command):
+    """Every subcommand also takes ``--db`` after its name: ``htm-analytics report --db URL``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(click.Option(
+            ["--db"], metavar="URL", expose_value=False, is_eager=True, callback=_remember_db,
+            help="PostgreSQL URL (the same as htm-analytics --db URL)."))
+
+
+class _Group(click.Group):
+    command_class = _Command
+    group_class = type  # subgroups (bench) are _Group too
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar=None, default=None, metavar="URL",
               help="PostgreSQL URL. Default: HTM_DBURL, HTM_DATABASE__URL or DATABASE_URL, "
                    "else the embedded server.")

@@ -31,6 +31,10 @@ def test_init_db_then_status(empty_database_url: str) -> None:
     assert {row["table"]: row["rows"] for row in json.loads(as_json.output)}["nodes"] == 0
     as_csv = runner.invoke(cli, ["--db", empty_database_url, "status", "--csv", "--no-indexes"])
     assert as_csv.output.splitlines()[0] == "table,rows"
+    # --db also goes after the command's name, and wins over the group's.
+    after = runner.invoke(cli, ["--db", "postgresql://nobody@127.0.0.1:1/x", "status",
+                                "--csv", "--no-indexes", "--db", empty_database_url])
+    assert after.exit_code == 0 and after.output == as_csv.output
 
 
 def test_errors_are_one_line_without_password() -> None:
@@ -60,6 +64,10 @@ def test_readme_mentions_every_command() -> None:
     assert "htm-analytics bench recall" in names
     for name in names:
         assert name in readme, name
+        command = cli
+        for part in name.split()[1:]:
+            command = command.commands[part]  # type: ignore[attr-defined]
+        assert "--db" in [o for p in command.params for o in p.opts], name
 
 
 def test_bench_commands(memory_url: str, tmp_path: Path) -> None:
