@@ -98,7 +98,20 @@ def embedded_server_url(data_dir: Path | None = None) -> str:
     str
         A ``postgresql://`` URL using the server's unix socket.
     """
-    data_dir = (data_dir or embedded_data_dir()).expanduser().resolve()
+    server = _embedded_server((data_dir or embedded_data_dir()).expanduser().resolve())
+    base = server.get_uri("postgres")
+    with psycopg.connect(base, autocommit=True) as conn:
+        exists = conn.execute(
+            "SELECT 1 FROM pg_database WHERE datname = %s", (EMBEDDED_DATABASE,)
+        ).fetchone()
+        if not exists:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(EMBEDDED_DATABASE)))
+    return str(server.get_uri(EMBEDDED_DATABASE))
+
+
+def _embedded_server(data_dir: Path) -> Any:
+    """Start the embedded server in ``data_dir``, or join it: it stops when the last process
+    that holds it exits."""
     with _embedded_lock:
         server = _embedded_servers.get(data_dir)
         if server is None:
@@ -115,14 +128,22 @@ def embedded_server_url(data_dir: Path | None = None) -> str:
             if fresh:
                 _configure_embedded(server.get_uri("postgres"))
             _embedded_servers[data_dir] = server
-        base = server.get_uri("postgres")
-    with psycopg.connect(base, autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (EMBEDDED_DATABASE,)
-        ).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(EMBEDDED_DATABASE)))
-    return str(server.get_uri(EMBEDDED_DATABASE))
+        return server
+
+
+def _join_embedded(url: str) -> str:
+    """Start or join the embedded server that ``url`` points at, if it does; return ``url``.
+
+    Its URLs name the data directory as the socket directory (the demo prints one), so a URL
+    copied from an earlier run works after that run's server has stopped, and a process using
+    it holds the server up even when the process that started it exits.
+    """
+    host = conninfo_to_dict(url).get("host") or ""
+    data_dir = Path(host)
+    if data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
+            and (data_dir / "PG_VERSION").is_file():
+        _embedded_server(data_dir.resolve())
+    return url
 
 
 def _configure_embedded(url: str) -> None:
@@ -156,20 +177,20 @@ def resolve_database_url(config_or_url: str | Mapping[str, Any] | None = None) -
         for name in URL_ENVIRONMENT_VARIABLES:
             value = os.environ.get(name, "").strip()
             if value:
-                return _checked(value, name)
+                return _join_embedded(_checked(value, name))
         return embedded_server_url()
     if isinstance(config_or_url, str):
         if not config_or_url.strip():
             raise ValidationError("must not be empty", field="config_or_url")
-        return _checked(config_or_url.strip(), "config_or_url")
+        return _join_embedded(_checked(config_or_url.strip(), "config_or_url"))
     if isinstance(config_or_url, Mapping):
         settings = {k: v for k, v in config_or_url.items() if v is not None}
         if "database" in settings and "dbname" not in settings:
             settings["dbname"] = settings.pop("database")
         if "url" in settings:
-            return _checked(str(settings.pop("url")), "config_or_url['url']")
+            return _join_embedded(_checked(str(settings.pop("url")), "config_or_url['url']"))
         try:
-            return make_conninfo(**{k: str(v) for k, v in settings.items()})
+            return _join_embedded(make_conninfo(**{k: str(v) for k, v in settings.items()}))
         except psycopg.ProgrammingError as exc:
             raise ValidationError(str(exc), field="config_or_url") from exc
     raise ValidationError(

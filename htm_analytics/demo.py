@@ -62,7 +62,7 @@ def demo_database_url(server_url: str | None = None, *, fresh: bool = False,
                       database: str = DEMO_DATABASE) -> str:
     """URL of the demo database on ``server_url`` (default: the configured or embedded server),
     created and loaded if it is missing or empty; ``fresh`` recreates it."""
-    server = server_url or resolve_database_url()
+    server = resolve_database_url(server_url)
     params = conninfo_to_dict(server)
     params["dbname"] = database
     url = make_conninfo(**params)

@@ -281,9 +281,9 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     counts = source.table_counts()  # type: ignore[attr-defined]
     rows = counts.set_index("table")["rows"]
     yield Section("overview", "Memory at a glance",
-                  text=f"{rows['nodes']:,} memories, remembered {rows['robot_nodes']:,} times "
-                       f"over robot-memory pairs by {rows['robots']:,} robots, with "
-                       f"{rows['tags']:,} distinct tags.",
+                  text=f"{rows['nodes']:,} memories held by {rows['robots']:,} robots "
+                       f"({rows['robot_nodes']:,} robot-memory pairs: a memory shared by two "
+                       f"robots counts twice), with {rows['tags']:,} distinct tags.",
                   tables=[("Rows per table (count(*) when the report was built)", counts)],
                   data={"table_counts": counts})
 

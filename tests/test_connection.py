@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psycopg
 import pytest
 
 from htm_analytics import (
@@ -82,3 +90,24 @@ def test_closed_store_refuses_work(database_url: str) -> None:
     ltm.close()  # idempotent
     with pytest.raises(DatabaseError, match="closed"):
         ltm.exists(1)
+
+
+def test_a_url_of_a_stopped_embedded_server_starts_it() -> None:
+    # The demo prints its database's URL; the embedded server stops when that run exits, and
+    # the URL must still work in the next command.
+    root = Path(tempfile.mkdtemp(prefix="htm-embedded-"))
+    os.chmod(root, 0o755)  # as root the server runs as another user, who must reach it
+    try:
+        first = subprocess.run(
+            [sys.executable, "-c", "import sys, pathlib; from htm_analytics.connection import "
+             "embedded_server_url as start; print(start(pathlib.Path(sys.argv[1])))",
+             str(root / "pgdata")], capture_output=True, text=True, check=True)
+        url = first.stdout.strip()
+        with pytest.raises(psycopg.OperationalError):
+            psycopg.connect(url, connect_timeout=5).close()  # stopped with its process
+        init = subprocess.run([sys.executable, "-m", "htm_analytics", "--db", url, "init-db"],
+                              capture_output=True, text=True)
+        assert init.returncode == 0, init.stderr
+        assert "applied migrations" in init.stdout
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
