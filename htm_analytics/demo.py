@@ -113,6 +113,8 @@ def run_demo(out: str | os.PathLike[str] = "report.html", *, server_url: str | N
                               labelled_queries=demo_queries(store, limit=queries))
     path = report.write_html(out)
     echo(f"report written to {path} ({time.perf_counter() - started:.1f} s in all)")
+    echo(f'explore it further: htm-analytics --db "{mask_url(url)}" tags (or robots, trends, '
+         "tag-tree, indexes, bench recall), or the notebooks in notebooks/")
     return path
 
 

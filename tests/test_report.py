@@ -31,6 +31,15 @@ def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
     assert "demo memory loaded" in demo["log"] and "report written" in demo["log"]
 
 
+def test_the_command_the_demo_suggests_works(demo: dict) -> None:
+    suggested = re.search(r'htm-analytics --db "([^"]+)" tags', demo["log"])
+    assert suggested, demo["log"]
+    result = CliRunner().invoke(cli, ["--db", suggested.group(1), "tags", "--csv"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("topic1,topic2,shared_nodes")
+    assert len(result.output.splitlines()) > 10
+
+
 def test_demo_memory_is_what_the_report_says(demo: dict) -> None:
     with ha.LongTermMemory(demo["url"]) as store:
         counts = store.table_counts().set_index("table")["rows"]
