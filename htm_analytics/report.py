@@ -60,11 +60,13 @@ class Figure:
 
 @dataclass
 class Section:
-    """One part of the report: text, tables (with captions) and figures."""
+    """One part of the report: text, tables (with captions) and figures; ``findings`` are
+    its headline numbers, listed together at the top of the report."""
 
     key: str
     title: str
     text: str = ""
+    findings: list[str] = field(default_factory=list)
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     data: dict[str, pd.DataFrame] = field(default_factory=dict)
@@ -92,7 +94,11 @@ class Report:
 
     def _body(self) -> str:
         parts = [f"<div class='htm-report'><style>{_CSS}</style>",
-                 f"<h1>{_e(self.title)}</h1>", self._facts_html(), "<nav><ol>"]
+                 f"<h1>{_e(self.title)}</h1>", self._facts_html()]
+        if findings := self.findings:
+            parts.append("<h2>Key findings</h2><ul class='findings'>"
+                         + "".join(f"<li>{_e(f)}</li>" for f in findings) + "</ul>")
+        parts.append("<nav><ol>")
         parts += [f"<li><a href='#{s.key}'>{_e(s.title)}</a></li>" for s in self.sections]
         parts.append("</ol></nav>")
         for section in self.sections:
@@ -115,6 +121,11 @@ class Report:
                        for k, v in self._all_facts().items())
         return f"<table class='facts'>{rows}</table>"
 
+    @property
+    def findings(self) -> list[str]:
+        """Every section's headline numbers, in section order."""
+        return [finding for section in self.sections for finding in section.findings]
+
     def _all_facts(self) -> dict[str, str]:
         return {"source": self.source,
                 "generated": self.generated_at.strftime("%Y-%m-%d %H:%M UTC"), **self.facts}
@@ -136,6 +147,8 @@ class Report:
         assets.mkdir(parents=True, exist_ok=True)
         lines = [f"# {self.title}", ""]
         lines += [f"- **{k}**: {v}" for k, v in self._all_facts().items()] + [""]
+        if self.findings:
+            lines += ["## Key findings", ""] + [f"- {f}" for f in self.findings] + [""]
         number = 0
         for section in self.sections:
             lines += [f"## {section.title}", ""]
@@ -284,6 +297,9 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
                   text=f"{rows['nodes']:,} memories held by {rows['robots']:,} robots "
                        f"({rows['robot_nodes']:,} robot-memory pairs: a memory shared by two "
                        f"robots counts twice), with {rows['tags']:,} distinct tags.",
+                  findings=[f"{rows['nodes']:,} memories held by {rows['robots']:,} robots, "
+                            f"{rows['robot_nodes'] / max(rows['nodes'], 1):.2f} robots per "
+                            "memory on average."],
                   tables=[("Rows per table (count(*) when the report was built)", counts)],
                   data={"table_counts": counts})
 
@@ -368,12 +384,18 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     if labelled_queries is not None:
         texts, vectors, relevant = labelled_queries
         quality = retrieval_quality(source, texts, vectors, relevant)
+        ranked = quality.sort_values(["recall_at_k", "mrr"], ascending=False)
+        best, k = ranked.iloc[0], int(quality["k"].iloc[0])
         section = Section(
             "search", "Which search finds the right memory",
             text=f"{len(texts)} queries with one known answer each, run through the store with "
                  f"every strategy (top {quality['k'].iloc[0]}, cache off). recall: the answer "
                  "is in the results; MRR: mean of 1/rank; no_result: nothing came back (full "
                  "text requiring every word often finds nothing).",
+            findings=[f"Search: {best['strategy']} finds the right memory in the top {k} "
+                      f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries ("
+                      + ", ".join(f"{r.strategy} {r.recall_at_k:.0%}"
+                                  for r in ranked.iloc[1:].itertuples()) + ")."],
             tables=[("Search strategies on labelled queries", quality)],
             data={"retrieval_quality": quality})
         section.figures.append(Figure.from_axes(
@@ -390,8 +412,14 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
            "of nodes, the HNSW index included: an update that changes an indexed column "
            "cannot be HOT, and the reference schema indexes access_count, last_accessed and "
            "in_working_memory, which every recall changes." if nodes["n_tup_upd"] else "")
+    unused = (f"{len(never)} of {int((~(usage['is_unique'] | usage['is_primary'])).sum())} "
+              "non-key indexes were never used since statistics were last reset.")
     section = Section(
         "indexes", "Indexes and tables",
+        findings=[f"Indexes: {unused}"] + ([
+            f"Updates of nodes: {nodes['hot_update_fraction']:.0%} of {nodes['n_tup_upd']:,} "
+            "were HOT; the others wrote an entry into every index, HNSW included."]
+            if nodes["n_tup_upd"] else []),
         text=("Never used since statistics were last reset (not counting unique and primary "
               f"keys): {', '.join(never)}." if never else
               "Every non-key index has been scanned since statistics were last reset.")
@@ -424,6 +452,7 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
               "No setting reached recall 0.95: consider a larger m or ef_construction.")
     section = Section("hnsw", "HNSW recall and latency",
                       text=f"{advice}\n\nMeasured with {how}.",
+                      findings=[f"HNSW: {advice}"],
                       tables=[("ef_search sweep", sweep[[
                           "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
                           "latency_p95_ms", "qps", "returned_mean", "used_index"]])],

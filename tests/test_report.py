@@ -29,6 +29,11 @@ def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
     assert "exact, from the memory_events log" in html
     assert "smallest ef_search reaching recall 0.95" in html
     assert "demo memory loaded" in demo["log"] and "report written" in demo["log"]
+    findings = re.search(r"<h2>Key findings</h2><ul class='findings'>(.*?)</ul>", html)
+    assert findings, "no key findings"
+    items = re.findall(r"<li>(.*?)</li>", findings.group(1))
+    assert [i.split(":")[0] for i in items[1:]] == ["Search", "Indexes", "HNSW"], items
+    assert items[3].startswith("HNSW: The smallest ef_search reaching recall 0.95 is ")
 
 
 def test_the_command_the_demo_suggests_works(demo: dict) -> None:
@@ -54,6 +59,15 @@ def test_demo_memory_is_what_the_report_says(demo: dict) -> None:
         quality = ha.retrieval_quality(store, *ha.demo.demo_queries(store, limit=50),
                                        strategies=("vector",))
         assert quality["recall_at_k"].iloc[0] > 0.8  # real MiniLM vectors, real queries
+        robots_per_memory = counts["robot_nodes"] / counts["nodes"]
+        assert f"5 robots, {robots_per_memory:.2f} robots per memory on average" in demo["html"]
+        usage = ha.index_usage(store)
+        keyless = usage[~(usage["is_unique"] | usage["is_primary"])]
+        # Reading the statistics uses no index; the count is the report's, give or take
+        # indexes that queries since the report have used for the first time.
+        never = int(re.search(r"Indexes: (\d+) of (\d+) non-key", demo["html"]).group(1))
+        assert re.search(rf"Indexes: \d+ of {len(keyless)} non-key", demo["html"])
+        assert never >= int(keyless["never_used"].sum())
 
 
 def test_report_escapes_memory_text(ltm: ha.LongTermMemory) -> None:
