@@ -407,23 +407,22 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     never = usage.loc[usage["never_used"], "index"].tolist()
     health = table_health(source)
     nodes = health.set_index("table").loc["nodes"]
-    hot = (f"\n\n{nodes['hot_update_fraction']:.0%} of the {nodes['n_tup_upd']:,} updates of "
-           "nodes were HOT (no index entry written). The others added an entry to every index "
-           "of nodes, the HNSW index included: an update that changes an indexed column "
-           "cannot be HOT, and the reference schema indexes access_count, last_accessed and "
-           "in_working_memory, which every recall changes." if nodes["n_tup_upd"] else "")
+    hot = (f"{nodes['hot_update_fraction']:.0%} of the {nodes['n_tup_upd']:,} updates of nodes "
+           "were HOT (no index entry written)" if nodes["n_tup_upd"] else "")
     unused = (f"{len(never)} of {int((~(usage['is_unique'] | usage['is_primary'])).sum())} "
               "non-key indexes were never used since statistics were last reset.")
     section = Section(
         "indexes", "Indexes and tables",
-        findings=[f"Indexes: {unused}"] + ([
-            f"Updates of nodes: {nodes['hot_update_fraction']:.0%} of {nodes['n_tup_upd']:,} "
-            "were HOT; the others wrote an entry into every index, HNSW included."]
-            if nodes["n_tup_upd"] else []),
+        findings=[f"Indexes: {unused}"] + ([f"Updates: {hot}; each of the others wrote an "
+                                            "entry into every index, HNSW included."]
+                                           if hot else []),
         text=("Never used since statistics were last reset (not counting unique and primary "
               f"keys): {', '.join(never)}." if never else
               "Every non-key index has been scanned since statistics were last reset.")
-        + hot
+        + (f"\n\n{hot}. The others added an entry to every index of nodes, the HNSW index "
+           "included: an update that changes an indexed column cannot be HOT, and the "
+           "reference schema indexes access_count, last_accessed and in_working_memory, which "
+           "every recall changes." if hot else "")
         + "\n\nCounters are cumulative from pg_stat_user_indexes and pg_stat_user_tables.",
         tables=[("Index usage (pg_stat_user_indexes, sizes from pg_relation_size)",
                  usage.drop(columns=["definition"])),

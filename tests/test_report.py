@@ -81,6 +81,7 @@ def test_report_escapes_memory_text(ltm: ha.LongTermMemory) -> None:
     nodes = ha.table_health(ltm).set_index("table").loc["nodes"]
     assert (f"{nodes['hot_update_fraction']:.0%} of the {nodes['n_tup_upd']:,} updates of nodes "
             "were HOT") in html
+    assert [f for f in report.findings if f.startswith("Updates: ")]
     assert "<script>alert" not in html
     assert "&lt;script&gt;alert('memory')&lt;/script&gt; &amp; friends" in html
     assert report._repr_html_() in html and "<html" not in report._repr_html_()
