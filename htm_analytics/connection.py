@@ -138,10 +138,13 @@ def _join_embedded(url: str) -> str:
     copied from an earlier run works after that run's server has stopped, and a process using
     it holds the server up even when the process that started it exits.
     """
-    host = conninfo_to_dict(url).get("host") or ""
-    data_dir = Path(host)
-    if data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
-            and (data_dir / "PG_VERSION").is_file():
+    data_dir = Path(conninfo_to_dict(url).get("host") or "")
+    try:
+        embedded = data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
+            and (data_dir / "PG_VERSION").is_file()
+    except OSError:  # a directory this user may not look into: not ours to start
+        embedded = False
+    if embedded:
         _embedded_server(data_dir.resolve())
     return url
 

@@ -111,3 +111,13 @@ def test_a_url_of_a_stopped_embedded_server_starts_it() -> None:
         assert "applied migrations" in init.stdout
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_socket_directory_out_of_reach_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A user may not look into another user's directory; that is no embedded server of ours.
+    def denied(path: Path) -> bool:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    url = "host=/srv/someone-else dbname=x"
+    assert resolve_database_url(url) == url
