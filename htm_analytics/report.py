@@ -386,6 +386,8 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
         quality = retrieval_quality(source, texts, vectors, relevant)
         ranked = quality.sort_values(["recall_at_k", "mrr"], ascending=False)
         best, k = ranked.iloc[0], int(quality["k"].iloc[0])
+        others = ", ".join(f"{r.strategy} {r.recall_at_k:.0%}"
+                           for r in ranked.iloc[1:].itertuples())
         section = Section(
             "search", "Which search finds the right memory",
             text=f"{len(texts)} queries with one known answer each, run through the store with "
@@ -393,9 +395,8 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
                  "is in the results; MRR: mean of 1/rank; no_result: nothing came back (full "
                  "text requiring every word often finds nothing).",
             findings=[f"Search: {best['strategy']} finds the right memory in the top {k} "
-                      f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries ("
-                      + ", ".join(f"{r.strategy} {r.recall_at_k:.0%}"
-                                  for r in ranked.iloc[1:].itertuples()) + ")."],
+                      f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries"
+                      + (f" ({others})." if others else ".")],
             tables=[("Search strategies on labelled queries", quality)],
             data={"retrieval_quality": quality})
         section.figures.append(Figure.from_axes(
