@@ -11,10 +11,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
 import htm_analytics as ha
 from htm_analytics.connection import resolve_database_url
+from htm_analytics.store import with_database
 
 CASES = [
     ("tag_cooccurrence", ha.tag_cooccurrence, {}),
@@ -39,9 +38,8 @@ def best_of(function, source, options, runs: int = 3) -> float:
 
 
 def main() -> None:
-    params = conninfo_to_dict(resolve_database_url())
-    params["dbname"] = "htm_bench_corpus"
-    with ha.LongTermMemory(make_conninfo(**params), cache_size=0) as store:
+    url = with_database(resolve_database_url(), "htm_bench_corpus")
+    with ha.LongTermMemory(url, cache_size=0) as store:
         counts = store.table_counts().set_index("table")["rows"]
         print(f"{counts['nodes']} nodes, {counts['robot_nodes']} robot-node pairs, "
               f"{counts['node_tags']} node-tag links, {counts['memory_events']} events\n")

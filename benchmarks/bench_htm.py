@@ -22,11 +22,11 @@ import time
 
 import numpy as np
 import psycopg
-from bench_store import drop_database, scratch_database
 
 from htm_analytics import HTM, LongTermMemory, table_health
 from htm_analytics.connection import resolve_database_url
 from htm_analytics.datasets import read_corpus, read_dev_queries
+from htm_analytics.store import scratch_database
 
 PROVIDER, MODEL = "sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -98,46 +98,42 @@ def main() -> None:
     titles, title_vectors = read_dev_queries(rows=args.steps)
     embedder = LookupEmbedder(extra["content"].tolist() + titles["title"].tolist(),
                               np.concatenate([vectors[args.rows:], title_vectors]))
-    url = scratch_database(server)
-    try:
-        with LongTermMemory(url, cache_size=0) as ltm:
-            info = ltm.server_info
-            ltm.bulk_add(loaded["content"].tolist(), robots="agent",
-                         embeddings=vectors[: args.rows], tags=loaded["tags"].tolist(),
-                         embedding_model=(PROVIDER, MODEL))
-            ltm.create_native_index(384)
-            robot = ltm.register_robot("agent")
-            ids = ltm.fetch_frame("SELECT id FROM nodes ORDER BY md5(id::text)")["id"].tolist()
-            print(f"PostgreSQL {info['server_version']}, pgvector {info['pgvector_version']}; "
-                  f"{args.rows} memories (padded 2000-d HNSW + native 384-d HNSW), "
-                  f"{args.steps} steps\n")
-            texts = iter(extra["content"].tolist())
-            for schema in ("reference schema", "access indexes dropped, fillfactor 90"):
-                if schema != "reference schema":
-                    with psycopg.connect(url, autocommit=True) as conn:
-                        conn.execute("DROP INDEX idx_nodes_access_count, "
-                                     "idx_nodes_last_accessed, idx_nodes_in_working_memory")
-                        conn.execute("ALTER TABLE nodes SET (fillfactor = 90)")
-                        start = time.perf_counter()
-                        conn.execute("VACUUM FULL nodes")  # rewrites pages with the free space
-                        print(f"  (VACUUM FULL nodes, indexes rebuilt: "
-                              f"{time.perf_counter() - start:.1f} s)\n")
-                    ids = ids[2 * (10 * args.steps + 10):]  # memories not yet touched
-                combined, separate = recall_steps(ltm, robot, ids, args.steps)
-                with HTM("agent", store=ltm, embedder=embedder) as htm:
-                    recall, remember = htm_latency(
-                        htm, titles["title"].tolist(), [next(texts) for _ in range(args.steps)])
-                print(schema)
-                print(f"  one recall's writes: update_working_memory {p50_ms(combined):6.2f} ms,"
-                      f" separate calls {p50_ms(separate):6.2f} ms, ratio "
-                      f"{p50_ms(separate) / p50_ms(combined):.2f}x")
-                print(f"  HTM.recall (top 10) {recall:6.2f} ms, HTM.remember {remember:6.2f} ms"
-                      " (p50)")
-                nodes = table_health(ltm).set_index("table").loc["nodes"]
-                print(f"  updates of nodes so far: {nodes['n_tup_upd']:,}, HOT "
-                      f"{nodes['n_tup_hot_upd']:,}\n")
-    finally:
-        drop_database(server, url)
+    with scratch_database(server, "htm_bench") as url, LongTermMemory(url, cache_size=0) as ltm:
+        info = ltm.server_info
+        ltm.bulk_add(loaded["content"].tolist(), robots="agent",
+                     embeddings=vectors[: args.rows], tags=loaded["tags"].tolist(),
+                     embedding_model=(PROVIDER, MODEL))
+        ltm.create_native_index(384)
+        robot = ltm.register_robot("agent")
+        ids = ltm.fetch_frame("SELECT id FROM nodes ORDER BY md5(id::text)")["id"].tolist()
+        print(f"PostgreSQL {info['server_version']}, pgvector {info['pgvector_version']}; "
+              f"{args.rows} memories (padded 2000-d HNSW + native 384-d HNSW), "
+              f"{args.steps} steps\n")
+        texts = iter(extra["content"].tolist())
+        for schema in ("reference schema", "access indexes dropped, fillfactor 90"):
+            if schema != "reference schema":
+                with psycopg.connect(url, autocommit=True) as conn:
+                    conn.execute("DROP INDEX idx_nodes_access_count, "
+                                 "idx_nodes_last_accessed, idx_nodes_in_working_memory")
+                    conn.execute("ALTER TABLE nodes SET (fillfactor = 90)")
+                    start = time.perf_counter()
+                    conn.execute("VACUUM FULL nodes")  # rewrites pages with the free space
+                    print(f"  (VACUUM FULL nodes, indexes rebuilt: "
+                          f"{time.perf_counter() - start:.1f} s)\n")
+                ids = ids[2 * (10 * args.steps + 10):]  # memories not yet touched
+            combined, separate = recall_steps(ltm, robot, ids, args.steps)
+            with HTM("agent", store=ltm, embedder=embedder) as htm:
+                recall, remember = htm_latency(
+                    htm, titles["title"].tolist(), [next(texts) for _ in range(args.steps)])
+            print(schema)
+            print(f"  one recall's writes: update_working_memory {p50_ms(combined):6.2f} ms,"
+                  f" separate calls {p50_ms(separate):6.2f} ms, ratio "
+                  f"{p50_ms(separate) / p50_ms(combined):.2f}x")
+            print(f"  HTM.recall (top 10) {recall:6.2f} ms, HTM.remember {remember:6.2f} ms"
+                  " (p50)")
+            nodes = table_health(ltm).set_index("table").loc["nodes"]
+            print(f"  updates of nodes so far: {nodes['n_tup_upd']:,}, HOT "
+                  f"{nodes['n_tup_hot_upd']:,}\n")
 
 
 if __name__ == "__main__":

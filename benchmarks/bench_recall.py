@@ -18,13 +18,11 @@ from pathlib import Path
 import matplotlib
 import matplotlib.pyplot as plt
 import pandas as pd
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import htm_analytics as ha
 from htm_analytics.connection import resolve_database_url
-from htm_analytics.datasets import read_corpus, simulate_remembers
+from htm_analytics.datasets import read_corpus, remember_history
+from htm_analytics.store import create_database, database_exists, with_database
 
 matplotlib.use("Agg")
 DATABASE = "htm_bench_corpus"
@@ -34,28 +32,15 @@ SHOWN = ["filter", "iterative_scan", "ef_search", "recall_mean", "recall_p5", "l
 
 
 def corpus_database(server: str, rows: int | None, reload: bool) -> str:
-    params = conninfo_to_dict(server)
-    params["dbname"] = DATABASE
-    url = make_conninfo(**params)
-    with psycopg.connect(server, autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                              (DATABASE,)).fetchone()
-        if exists and reload:
-            conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(
-                sql.Identifier(DATABASE)))
-            exists = None
-        if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
+    if reload or not database_exists(server, DATABASE):
+        url = create_database(server, DATABASE, replace=reload)
+    else:
+        url = with_database(server, DATABASE)
     with ha.LongTermMemory(url) as store:
         if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
             frame, vectors = read_corpus(rows=rows)
-            events = simulate_remembers(frame, days=180, end=END, seed=0)
-            positions = events["position"].to_numpy()
             started = time.perf_counter()
-            store.bulk_add(frame["content"].to_numpy()[positions].tolist(),
-                           robots=events["robot"].tolist(), embeddings=vectors[positions],
-                           tags=[frame["tags"][i] for i in positions],
-                           remembered_at=events["remembered_at"].tolist())
+            events = remember_history(store, frame, vectors, days=180, end=END, seed=0)
             print(f"loaded {len(frame)} corpus rows as {len(events)} remembers in "
                   f"{time.perf_counter() - started:.0f} s (bulk_add, padded HNSW build included)")
         if 384 not in store.native_dimensions:

@@ -17,32 +17,16 @@ import argparse
 import hashlib
 import statistics
 import time
-import uuid
 
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from htm_analytics import LongTermMemory
 from htm_analytics.connection import resolve_database_url
 from htm_analytics.datasets import read_corpus, read_dev_queries
-
-
-def scratch_database(server: str) -> str:
-    name = f"htm_bench_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    params = conninfo_to_dict(server)
-    params["dbname"] = name
-    return make_conninfo(**params)
-
-
-def drop_database(server: str, url: str) -> None:
-    name = conninfo_to_dict(url)["dbname"]
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+from htm_analytics.store import scratch_database
 
 
 def raw_load(url: str, contents: list[str], vectors: np.ndarray) -> float:
@@ -95,9 +79,8 @@ def main() -> None:
     frame, vectors = read_corpus(rows=args.rows + args.per_row)
     bulk, extra = frame.iloc[: args.rows], frame.iloc[args.rows:]
     queries, query_vectors = read_dev_queries(rows=args.queries)
-    url = scratch_database(server)
-    try:
-        with LongTermMemory(url, cache_size=0, pool_size=2) as ltm:
+    with scratch_database(server, "htm_bench") as url, \
+            LongTermMemory(url, cache_size=0, pool_size=2) as ltm:
             info = ltm.server_info
             print(f"PostgreSQL {info['server_version']}, pgvector {info['pgvector_version']}; "
                   f"{args.rows} bulk rows, {args.per_row} per-row adds, "
@@ -117,14 +100,11 @@ def main() -> None:
                     ltm.add_tag(node_id=node["node_id"], tag=tag)
             per_row_seconds = time.perf_counter() - start
             bulk_rate, row_rate = args.rows / bulk_seconds, args.per_row / per_row_seconds
-            raw_url = scratch_database(server)
-            try:
+            with scratch_database(server, "htm_bench_raw") as raw_url:
                 LongTermMemory(raw_url).close()  # the same schema, empty
                 unique = bulk.drop_duplicates("content")
                 raw_seconds = raw_load(raw_url, unique["content"].tolist(),
                                        vectors[: args.rows][unique.index.to_numpy()])
-            finally:
-                drop_database(server, raw_url)
             raw_rate = len(unique) / raw_seconds
             print("loading (with tags, into a table with all seed indexes)")
             print(f"  bulk_add      {bulk_rate:9.0f} rows/s  ({bulk_seconds:.1f} s for "
@@ -189,15 +169,16 @@ def main() -> None:
                            f"FROM nodes n, (SELECT {build} AS q) AS tsq "
                            "WHERE to_tsvector('english', n.content) @@ q "
                            "ORDER BY rank DESC, n.id LIMIT 10")
-                raw_fts = timed(lambda t: raw.execute(fts_sql, {"query": t},
-                                                      prepare=True).fetchall(), titles)
-                store_fts = timed(lambda t: ltm.search_fulltext(query=t, match=match, limit=10),
+                raw_fts = timed(lambda t, s=fts_sql: raw.execute(s, {"query": t},
+                                                                 prepare=True).fetchall(),
+                                titles)
+                store_fts = timed(lambda t, m=match: ltm.search_fulltext(query=t, match=m,
+                                                                           limit=10),
                                   titles)
+                ratio = p50_ms(store_fts) / p50_ms(raw_fts)
                 print(f"  match={match}: store {p50_ms(store_fts):7.2f} ms, raw SQL "
-                      f"{p50_ms(raw_fts):7.2f} ms, ratio {p50_ms(store_fts) / p50_ms(raw_fts):.2f}x")
+                      f"{p50_ms(raw_fts):7.2f} ms, ratio {ratio:.2f}x")
             raw.close()
-    finally:
-        drop_database(server, url)
 
 
 if __name__ == "__main__":

@@ -138,7 +138,7 @@ def _join_embedded(url: str) -> str:
     copied from an earlier run works after that run's server has stopped, and a process using
     it holds the server up even when the process that started it exits.
     """
-    data_dir = Path(conninfo_to_dict(url).get("host") or "")
+    data_dir = Path(str(conninfo_to_dict(url).get("host") or ""))
     try:
         embedded = data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
             and (data_dir / "PG_VERSION").is_file()

@@ -14,14 +14,16 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from .tokens import count_tokens
 from .validation import TAG_PATTERN
 
 __all__ = ["CORPUS_ENVIRONMENT_VARIABLE", "find_corpus", "read_corpus", "read_dev_queries",
-           "normalize_tag", "DEMO_ROBOTS", "simulate_remembers",
+           "normalize_tag", "DEMO_ROBOTS", "simulate_remembers", "remember_history",
            "read_demo"]
 
 CORPUS_ENVIRONMENT_VARIABLE = "HTM_CORPUS_DIR"
@@ -83,7 +85,7 @@ def read_corpus(directory: str | os.PathLike[str] | None = None, *, rows: int | 
         float32 ``(rows, 384)`` MiniLM embeddings of ``content``, row-aligned with ``frame``.
     """
     path = find_corpus(directory)
-    records = []
+    records: list[dict[str, Any]] = []
     with gzip.open(path / "corpus.jsonl.gz", "rt", encoding="utf-8") as handle:
         for line in handle:
             if rows is not None and len(records) >= rows:
@@ -182,6 +184,37 @@ def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_RO
     events = events.sort_values(["remembered_at", "position"], kind="stable")
     return events.reset_index(drop=True).astype(
         {"position": "int64", "robot": "string", "remembered_at": "datetime64[us, UTC]"})
+
+
+def remember_history(store: Any, frame: pd.DataFrame, vectors: np.ndarray | None = None, *,
+                     days: int = 180, end: dt.datetime | None = None, seed: int = 0,
+                     token_counts: bool = False,
+                     embedding_model: tuple[str, str] | None = None) -> pd.DataFrame:
+    """Load a simulated remembering history of the rows of ``frame`` into ``store``.
+
+    The history is :func:`simulate_remembers`'s (robots, times, sharing, reinforcement);
+    every remember becomes one row of a single
+    :meth:`~htm_analytics.LongTermMemory.bulk_add`, with the row's tags, its vector (when
+    ``vectors`` is given), its word count as ``token_count`` (``token_counts=True``) and
+    the time it happened.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The events (as :func:`simulate_remembers`) with ``node_id`` (int64) and ``is_new``
+        (bool) from :meth:`~htm_analytics.LongTermMemory.bulk_add`.
+    """
+    events = simulate_remembers(frame, days=days, end=end, seed=seed)
+    positions = events["position"].to_numpy()
+    contents = frame["content"].to_numpy()[positions].tolist()
+    loaded = store.bulk_add(
+        contents, robots=events["robot"].tolist(),
+        embeddings=None if vectors is None else vectors[positions],
+        tags=[frame["tags"].iloc[i] for i in positions] if "tags" in frame else None,
+        token_counts=[count_tokens(text) for text in contents] if token_counts else None,
+        remembered_at=events["remembered_at"].tolist(), embedding_model=embedding_model)
+    return events.assign(node_id=loaded["node_id"].to_numpy(),
+                         is_new=loaded["is_new"].to_numpy())
 
 
 def read_demo() -> tuple[pd.DataFrame, np.ndarray, pd.DataFrame, np.ndarray]:

@@ -12,15 +12,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .connection import mask_url, resolve_database_url
-from .datasets import read_demo, simulate_remembers
-from .errors import EmbeddingError, NotFoundError, translate_database_error
-from .store import LongTermMemory
-from .tokens import count_tokens
+from .datasets import read_demo, remember_history
+from .errors import EmbeddingError, NotFoundError
+from .store import LongTermMemory, create_database, database_exists, with_database
 
 __all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "run_demo",
            "DemoQueryEmbedder"]
@@ -45,14 +41,8 @@ def load_demo(store: LongTermMemory, *, days: int = 180, end: dt.datetime | None
         :meth:`~LongTermMemory.table_counts` after loading.
     """
     memories, vectors, _, _ = read_demo()
-    events = simulate_remembers(memories, days=days, end=end, seed=seed)
-    positions = events["position"].to_numpy()
-    contents = memories["content"].to_numpy()[positions].tolist()
-    store.bulk_add(contents, robots=events["robot"].tolist(), embeddings=vectors[positions],
-                   tags=[memories["tags"][i] for i in positions],
-                   token_counts=[count_tokens(text) for text in contents],
-                   remembered_at=events["remembered_at"].tolist(),
-                   embedding_model=(DEMO_MODEL_PROVIDER, DEMO_MODEL))
+    remember_history(store, memories, vectors, days=days, end=end, seed=seed,
+                     token_counts=True, embedding_model=(DEMO_MODEL_PROVIDER, DEMO_MODEL))
     if native_index:
         store.create_native_index(vectors.shape[1])
     return store.table_counts()
@@ -63,20 +53,10 @@ def demo_database_url(server_url: str | None = None, *, fresh: bool = False,
     """URL of the demo database on ``server_url`` (default: the configured or embedded server),
     created and loaded if it is missing or empty; ``fresh`` recreates it."""
     server = resolve_database_url(server_url)
-    params = conninfo_to_dict(server)
-    params["dbname"] = database
-    url = make_conninfo(**params)
-    try:
-        with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                  (database,)).fetchone()
-            if exists and fresh:
-                conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(
-                    sql.Identifier(database)))
-            if not exists or fresh:
-                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-    except psycopg.Error as exc:
-        raise translate_database_error(exc, url=mask_url(server)) from exc
+    if fresh or not database_exists(server, database):
+        url = create_database(server, database, replace=fresh)
+    else:
+        url = with_database(server, database)
     with LongTermMemory(url) as store:
         if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
             load_demo(store)

@@ -21,7 +21,7 @@ def _cell(value: Any) -> str:
     return html.escape(text)
 
 
-class SearchResults(list):  # type: ignore[type-arg]
+class SearchResults(list[dict[str, Any]]):
     """The rows a search returned: a plain list of dicts that also shows itself as a table in
     notebooks (``_repr_html_``, no database work) and converts with :meth:`to_frame`."""
 
@@ -40,7 +40,7 @@ class SearchResults(list):  # type: ignore[type-arg]
                 f"<tbody>{rows}</tbody></table>")
 
 
-class MemoryStats(dict):  # type: ignore[type-arg]
+class MemoryStats(dict[str, Any]):
     """The result of :meth:`~htm_analytics.LongTermMemory.stats`: a dict shown as a table."""
 
     def _repr_html_(self) -> str:

@@ -44,10 +44,10 @@ class Embedder(Protocol):
 
 def _texts(texts: str | Sequence[str]) -> tuple[list[str], bool]:
     single = isinstance(texts, str)
-    items = [texts] if single else list(texts)
+    items: list[object] = [texts] if single else list(texts)
     if not all(isinstance(t, str) for t in items):
         raise ValidationError("texts must be strings", field="texts")
-    return items, single
+    return [str(t) for t in items], single
 
 
 def _finish(vectors: Any, single: bool, expected: int | None, where: str) -> np.ndarray:
@@ -86,7 +86,7 @@ class HashingEmbedder:
                 digest = hashlib.blake2b(" ".join(words[i:i + n]).encode(), digest_size=8)
                 value = int.from_bytes(digest.digest(), "little")
                 vector[value % self.dimensions] += 1.0 if (value >> 63) & 1 else -1.0
-        norm = np.linalg.norm(vector)
+        norm = float(np.linalg.norm(vector))
         if norm == 0:  # no words: a fixed unit vector, so that the result is still valid
             vector[0], norm = 1.0, 1.0
         return vector / norm
@@ -273,7 +273,7 @@ def get_embedder(name: str | None = None, **options: Any) -> Embedder:
             raise ValidationError(f"HTM_EMBEDDING__DIMENSIONS must be an integer, got "
                                   f"{dimensions!r}", field="dimensions") from None
     try:
-        return PROVIDERS[name](**options)  # type: ignore[no-any-return]
+        return PROVIDERS[name](**options)
     except TypeError as exc:
         raise ValidationError(f"bad options for the {name} provider: {exc}",
                               field="options") from exc

@@ -107,7 +107,7 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None) -> H
             f"{message} (is the schema installed? run `htm-analytics init-db`)"
         )
     elif isinstance(exc, psycopg.OperationalError) and (
-        sqlstate is None or sqlstate.startswith("08") or sqlstate.startswith("57P")
+        sqlstate is None or sqlstate.startswith(("08", "57P"))
     ):
         where = f" to {url}" if url else ""
         result = DatabaseConnectionError(

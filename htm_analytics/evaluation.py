@@ -14,9 +14,7 @@ from .errors import ValidationError
 from .store import SEARCH_STRATEGIES, LongTermMemory
 from .validation import validate_positive_int
 
-__all__ = ["STRATEGIES", "retrieval_quality", "plot_retrieval_quality"]
-
-STRATEGIES = SEARCH_STRATEGIES
+__all__ = ["retrieval_quality", "plot_retrieval_quality"]
 
 
 def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vectors: np.ndarray,
@@ -54,9 +52,9 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
     if len(queries) != len(vectors) or len(queries) != len(relevant):
         raise ValidationError("queries, query_vectors and relevant must have the same length",
                               field="queries")
-    unknown = set(strategies) - set(STRATEGIES)
+    unknown = set(strategies) - set(SEARCH_STRATEGIES)
     if unknown:
-        raise ValidationError(f"unknown strategies {sorted(unknown)}; use {STRATEGIES}",
+        raise ValidationError(f"unknown strategies {sorted(unknown)}; use {SEARCH_STRATEGIES}",
                               field="strategies")
     rows = []
     for strategy in strategies:

@@ -71,10 +71,11 @@ def coerce_frame(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> pd.DataFrame
     """
     frame = frame.copy()
     for column, dtype in dtypes.items():
+        target: Any = dtype  # any pandas dtype, as DataFrame.astype takes
         if isinstance(dtype, str) and dtype.startswith("datetime64") and "UTC" in dtype:
-            frame[column] = pd.to_datetime(frame[column], utc=True).astype(dtype)
+            frame[column] = pd.to_datetime(frame[column], utc=True).astype(target)
         else:
-            frame[column] = frame[column].astype(dtype)
+            frame[column] = frame[column].astype(target)
     return frame
 
 

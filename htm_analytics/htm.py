@@ -5,19 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .embeddings import Embedder, get_embedder
 from .errors import NotFoundError, ValidationError
-from .store import LongTermMemory
+from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
 from .timeframes import parse_timeframe
 from .tokens import count_tokens
 from .validation import validate_content, validate_id, validate_positive_int, validate_tag
 from .working_memory import WorkingMemory
 
-__all__ = ["HTM", "RECALL_STRATEGIES"]
-
-RECALL_STRATEGIES = ("vector", "fulltext", "hybrid", "rrf")
+__all__ = ["HTM"]
 
 
 class HTM:
@@ -138,10 +136,12 @@ class HTM:
             See :func:`~htm_analytics.timeframes.parse_timeframe` ("today", "last 7 days",
             "last week", "this month", "recently"...). An unreadable phrase is an error.
         limit : int
-        strategy : {'vector', 'fulltext', 'hybrid', 'rrf'}
-            Vector similarity (the query embedded by this robot's provider, which must be the
-            model of the stored vectors), full text (every word), the reference 0.7/0.3 hybrid,
-            or reciprocal rank fusion of vectors and any-word full text.
+        strategy : {'vector', 'fulltext', 'fulltext_any', 'fuzzy', 'hybrid', 'rrf'}
+            Any of :data:`~htm_analytics.store.SEARCH_STRATEGIES`: vector similarity (the
+            query embedded by this robot's provider, which must be the model of the stored
+            vectors), full text (every word, or any word ranked), trigram similarity, the
+            reference 0.7/0.3 hybrid, or reciprocal rank fusion of vectors and any-word full
+            text.
         raw : bool
             Return the store's rows (dicts with ids and scores) instead of the contents.
 
@@ -150,13 +150,13 @@ class HTM:
         topic = validate_content(topic, field="topic")
         window = parse_timeframe(timeframe, now=self._clock())
         limit = validate_positive_int(limit, field="limit", maximum=1000)
-        if strategy not in RECALL_STRATEGIES:
-            raise ValidationError(f"must be one of {', '.join(RECALL_STRATEGIES)}, got "
+        if strategy not in SEARCH_STRATEGIES:
+            raise ValidationError(f"must be one of {', '.join(SEARCH_STRATEGIES)}, got "
                                   f"{strategy!r}", field="strategy")
         vector = None
-        if strategy != "fulltext":
+        if strategy in VECTOR_STRATEGIES:
             vector = self.embedder.embed(topic)
-            self.store.check_embedding_model(*self._model, int(len(vector)))
+            self.store.check_embedding_model(*self._model, len(vector))
         rows = self.store.search_by_strategy(strategy, query=topic, limit=limit,
                                              timeframe=window, embedding=vector)
         held, evicted = [], []
@@ -199,7 +199,7 @@ class HTM:
         """Empty working memory (flagging the nodes evicted); returns how many were held."""
         keys = self.working_memory.clear()
         if keys:
-            self.store.mark_evicted(keys, robot_id=self.robot_id)
+            self.store.mark_evicted(cast(list[int], keys), robot_id=self.robot_id)
         return len(keys)
 
     def assemble_context(self, strategy: str = "balanced", max_tokens: int | None = None) -> str:

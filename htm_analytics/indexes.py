@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from ._docs import share_docs
 from ._plotting import axes_or_new
 from .store import LongTermMemory
 
@@ -74,7 +75,7 @@ def index_usage_delta(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame
         merged[column] = merged[column] - merged[f"{column}_before"]
     result = merged[keys + _COUNTERS].sort_values(["idx_scan", "table", "index"],
                                                   ascending=[False, True, True])
-    return result.reset_index(drop=True).astype({c: "int64" for c in _COUNTERS})
+    return result.reset_index(drop=True).astype(dict.fromkeys(_COUNTERS, "int64"))
 
 
 def table_health(store: LongTermMemory) -> pd.DataFrame:
@@ -106,11 +107,12 @@ def table_health(store: LongTermMemory) -> pd.DataFrame:
     times = ["last_vacuum", "last_autovacuum", "last_analyze", "last_autoanalyze"]
     counts = ["n_live_tup", "n_dead_tup", "seq_scan", "idx_scan", "n_tup_ins", "n_tup_upd",
               "n_tup_hot_upd", "n_tup_del", "total_bytes"]
-    return frame.astype({"table": "string", **{c: "int64" for c in counts},
+    return frame.astype({"table": "string", **dict.fromkeys(counts, "int64"),
                          "dead_fraction": "float64", "hot_update_fraction": "float64",
-                         **{c: "datetime64[us, UTC]" for c in times}})
+                         **dict.fromkeys(times, "datetime64[us, UTC]")})
 
 
+@share_docs
 def plot_index_usage(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Horizontal bars of scans per index, never-used indexes highlighted.
 
@@ -118,14 +120,13 @@ def plot_index_usage(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     ----------
     df : pandas.DataFrame
         A result of :func:`index_usage` (or :func:`index_usage_delta`).
-    ax : matplotlib.axes.Axes, optional
-        Where to draw; a new figure's Axes by default.
+    %(ax)s
     **kwargs
         Passed to :meth:`matplotlib.axes.Axes.barh`.
 
     Returns
     -------
-    matplotlib.axes.Axes
+    %(plot_returns)s
     """
     ax = axes_or_new(ax, (7, max(2.0, 0.25 * len(df))))
     labels = (df["table"] + "." + df["index"]).tolist()

@@ -271,7 +271,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     """
     live = isinstance(source, LongTermMemory)
     facts: dict[str, str] = {}
-    if live:
+    if isinstance(source, LongTermMemory):
         info = source.server_info
         facts["server"] = (f"PostgreSQL {info['server_version']}, pgvector "
                            f"{info['pgvector_version']}, schema version {info['schema_version']}")
@@ -446,9 +446,10 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
            f"{first['index']} (m={first['m']}, ef_construction={first['ef_construction']}, "
            f"{first['dimension']} dimensions, {first['rows']:,} rows); recall against an exact "
            "numpy ground truth; latency measured by the client on one connection")
-    best = sweep[sweep["recall_mean"] >= 0.95].head(1)
-    advice = (f"The smallest ef_search reaching recall 0.95 is {int(best['ef_search'].iloc[0])}"
-              f" ({best['latency_p50_ms'].iloc[0]:.2f} ms p50)." if len(best) else
+    reaching = sweep[sweep["recall_mean"] >= 0.95].head(1)
+    advice = (f"The smallest ef_search reaching recall 0.95 is "
+              f"{int(reaching['ef_search'].iloc[0])}"
+              f" ({reaching['latency_p50_ms'].iloc[0]:.2f} ms p50)." if len(reaching) else
               "No setting reached recall 0.95: consider a larger m or ef_construction.")
     section = Section("hnsw", "HNSW recall and latency",
                       text=f"{advice}\n\nMeasured with {how}.",

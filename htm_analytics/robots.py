@@ -7,23 +7,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ._docs import share_docs
 from ._plotting import axes_or_new
 from .frames import MemorySource, scope_params
 
 __all__ = ["robot_overlap", "robot_activity", "plot_robot_overlap", "plot_robot_activity"]
 
 
+@share_docs
 def robot_overlap(source: MemorySource, *, timeframe: Any = None,
                   robots: str | list[str] | None = None) -> pd.DataFrame:
     """Robot x robot: memories both remember, and their Jaccard similarity.
 
     Parameters
     ----------
-    source : LongTermMemory or Snapshot
-    timeframe : (datetime, datetime), optional
-        Only nodes created in this range.
-    robots : str or list of str, optional
-        Only these robots.
+    %(source)s
+    %(timeframe)s
+    %(robots)s
 
     Returns
     -------
@@ -42,8 +42,8 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
         "robot_overlap", params,
         {"robot1": "string", "robot2": "string", "shared_nodes": "int64", "nodes1": "int64",
          "nodes2": "int64"})
-    sizes = pairs.loc[pairs["robot1"] == pairs["robot2"], ["robot1", "nodes1"]]
-    sizes = sizes.set_index("robot1")["nodes1"]
+    diagonal = pairs.loc[pairs["robot1"] == pairs["robot2"], ["robot1", "nodes1"]]
+    sizes: pd.Series = diagonal.set_index("robot1")["nodes1"]
     names = sorted(sizes.index)
     full = pd.MultiIndex.from_product([names, names], names=["robot1", "robot2"])
     frame = pairs.set_index(["robot1", "robot2"])[["shared_nodes"]].reindex(full, fill_value=0)
@@ -56,9 +56,16 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
                          "nodes1": "int64", "nodes2": "int64", "jaccard": "float64"})
 
 
+@share_docs
 def robot_activity(source: MemorySource, *, timeframe: Any = None,
                    robots: str | list[str] | None = None) -> pd.DataFrame:
     """What each robot remembers, and how much of it other robots remember too.
+
+    Parameters
+    ----------
+    %(source)s
+    %(timeframe)s
+    %(robots)s
 
     Returns
     -------
@@ -78,7 +85,7 @@ def robot_activity(source: MemorySource, *, timeframe: Any = None,
     frame = source.analytics_frame(
         "robot_activity", params,
         {"robot_id": "int64", "robot": "string", "nodes": "int64", "remembers": "int64",
-         "shared_nodes": "int64", **{c: "datetime64[us, UTC]" for c in times}})
+         "shared_nodes": "int64", **dict.fromkeys(times, "datetime64[us, UTC]")})
     frame["shared_fraction"] = frame["shared_nodes"] / frame["nodes"].where(frame["nodes"] > 0)
     frame = frame.sort_values(["nodes", "robot"], ascending=[False, True])
     columns = ["robot_id", "robot", "nodes", "remembers", "shared_nodes", "shared_fraction",

@@ -155,7 +155,7 @@ class Snapshot:
         """When and from which (password-masked) database the snapshot was exported."""
         frame = self._frame("SELECT * FROM snapshot_info", None,
                             {"exported_at": "datetime64[us, UTC]"})
-        return frame.iloc[0].to_dict()
+        return {str(key): value for key, value in frame.iloc[0].items()}
 
     def table_counts(self) -> pd.DataFrame:
         """Rows in each memory table: ``table`` (string), ``rows`` (int64), as the store's."""

@@ -10,6 +10,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from ._docs import share_docs
 from ._plotting import axes_or_new
 from .errors import ValidationError
 from .frames import MemorySource, period_unit, scope_params
@@ -37,6 +38,7 @@ def _tree_order(tags: pd.Series) -> pd.Series:
     return tags.str.replace(":", "\x00", regex=False)
 
 
+@share_docs
 def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | None = None,
                      prefix: str | None = None, timeframe: Any = None,
                      robots: str | list[str] | None = None, sort_by: str = "shared_nodes",
@@ -50,18 +52,13 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
 
     Parameters
     ----------
-    source : LongTermMemory or Snapshot
-        Where the memory lives.
+    %(source)s
     min_shared : int
         Keep pairs found together on at least this many nodes.
-    level : int, optional
-        Roll tags up to their first ``level`` segments first (``level=1``: top-level topics).
-    prefix : str, optional
-        Only tags in this subtree (the tag itself and its descendants).
-    timeframe : (datetime, datetime), optional
-        Only nodes created in this range (inclusive).
-    robots : str or list of str, optional
-        Only nodes that one of these robots remembers.
+    %(level)s
+    %(prefix)s
+    %(timeframe)s
+    %(robots)s
     sort_by : {'shared_nodes', 'jaccard', 'lift', 'pmi', 'npmi'}
         Strongest pairs first by this measure (ties: by tag names).
     limit : int, optional
@@ -94,7 +91,7 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
         a, b = frame[first].copy(), frame[second].copy()
         frame[first], frame[second] = a.where(~swap, b), b.where(~swap, a)
     frame["pmi"] = np.log(frame["lift"])
-    joint = -np.log(frame["shared_nodes"] / frame["total_nodes"])
+    joint = pd.Series(-np.log(frame["shared_nodes"] / frame["total_nodes"]), index=frame.index)
     frame["npmi"] = (frame["pmi"] / joint.where(joint > 0)).fillna(1.0)
     frame = frame.sort_values([sort_by, "topic1", "topic2"], ascending=[False, True, True])
     if limit is not None:
@@ -154,17 +151,17 @@ def write_tag_graph(graph: nx.Graph, path: str | os.PathLike[str]) -> Path:
     return target
 
 
+@share_docs
 def tag_hierarchy(source: MemorySource, *, prefix: str | None = None, timeframe: Any = None,
                   robots: str | list[str] | None = None) -> pd.DataFrame:
     """Every tag and every ancestor its name implies, with node counts, in tree order.
 
     Parameters
     ----------
-    source : LongTermMemory or Snapshot
-    prefix : str, optional
-        Only this subtree.
-    timeframe, robots
-        Count only nodes in this scope, as in :func:`tag_cooccurrence`.
+    %(source)s
+    %(prefix)s
+    %(timeframe)s
+    %(robots)s
 
     Returns
     -------
@@ -184,6 +181,7 @@ def tag_hierarchy(source: MemorySource, *, prefix: str | None = None, timeframe:
     return frame.sort_values("tag", key=_tree_order).reset_index(drop=True)
 
 
+@share_docs
 def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | None = None,
                  prefix: str | None = None, timeframe: Any = None,
                  robots: str | list[str] | None = None, freq: str | None = None) -> pd.DataFrame:
@@ -191,11 +189,13 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
 
     Parameters
     ----------
-    source : LongTermMemory or Snapshot
+    %(source)s
     limit : int or None
         The most used ``limit`` tags (None: all).
-    level, prefix, timeframe, robots
-        Scope, as in :func:`tag_cooccurrence`.
+    %(level)s
+    %(prefix)s
+    %(timeframe)s
+    %(robots)s
     freq : {'h', 'D', 'W', 'M', 'Q', 'Y'}, optional
         Also split by period of node creation (weeks start on Monday).
 
@@ -212,7 +212,7 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
     frame = source.analytics_frame(
         "tag_sizes", params,
         {"tag": "string", "period": "datetime64[us, UTC]", "nodes": "int64"})
-    totals = frame.groupby("tag", as_index=False)["nodes"].sum()
+    totals = frame.groupby("tag")["nodes"].sum().reset_index()
     totals = totals.sort_values(["nodes", "tag"], ascending=[False, True])
     if limit is not None:
         totals = totals.head(validate_positive_int(limit, field="limit"))

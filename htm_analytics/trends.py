@@ -6,6 +6,7 @@ from typing import Any
 
 import pandas as pd
 
+from ._docs import share_docs
 from ._plotting import axes_or_new
 from .errors import ValidationError
 from .frames import MemorySource, period_unit, scope_params
@@ -26,6 +27,7 @@ def _group_option(by: Any, allowed: tuple[str, ...]) -> None:
                               f"got {by!r}", field="by")
 
 
+@share_docs
 def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = None,
                     timeframe: Any = None, robots: str | list[str] | None = None,
                     prefix: str | None = None, level: int | None = None,
@@ -39,9 +41,8 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
 
     Parameters
     ----------
-    source : LongTermMemory or Snapshot
-    freq : {'h', 'D', 'W', 'M', 'Q', 'Y'}
-        Period length (weeks start on Monday, UTC).
+    %(source)s
+    %(freq)s
     by : {None, 'robot', 'tag'}
         Also split by robot, or by the node's current tags (each remember counts once for each
         tag of its node; ``prefix`` and ``level`` choose the tags).
@@ -76,7 +77,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     params.update(unit=unit, by=by)
     frame = source.analytics_frame(
         "remember_trends", params,
-        {"period": "datetime64[us, UTC]", "group": "string", **{c: "int64" for c in _COUNTS},
+        {"period": "datetime64[us, UTC]", "group": "string", **dict.fromkeys(_COUNTS, "int64"),
          "exact": "boolean"})
     exact = bool(frame["exact"].all())
     keys = ["period"] if by is None else ["period", by]
@@ -85,6 +86,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     if fill_gaps and len(frame):
         periods = pd.date_range(frame["period"].min(), frame["period"].max(), freq=pandas_freq,
                                 unit="us")
+        full: pd.Index
         if by is None:
             full = pd.Index(periods, name="period")
         else:
@@ -96,13 +98,14 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     frame["cumulative_memories"] = grouped["new_memories"].cumsum()
     frame["cumulative_remembers"] = grouped["remembers"].cumsum()
     frame = frame.sort_values(keys).reset_index(drop=True)
-    frame = frame.astype({**{c: "int64" for c in _COUNTS},
+    frame = frame.astype({**dict.fromkeys(_COUNTS, "int64"),
                           "cumulative_memories": "int64", "cumulative_remembers": "int64",
                           **({by: "string"} if by else {})})
     frame.attrs["exact"] = exact
     return frame
 
 
+@share_docs
 def remember_count_distribution(source: MemorySource, *, by: str | None = None,
                                 timeframe: Any = None,
                                 robots: str | list[str] | None = None) -> pd.DataFrame:
@@ -110,11 +113,11 @@ def remember_count_distribution(source: MemorySource, *, by: str | None = None,
 
     Parameters
     ----------
-    source : LongTermMemory or Snapshot
+    %(source)s
     by : {None, 'robot'}
         None: per node, its remembers summed over robots. 'robot': per robot and node.
-    timeframe, robots
-        Nodes created in the range; remembers of these robots only.
+    %(timeframe)s
+    %(robots)s
 
     Returns
     -------
@@ -142,9 +145,18 @@ def remember_count_distribution(source: MemorySource, *, by: str | None = None,
     return frame.astype({"share": "float64", "cumulative_share": "float64"})
 
 
+@share_docs
 def most_reinforced(source: MemorySource, *, limit: int = 20, timeframe: Any = None,
                     robots: str | list[str] | None = None) -> pd.DataFrame:
     """The memories remembered most often, over all robots (or the given ones).
+
+    Parameters
+    ----------
+    %(source)s
+    limit : int
+        How many memories.
+    %(timeframe)s
+    %(robots)s
 
     Returns
     -------

@@ -293,7 +293,7 @@ def _validate_sweep(k: Any, ef_search: Any, repeats: Any) -> tuple[int, list[int
 def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
                      ef_search: int | Sequence[int] = DEFAULT_EF_SEARCH_SWEEP,
                      filters: Mapping[str, Any] | Sequence[Mapping[str, Any] | None] | None = None,
-                     iterative_scan: str | None | Sequence[str | None] = None,
+                     iterative_scan: str | Sequence[str | None] | None = None,
                      repeats: int = 3, dimension: int | None = None, embedder: Any = None,
                      seed: int = 0, exact: bool = False, force_index: bool = False,
                      padded_index: bool = False, progress: bool = True,

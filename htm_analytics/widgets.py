@@ -15,7 +15,7 @@ from .errors import HTMError
 from .frames import MemorySource
 from .report import html_table
 from .robots import robot_activity
-from .store import LongTermMemory
+from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
 from .tags import tag_cooccurrence, tag_hierarchy
 from .tuning import benchmark_recall
 
@@ -57,11 +57,11 @@ def search_explorer(store: LongTermMemory, *, embedder: Any = None,
     without one, full text and fuzzy search work. The robot filter keeps results that robot
     remembers (the search fetches five times the limit, then filters).
     """
-    strategies = ["fulltext", "fuzzy"] + (["vector", "hybrid", "rrf"] if embedder else [])
+    strategies = [s for s in SEARCH_STRATEGIES if embedder or s not in VECTOR_STRATEGIES]
     robots = ["any robot", *robot_activity(store)["robot"].tolist()]
     controls = {
         "query": widgets.Text(value=query, placeholder="what to recall", description="query"),
-        "strategy": widgets.Dropdown(options=strategies, value=strategies[0],
+        "strategy": widgets.Dropdown(options=strategies, value="fulltext",
                                      description="strategy"),
         "timeframe": widgets.Dropdown(options=list(_TIMEFRAMES), value="any time",
                                       description="when"),

@@ -12,12 +12,12 @@ import numpy as np
 import pandas as pd
 import psycopg
 import pytest
-from conftest import END, temporary_database
+from fixtures_db import END, temporary_database
 from pandas.testing import assert_frame_equal
 
 import htm_analytics as ha
 from htm_analytics import LongTermMemory, Snapshot, ValidationError, export_snapshot
-from htm_analytics.datasets import read_corpus, simulate_remembers
+from htm_analytics.datasets import read_corpus, remember_history
 
 
 @pytest.fixture(scope="module")
@@ -267,17 +267,13 @@ def test_remember_trends_timeframe_keeps_history(store: LongTermMemory, raw: dic
 
 
 def test_remember_trends_fallback_without_event_log(server_url: str) -> None:
-    frame, vectors = read_corpus(rows=200, embeddings=False)
-    events = simulate_remembers(frame, days=30, end=END, seed=1)
-    with temporary_database(server_url, "htm_fallback") as url:
-        with LongTermMemory(url) as live:
-            live.bulk_add(frame["content"].to_numpy()[events["position"]].tolist(),
-                          robots=events["robot"].tolist(),
-                          remembered_at=events["remembered_at"].tolist())
-            exact = ha.remember_trends(live, freq="W")
-            with psycopg.connect(url, autocommit=True) as conn:
-                conn.execute("DELETE FROM memory_events")  # a database older than the log
-            approximate = ha.remember_trends(live, freq="W")
+    frame, _ = read_corpus(rows=200, embeddings=False)
+    with temporary_database(server_url, "htm_fallback") as url, LongTermMemory(url) as live:
+        remember_history(live, frame, days=30, end=END, seed=1)
+        exact = ha.remember_trends(live, freq="W")
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("DELETE FROM memory_events")  # a database older than the log
+        approximate = ha.remember_trends(live, freq="W")
     assert exact.attrs["exact"] is True and approximate.attrs["exact"] is False
     for column in ("remembers", "new_memories", "shared_remembers", "repeated_remembers"):
         assert approximate[column].sum() == exact[column].sum(), column
@@ -455,7 +451,7 @@ def test_plots_draw_their_data(store: LongTermMemory) -> None:
     assert len(ha.plot_remember_count_distribution(distribution).patches) == len(distribution)
 
     overlap = ha.robot_overlap(store)
-    fig, ax = plt.subplots()
+    _, ax = plt.subplots()
     assert ha.plot_robot_overlap(overlap, ax=ax) is ax
     n = overlap["robot1"].nunique()
     assert ax.images[0].get_array().shape == (n, n) and len(ax.texts) == n * n

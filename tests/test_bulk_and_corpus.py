@@ -7,7 +7,7 @@ import datetime as dt
 import numpy as np
 import psycopg
 import pytest
-from conftest import temporary_database
+from fixtures_db import temporary_database
 from psycopg import sql
 
 from htm_analytics import LongTermMemory, ValidationError
@@ -104,7 +104,6 @@ def test_normalize_tag() -> None:
 @pytest.fixture(scope="module")
 def corpus_store(server_url: str) -> object:
     """30,000 corpus rows loaded once for this module, in their own database."""
-    from conftest import temporary_database
 
     frame, vectors = read_corpus(rows=30_000)
     with temporary_database(server_url, "htm_corpus") as url, LongTermMemory(url) as store:
@@ -183,7 +182,7 @@ def test_corpus_vector_recall_is_real(corpus_store: tuple) -> None:
 
 @pytest.mark.slow
 def test_corpus_hybrid_and_tag_queries(corpus_store: tuple) -> None:
-    store, frame, vectors, _ = corpus_store
+    store, _, vectors, _ = corpus_store
     rows = store.search_hybrid(query="python library for parsing xml", embedding=vectors[0],
                                fusion="rrf", limit=10)
     assert len(rows) == 10 and all(r["rrf_score"] > 0 for r in rows)

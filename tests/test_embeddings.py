@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -45,11 +46,11 @@ def test_hashing_is_lexical() -> None:
 class Stub(BaseHTTPRequestHandler):
     """Answers like Ollama (/api/embed) and OpenAI (/v1/embeddings); scripted failures."""
 
-    failures: list[int] = []
+    failures: ClassVar[list[int]] = []
     delay = 0.0
-    requests: list[dict] = []
+    requests: ClassVar[list[dict]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Stub.requests.append({"path": self.path, "body": body,
                               "auth": self.headers.get("Authorization")})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import ClassVar
 
 import numpy as np
 import psycopg
@@ -24,8 +25,9 @@ MEMORIES = [
 class WordEmbedder:
     """A tiny deterministic embedder: counts of a fixed vocabulary (lexical, for tests)."""
 
-    vocabulary = ["database", "postgresql", "vector", "ruby", "embeddings", "redis",
-                  "python", "search", "semantic", "memory"]
+    vocabulary: ClassVar[list[str]] = [
+        "database", "postgresql", "vector", "ruby", "embeddings", "redis", "python", "search",
+        "semantic", "memory"]
     model = "word-count-test"
 
     def embed(self, text: str) -> list[float]:
@@ -62,7 +64,7 @@ def test_vector_search_orders_by_exact_cosine(seeded: tuple) -> None:
                        for i, (c, _) in zip(ids, MEMORIES)), reverse=True)
     assert [r["id"] for r in rows][:2] == [i for _, i in expected][:2]
     for row in rows:
-        exact = dict((i, s) for s, i in expected)[row["id"]]
+        exact = {i: s for s, i in expected}[row["id"]]
         assert row["similarity"] == pytest.approx(exact, abs=1e-5)
     assert list(rows[0]) == ["id", "content", "access_count", "created_at", "token_count",
                              "similarity"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import temporary_database
+from fixtures_db import temporary_database
 
 import htm_analytics as ha
 import htm_analytics.tuning as tuning
@@ -125,7 +126,7 @@ def test_text_queries_are_embedded(store: LongTermMemory) -> None:
     titles, title_vectors = read_dev_queries(rows=30)
 
     class DevQueryEmbedder:  # stands for a provider: the titles' real MiniLM vectors
-        lookup = dict(zip(titles["title"], title_vectors))
+        lookup: ClassVar[dict[str, np.ndarray]] = dict(zip(titles["title"], title_vectors))
 
         def embed(self, texts: list[str]) -> np.ndarray:
             return np.stack([self.lookup[t] for t in texts])

@@ -23,7 +23,8 @@ def test_search_explorer_runs_every_strategy(store: ha.LongTermMemory) -> None:
     explorer = search_explorer(store, embedder=embedder)
     assert "type a query" in explorer.results.value
     explorer.controls["query"].value = title
-    for strategy in ("fulltext", "fuzzy", "vector", "hybrid", "rrf"):
+    assert list(explorer.controls["strategy"].options) == list(ha.store.SEARCH_STRATEGIES)
+    for strategy in ha.store.SEARCH_STRATEGIES:
         explorer.controls["strategy"].value = strategy
         assert f"({strategy})" in explorer.results.value, explorer.results.value
     explorer.controls["strategy"].value = "vector"
@@ -43,7 +44,7 @@ def test_search_explorer_filters_by_robot_and_reports_errors(store: ha.LongTermM
     explorer.controls["strategy"].value = "vector"  # text the demo embedder does not know
     assert "only knows the bundled demo queries" in explorer.results.value
     without = search_explorer(store)
-    assert list(without.controls["strategy"].options) == ["fulltext", "fuzzy"]
+    assert list(without.controls["strategy"].options) == ["fulltext", "fulltext_any", "fuzzy"]
 
 
 def test_tag_browser_shows_children_and_partners(store: ha.LongTermMemory) -> None:

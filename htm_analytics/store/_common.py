@@ -1,0 +1,104 @@
+"""Pieces shared by the store's modules: column lists, bound timeframes, index builds."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from typing import Any, Literal
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from ..errors import ValidationError
+
+__all__ = [
+    "Statement", "MAX_LIMIT", "Timeframe", "TextMatch", "NODE_COLUMNS", "SEARCH_COLUMNS",
+    "LOG_EVENTS",
+    "content_hash", "bind_timeframe", "to_numpy", "embedding_model_names",
+    "lift_statement_timeout", "create_index", "native_distance",
+]
+
+MAX_LIMIT = 1000
+
+Statement = str | bytes | sql.SQL | sql.Composed
+"""What a cursor executes: SQL text or a statement composed with :mod:`psycopg.sql`."""
+
+Timeframe = tuple[dt.datetime | dt.date, dt.datetime | dt.date] | None
+TextMatch = Literal["all", "any", "websearch"]
+
+NODE_COLUMNS = """id, content, content_hash, access_count, created_at, updated_at, last_accessed,
+       token_count, in_working_memory, embedding_dimension"""
+
+SEARCH_COLUMNS = "n.id, n.content, n.access_count, n.created_at, n.token_count"
+
+_TIMEFRAME = " AND n.created_at BETWEEN %(start)s AND %(end)s"
+
+LOG_EVENTS = """
+INSERT INTO memory_events (kind, robot_id, node_id)
+SELECT %(kind)s, %(robot_id)s, unnest(%(node_ids)s::bigint[])"""
+
+
+def content_hash(content: str) -> str:
+    """SHA-256 hex digest of ``content`` (UTF-8), the key of content deduplication."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def bind_timeframe(params: dict[str, Any],
+                   frame: tuple[dt.datetime, dt.datetime] | None) -> str:
+    """Add the timeframe's bounds to ``params``; return the SQL condition ('' for none)."""
+    if frame is None:
+        return ""
+    params["start"], params["end"] = frame
+    return _TIMEFRAME
+
+
+def to_numpy(value: Any) -> np.ndarray:
+    """pgvector's loader returns an ndarray (<0.5) or a ``Vector`` (>=0.5): give float32."""
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+def embedding_model_names(value: Any) -> tuple[str | None, str | None]:
+    """Validate an ``embedding_model=(provider, model)`` argument."""
+    if value is None:
+        return None, None
+    if (not isinstance(value, (tuple, list)) or len(value) != 2
+            or not all(isinstance(v, str) and v.strip() for v in value)):
+        raise ValidationError("must be a (provider, model) pair of names",
+                              field="embedding_model")
+    return value[0].strip(), value[1].strip()
+
+
+def lift_statement_timeout(cur: psycopg.Cursor[Any]) -> None:
+    # Bulk loads and index builds are maintenance, not queries: query_timeout does not apply.
+    cur.execute("SELECT set_config('statement_timeout', '0', true)")
+
+
+def create_index(cur: psycopg.Cursor[Any], statement: Statement) -> None:
+    """Run one CREATE INDEX with as many parallel workers as the server allows.
+
+    PostgreSQL sizes build workers by the table's heap, but padded vectors live in TOAST, so
+    the heap of ``nodes`` looks small and HNSW builds get no worker below ~15k rows and fewer
+    than allowed below ~45k (pgvector#397). Lifting ``min_parallel_table_scan_size`` for
+    this transaction leaves the choice to ``max_parallel_maintenance_workers``. A parallel
+    HNSW build keeps its graph in shared memory of ``maintenance_work_mem`` bytes; where the
+    server cannot have that (a small ``/dev/shm``, as in Docker) the build is repeated
+    serially instead of failing.
+    """
+    cur.execute("SELECT set_config('min_parallel_table_scan_size', '0', true)")
+    try:
+        with cur.connection.transaction():  # a savepoint: a failed build leaves the rest
+            cur.execute(statement)
+    except (psycopg.errors.DiskFull, psycopg.errors.OutOfMemory):
+        cur.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
+        cur.execute(statement)
+
+
+def native_distance(dimension: int) -> sql.Composed:
+    """Cosine distance on a native-dimension index's expression, to the query ``%(q)s``."""
+    # Literals, not parameters: the planner matches the index expression only against
+    # constants.
+    return sql.SQL("(subvector(n.embedding, 1, {d})::vector({d})) <=> %(q)s").format(
+        d=sql.Literal(dimension))

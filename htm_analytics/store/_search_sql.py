@@ -1,0 +1,105 @@
+"""The statements of full-text and hybrid search, built from fixed fragments.
+
+Only constants and validated choices reach these builders; user text is always a bound
+parameter (``%(query)s``, ``%(q)s``, ``%(tags)s``...).
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from ..errors import ValidationError
+from ._common import SEARCH_COLUMNS, native_distance
+
+__all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "tsquery_sql",
+           "hybrid_weighted_sql", "hybrid_rrf_sql"]
+
+RRF_K = 60
+HYBRID_SIMILARITY_WEIGHT = 0.7
+HYBRID_TAG_WEIGHT = 0.3
+
+_TSQUERY = {
+    "all": "plainto_tsquery('english', %(query)s)",
+    # plainto_tsquery's lexemes joined by OR; the ::tsquery cast keeps them as stemmed.
+    "any": "replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery",
+    "websearch": "websearch_to_tsquery('english', %(query)s)",
+}
+
+
+def tsquery_sql(match: str) -> str:
+    """The tsquery expression of a ``match`` mode ("all", "any" or "websearch")."""
+    try:
+        return _TSQUERY[match]
+    except (KeyError, TypeError):
+        raise ValidationError(f"must be one of 'all', 'any', 'websearch', got {match!r}",
+                              field="match") from None
+
+
+def hybrid_weighted_sql(tsquery: str, where: str) -> str:
+    return f"""
+        WITH fulltext AS (
+            SELECT n.id FROM nodes n JOIN node_search_vectors sv ON sv.node_id = n.id
+                CROSS JOIN (SELECT {tsquery} AS q) AS tsq
+            WHERE sv.content_tsv @@ q AND n.embedding IS NOT NULL{where}
+            ORDER BY ts_rank(sv.content_tsv, q) DESC, n.id
+            LIMIT %(prefilter)s),
+        tagged AS (
+            SELECT nt.node_id AS id FROM node_tags nt
+            JOIN tags t ON t.id = nt.tag_id JOIN nodes n ON n.id = nt.node_id
+            WHERE t.name = ANY(%(tags)s::text[]) AND n.embedding IS NOT NULL{where}
+            GROUP BY nt.node_id ORDER BY count(*) DESC, nt.node_id LIMIT %(prefilter)s),
+        candidates AS (SELECT id FROM fulltext UNION SELECT id FROM tagged),
+        scored AS (
+            SELECT {SEARCH_COLUMNS}, 1 - (n.embedding <=> %(q)s) AS similarity,
+                   (SELECT count(DISTINCT nt.tag_id) FROM node_tags nt
+                    JOIN tags t ON t.id = nt.tag_id
+                    WHERE nt.node_id = n.id AND t.name = ANY(%(tags)s::text[]))::float8
+                   / greatest(cardinality(%(tags)s::text[]), 1) AS tag_boost
+            FROM candidates c JOIN nodes n ON n.id = c.id)
+        SELECT *, {HYBRID_SIMILARITY_WEIGHT} * similarity + {HYBRID_TAG_WEIGHT} * tag_boost
+                  AS combined_score
+        FROM scored ORDER BY combined_score DESC, id LIMIT %(limit)s"""
+
+
+def hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> sql.Composed:
+    if native_dimension is None:
+        distance: sql.Composable = sql.SQL("n.embedding <=> %(q)s")
+        has_vector: sql.Composable = sql.SQL("n.embedding IS NOT NULL")
+    else:
+        distance = native_distance(native_dimension)
+        has_vector = sql.SQL("n.embedding_dimension = {}").format(sql.Literal(native_dimension))
+    return sql.SQL(f"""
+        WITH vector_arm AS (
+            SELECT id, row_number() OVER (ORDER BY distance, id) AS r FROM (
+                SELECT n.id, {{distance}} AS distance FROM nodes n
+                WHERE {{has_vector}}{where}
+                ORDER BY {{distance}} LIMIT %(prefilter)s) s),
+        fulltext_arm AS (
+            SELECT id, row_number() OVER (ORDER BY rank DESC, id) AS r FROM (
+                SELECT n.id, ts_rank(sv.content_tsv, q) AS rank
+                FROM nodes n JOIN node_search_vectors sv ON sv.node_id = n.id
+                CROSS JOIN (SELECT {tsquery} AS q) AS tsq
+                WHERE sv.content_tsv @@ q{where}
+                ORDER BY rank DESC, n.id LIMIT %(prefilter)s) s),
+        tag_arm AS (
+            SELECT id, row_number() OVER (ORDER BY matches DESC, id) AS r FROM (
+                SELECT nt.node_id AS id, count(*) AS matches
+                FROM node_tags nt JOIN tags t ON t.id = nt.tag_id JOIN nodes n ON n.id = nt.node_id
+                WHERE t.name = ANY(%(tags)s::text[]){where}
+                GROUP BY nt.node_id ORDER BY matches DESC, nt.node_id LIMIT %(prefilter)s) s),
+        fused AS (
+            SELECT id, sum(1.0 / ({RRF_K} + r))::float8 AS rrf_score,
+                   min(r) FILTER (WHERE arm = 'v') AS vector_rank,
+                   min(r) FILTER (WHERE arm = 'f') AS fulltext_rank,
+                   min(r) FILTER (WHERE arm = 't') AS tag_rank
+            FROM (SELECT id, r, 'v' AS arm FROM vector_arm
+                  UNION ALL SELECT id, r, 'f' FROM fulltext_arm
+                  UNION ALL SELECT id, r, 't' FROM tag_arm) arms
+            GROUP BY id)
+        SELECT {SEARCH_COLUMNS},
+               CASE WHEN n.embedding IS NOT NULL THEN 1 - (n.embedding <=> %(q_padded)s) END
+                   AS similarity,
+               f.rrf_score, f.vector_rank, f.fulltext_rank, f.tag_rank
+        FROM fused f JOIN nodes n ON n.id = f.id
+        ORDER BY f.rrf_score DESC, n.id LIMIT %(limit)s""").format(
+        distance=distance, has_vector=has_vector)

@@ -1,0 +1,160 @@
+"""Robots and what they do: registering, accesses, working-memory flags and evictions."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from ..errors import NotFoundError, ValidationError
+from ..validation import validate_content, validate_id, validate_ids
+from ._base import StoreBase
+from ._common import LOG_EVENTS
+
+__all__ = ["ActivityMixin", "lock_robot_name"]
+
+# Counts recalls and sets working-memory flags in one rewrite per node, skipping rows that
+# would not change (a NULL held flag leaves the flag as it is).
+_UPDATE_WORKING_MEMORY = """
+UPDATE nodes AS n
+SET access_count = n.access_count + c.recalled::int,
+    last_accessed = CASE WHEN c.recalled THEN CURRENT_TIMESTAMP ELSE n.last_accessed END,
+    in_working_memory = coalesce(c.held, n.in_working_memory)
+FROM unnest(%(ids)s::bigint[], %(recalled)s::boolean[], %(held)s::boolean[])
+     AS c(id, recalled, held)
+WHERE n.id = c.id AND (c.recalled OR n.in_working_memory IS DISTINCT FROM c.held)"""
+
+
+def lock_robot_name(cur: psycopg.Cursor[Any], name: str) -> None:
+    """Serialise find-or-create of one robot name until the transaction ends."""
+    # robots.name has no unique index in the reference schema; an advisory lock on the name
+    # makes find-or-create safe under concurrency.
+    cur.execute("SELECT pg_advisory_xact_lock(hashtext('htm_robot:' || %s))", (name,))
+
+
+class ActivityMixin(StoreBase):
+    """Robots, accesses and working memory (see :class:`~htm_analytics.LongTermMemory`)."""
+
+    def register_robot(self, robot_name: str, *, metadata: Mapping[str, Any] | None = None) -> int:
+        """Find or create the robot of this name, mark it active, and return its id.
+
+        Concurrent registrations of one name give one robot (an advisory lock on the name).
+        """
+        name = validate_content(robot_name, field="robot_name")
+        if len(name) > 255:
+            raise ValidationError("must be at most 255 characters", field="robot_name")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ValidationError("must be a mapping", field="metadata")
+        with self._transaction() as cur:
+            lock_robot_name(cur, name)
+            row = cur.execute("""UPDATE robots SET last_active = CURRENT_TIMESTAMP
+                                 WHERE id = (SELECT min(id) FROM robots WHERE name = %s)
+                                 RETURNING id""", (name,)).fetchone()
+            if row is None:
+                row = cur.execute(
+                    "INSERT INTO robots (name, metadata) VALUES (%s, %s) RETURNING id",
+                    (name, Jsonb(dict(metadata)) if metadata else None),
+                ).fetchone()
+            assert row is not None
+            return int(row["id"])
+
+    def update_robot_activity(self, robot_id: int) -> None:
+        """Set a robot's ``last_active`` to now (NotFoundError for an unknown robot)."""
+        robot_id = validate_id(robot_id, field="robot_id")
+        with self._transaction() as cur:
+            cur.execute("UPDATE robots SET last_active = CURRENT_TIMESTAMP WHERE id = %s",
+                        (robot_id,))
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no robot with id {robot_id}")
+
+    def track_access(self, node_ids: Sequence[int], *, robot_id: int | None = None,
+                     event: Literal["retrieve", "recall"] = "retrieve") -> int:
+        """Count one access for each node (bulk ``access_count + 1``, ``last_accessed = now``).
+
+        With ``robot_id``, the accesses also go to the event log as ``event``. Returns the
+        number of nodes updated; unknown ids are ignored.
+        """
+        ids = sorted(set(validate_ids(node_ids, field="node_ids")))
+        if event not in ("retrieve", "recall"):
+            raise ValidationError("must be 'retrieve' or 'recall'", field="event")
+        if not ids:
+            return 0
+        with self._transaction() as cur:
+            cur.execute("""UPDATE nodes SET access_count = access_count + 1,
+                                            last_accessed = CURRENT_TIMESTAMP
+                           WHERE id = ANY(%s::bigint[])""", (ids,))
+            updated = cur.rowcount
+            if robot_id is not None:
+                cur.execute(LOG_EVENTS, {"kind": event, "node_ids": ids,
+                                          "robot_id": validate_id(robot_id, field="robot_id")})
+            return updated
+
+    def mark_evicted(self, node_ids: Sequence[int], *, robot_id: int | None = None) -> int:
+        """Flag nodes as no longer in working memory (``in_working_memory = false``).
+
+        ``robot_id``, when given, is recorded in the event log. Returns the rows updated.
+        """
+        return self._set_working_memory(node_ids, False, robot_id, "evict")
+
+    def mark_in_working_memory(self, node_ids: Sequence[int], *,
+                               robot_id: int | None = None) -> int:
+        """Flag nodes as held in working memory (``in_working_memory = true``)."""
+        return self._set_working_memory(node_ids, True, robot_id, None)
+
+    def update_working_memory(self, robot_id: int, *, held: Sequence[int] = (),
+                              evicted: Sequence[int] = (),
+                              recalled: Sequence[int] = ()) -> None:
+        """One robot's working-memory step, in one transaction.
+
+        ``recalled`` nodes count an access (as :meth:`track_access` with ``event="recall"``),
+        ``held`` nodes are flagged in working memory, ``evicted`` ones out (logged as
+        ``evict`` events), and the robot's ``last_active`` is set. Each node row is rewritten
+        at most once and only if a value changes: the reference schema indexes every column
+        touched here, so each rewrite adds entries to every index of ``nodes``, the HNSW
+        index included.
+
+        Raises
+        ------
+        ValidationError
+            Bad ids, or a node both held and evicted.
+        NotFoundError
+            Unknown robot (nothing is written).
+        """
+        robot_id = validate_id(robot_id, field="robot_id")
+        held_ids = set(validate_ids(held, field="held"))
+        evicted_ids = set(validate_ids(evicted, field="evicted"))
+        recalled_ids = set(validate_ids(recalled, field="recalled"))
+        if both := sorted(held_ids & evicted_ids):
+            raise ValidationError(f"nodes both held and evicted: {both}", field="evicted")
+        ids = sorted(held_ids | evicted_ids | recalled_ids)
+        flags = [True if i in held_ids else False if i in evicted_ids else None for i in ids]
+        with self._transaction() as cur:
+            cur.execute("UPDATE robots SET last_active = CURRENT_TIMESTAMP WHERE id = %s",
+                        (robot_id,))
+            if cur.rowcount == 0:
+                raise NotFoundError(f"no robot with id {robot_id}")
+            if ids:
+                cur.execute(_UPDATE_WORKING_MEMORY, {
+                    "ids": ids, "recalled": [i in recalled_ids for i in ids], "held": flags})
+            for kind, node_ids in (("recall", recalled_ids), ("evict", evicted_ids)):
+                if node_ids:
+                    cur.execute(LOG_EVENTS, {"kind": kind, "robot_id": robot_id,
+                                              "node_ids": sorted(node_ids)})
+
+    def _set_working_memory(self, node_ids: Sequence[int], flag: bool, robot_id: int | None,
+                            event: str | None) -> int:
+        ids = sorted(set(validate_ids(node_ids, field="node_ids")))
+        if robot_id is not None:
+            robot_id = validate_id(robot_id, field="robot_id")
+        if not ids:
+            return 0
+        with self._transaction() as cur:
+            cur.execute("UPDATE nodes SET in_working_memory = %s WHERE id = ANY(%s::bigint[])",
+                        (flag, ids))
+            updated = cur.rowcount
+            if event:
+                cur.execute(LOG_EVENTS, {"kind": event, "robot_id": robot_id,
+                                          "node_ids": ids})
+            return updated

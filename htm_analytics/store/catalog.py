@@ -1,0 +1,182 @@
+"""What the memory holds and how the server treats it: statistics, counts, index and table
+activity, and streaming a table out for snapshots."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+from psycopg import sql
+
+from ..display import MemoryStats
+from ..errors import ValidationError
+from ..validation import validate_positive_int
+from ._base import StoreBase
+from ._common import to_numpy
+
+__all__ = ["CatalogMixin", "MEMORY_TABLES"]
+
+MEMORY_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_events")
+# Index usage and table health also cover the tables that serve searches.
+_STATISTICS_TABLES = (*MEMORY_TABLES, "node_search_vectors", "node_embedding_models")
+
+# What a snapshot keeps of each table (htm_analytics.snapshot creates the matching tables).
+_EXPORT_COLUMNS = {
+    "robots": "id, name, created_at, last_active, metadata::text AS metadata",
+    "nodes": """id, content, content_hash, access_count, created_at, updated_at, last_accessed,
+                token_count, in_working_memory, embedding_dimension,
+                CASE WHEN embedding_dimension IS NOT NULL
+                     THEN subvector(embedding, 1, embedding_dimension) END AS embedding""",
+    "robot_nodes": """id, robot_id, node_id, first_remembered_at, last_remembered_at,
+                      remember_count, created_at, updated_at""",
+    "tags": "id, name, created_at",
+    "node_tags": "id, node_id, tag_id, created_at",
+    "memory_events": "id, occurred_at, kind, robot_id, node_id",
+}
+
+
+class CatalogMixin(StoreBase):
+    """Statistics and exports (see :class:`~htm_analytics.LongTermMemory`)."""
+
+    def stats(self) -> MemoryStats:
+        """Memory statistics, with the keys of the reference API.
+
+        Returns
+        -------
+        dict
+            ``total_nodes``, ``nodes_by_robot`` ({robot_id: nodes}), ``total_tags``,
+            ``oldest_memory``, ``newest_memory``, ``active_robots`` (robots registered),
+            ``robot_activity`` ([{id, name, last_active}]), ``database_size`` (bytes), and
+            ``cache`` ({hits, misses, hit_rate, size}) only when the cache is enabled.
+        """
+        with self._transaction() as cur:
+            totals = cur.execute("""
+                SELECT (SELECT count(*) FROM nodes) AS total_nodes,
+                       (SELECT count(*) FROM tags) AS total_tags,
+                       (SELECT min(created_at) FROM nodes) AS oldest_memory,
+                       (SELECT max(created_at) FROM nodes) AS newest_memory,
+                       (SELECT count(*) FROM robots) AS active_robots,
+                       pg_database_size(current_database()) AS database_size""").fetchone()
+            by_robot = cur.execute("""SELECT robot_id, count(*) AS n FROM robot_nodes
+                                      GROUP BY robot_id ORDER BY robot_id""").fetchall()
+            activity = cur.execute("""SELECT id, name, last_active FROM robots
+                                      ORDER BY last_active DESC NULLS LAST, id""").fetchall()
+        assert totals is not None
+        result: dict[str, Any] = {
+            "total_nodes": totals["total_nodes"],
+            "nodes_by_robot": {r["robot_id"]: r["n"] for r in by_robot},
+            "total_tags": totals["total_tags"],
+            "oldest_memory": totals["oldest_memory"],
+            "newest_memory": totals["newest_memory"],
+            "active_robots": totals["active_robots"],
+            "robot_activity": activity,
+            "database_size": totals["database_size"],
+        }
+        if self._cache.enabled:
+            result["cache"] = self._cache.stats()
+        return MemoryStats(result)
+
+    def table_counts(self) -> pd.DataFrame:
+        """Rows in each table of the memory schema.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``table`` (str) and ``rows`` (int64), one row per table, in schema order.
+        """
+        counts = self._fetch("""
+            SELECT 'robots' AS table, count(*) AS rows, 1 AS position FROM robots
+            UNION ALL SELECT 'nodes', count(*), 2 FROM nodes
+            UNION ALL SELECT 'robot_nodes', count(*), 3 FROM robot_nodes
+            UNION ALL SELECT 'tags', count(*), 4 FROM tags
+            UNION ALL SELECT 'node_tags', count(*), 5 FROM node_tags
+            UNION ALL SELECT 'memory_events', count(*), 6 FROM memory_events
+            ORDER BY position""")
+        return pd.DataFrame(counts, columns=["table", "rows"]).astype(
+            {"table": "string", "rows": "int64"})
+
+    def index_list(self) -> pd.DataFrame:
+        """Indexes of the memory tables with their sizes and definitions.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``table`` (str), ``index`` (str), ``method`` (str: btree, gin, hnsw...),
+            ``is_unique`` (bool), ``size_bytes`` (int64), ``definition`` (str), ordered by
+            table and index.
+        """
+        return self._index_frame()[["table", "index", "method", "is_unique", "size_bytes",
+                                    "definition"]].astype(
+            {"table": "string", "index": "string", "method": "string", "is_unique": "bool",
+             "size_bytes": "int64", "definition": "string"})
+
+    def index_statistics(self) -> pd.DataFrame:
+        """Cumulative usage counters of the memory tables' indexes, with sizes.
+
+        Flushes this process's pending statistics first (``pg_stat_force_next_flush``,
+        PostgreSQL 15+) and reads a fresh snapshot; other connections flush on their own within
+        about a second. See :func:`htm_analytics.index_usage` for the columns.
+        """
+        self._flush_statistics()
+        return self._index_frame()
+
+    def _index_frame(self) -> pd.DataFrame:
+        return self.fetch_frame(
+            # last_idx_scan exists from PostgreSQL 16; through jsonb it is NULL before.
+            """SELECT s.relname AS table, s.indexrelname AS index, am.amname AS method,
+                      x.indisunique AS is_unique, x.indisprimary AS is_primary,
+                      s.idx_scan, s.idx_tup_read, s.idx_tup_fetch,
+                      (to_jsonb(s) ->> 'last_idx_scan')::timestamptz AS last_idx_scan,
+                      pg_relation_size(s.indexrelid) AS size_bytes,
+                      pg_get_indexdef(s.indexrelid) AS definition
+               FROM pg_stat_user_indexes s
+               JOIN pg_index x ON x.indexrelid = s.indexrelid
+               JOIN pg_class i ON i.oid = s.indexrelid
+               JOIN pg_am am ON am.oid = i.relam
+               WHERE s.schemaname = 'public' AND s.relname = ANY(%s::text[])
+               ORDER BY s.relname, s.indexrelname""",
+            (list(_STATISTICS_TABLES),))
+
+    def table_statistics(self) -> pd.DataFrame:
+        """Per-table activity counters; see :func:`htm_analytics.table_health`."""
+        self._flush_statistics()
+        return self.fetch_frame(
+            """SELECT relname AS table, n_live_tup, n_dead_tup, seq_scan,
+                      coalesce(idx_scan, 0) AS idx_scan, n_tup_ins, n_tup_upd, n_tup_hot_upd,
+                      n_tup_del, last_vacuum, last_autovacuum, last_analyze, last_autoanalyze,
+                      pg_total_relation_size(relid) AS total_bytes
+               FROM pg_stat_user_tables
+               WHERE schemaname = 'public' AND relname = ANY(%s::text[])
+               ORDER BY relname""", (list(_STATISTICS_TABLES),))
+
+    def _flush_statistics(self) -> None:
+        if self._server_version_num >= 150000:
+            # Flushes when this transaction ends; the read that follows runs in a new
+            # transaction, so it takes a fresh statistics snapshot.
+            self._fetch("SELECT pg_stat_force_next_flush()")
+
+    def iter_table_chunks(self, table: str, *, chunk_rows: int = 20_000) -> Iterator[pd.DataFrame]:
+        """Yield a memory table's rows as DataFrames of at most ``chunk_rows`` rows, by id.
+
+        Embeddings come back at their own dimension (the zero padding removed) as float32
+        arrays; ``robots.metadata`` as JSON text. All chunks are read in one transaction, so
+        together they are one consistent picture of the table.
+        """
+        if table not in _EXPORT_COLUMNS:
+            raise ValidationError(f"must be one of {', '.join(MEMORY_TABLES)}", field="table")
+        chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")
+        query = sql.SQL("SELECT {} FROM {} ORDER BY id").format(
+            sql.SQL(_EXPORT_COLUMNS[table]), sql.Identifier(table))
+        # A named cursor streams from the server instead of loading the table at once.
+        with self._transaction() as cur, \
+                cur.connection.cursor(name=f"export_{table}", binary=True) as stream:
+                stream.execute(query)
+                columns = [c.name for c in stream.description or []]
+                while rows := stream.fetchmany(chunk_rows):
+                    frame = pd.DataFrame(rows, columns=columns)
+                    if "embedding" in frame:
+                        frame["embedding"] = pd.Series(
+                            [None if v is None else to_numpy(v) for v in frame["embedding"]],
+                            index=frame.index, dtype=object)
+                    yield frame

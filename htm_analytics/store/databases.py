@@ -1,0 +1,89 @@
+"""Databases by name on one server: point a URL at another database, create, drop, scratch.
+
+The demo, the benchmarks and the test suite each keep their memory in a database of its own
+on the configured (or embedded) server; these helpers are the one way they do it. Names are
+always quoted identifiers, never interpolated text.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ..connection import mask_url
+from ..errors import ValidationError, translate_database_error
+from ._common import Statement
+
+__all__ = ["with_database", "database_exists", "create_database", "drop_database",
+           "scratch_database"]
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name or len(name.encode("utf-8")) > 63 \
+            or "\x00" in name:
+        raise ValidationError("must be a database name of 1 to 63 bytes", field="database")
+    return name
+
+
+def with_database(url: str, name: str) -> str:
+    """``url`` pointed at the database ``name`` on the same server, with the same user and
+    settings (a libpq keyword string)."""
+    params = conninfo_to_dict(url)
+    params["dbname"] = _check_name(name)
+    return make_conninfo(**{key: str(value) for key, value in params.items()})
+
+
+def _admin(server_url: str, statement: Statement,
+           params: tuple[object, ...] | None = None) -> list[tuple[object, ...]]:
+    """Run one statement outside a transaction (CREATE/DROP DATABASE need that)."""
+    try:
+        with psycopg.connect(server_url, autocommit=True, connect_timeout=10) as conn:
+            cursor = conn.execute(statement, params)
+            return cursor.fetchall() if cursor.description else []
+    except psycopg.Error as exc:
+        raise translate_database_error(exc, url=mask_url(server_url)) from exc
+
+
+def database_exists(server_url: str, name: str) -> bool:
+    """Whether the server has a database called ``name``."""
+    return bool(_admin(server_url, "SELECT 1 FROM pg_database WHERE datname = %s",
+                       (_check_name(name),)))
+
+
+def create_database(server_url: str, name: str, *, template: str | None = None,
+                    replace: bool = False) -> str:
+    """Create the database ``name`` (a copy of ``template`` if given) and return its URL.
+
+    ``replace`` drops an existing database of that name first, disconnecting its sessions.
+    """
+    create = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(_check_name(name)))
+    if template is not None:
+        create += sql.SQL(" TEMPLATE {}").format(sql.Identifier(_check_name(template)))
+    if replace:
+        drop_database(server_url, name)
+    _admin(server_url, create)
+    return with_database(server_url, name)
+
+
+def drop_database(server_url: str, name: str) -> None:
+    """Drop the database ``name`` if it exists, disconnecting its sessions."""
+    _admin(server_url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
+        sql.Identifier(_check_name(name))))
+
+
+@contextmanager
+def scratch_database(server_url: str, prefix: str = "htm_scratch", *,
+                     template: str | None = None) -> Iterator[str]:
+    """A new database with a unique name (``prefix`` + random hex), dropped afterwards;
+    yields its URL."""
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    url = create_database(server_url, name, template=template)
+    try:
+        yield url
+    finally:
+        drop_database(server_url, name)

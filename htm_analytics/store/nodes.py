@@ -1,0 +1,268 @@
+"""Nodes: remembering content once per SHA-256, retrieving, deleting, embedding provenance."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from psycopg import errors as pg_errors
+
+from ..errors import DatabaseError, EmbeddingError, ValidationError
+from ..validation import (
+    prepare_embedding,
+    tag_ancestors,
+    validate_content,
+    validate_id,
+    validate_ids,
+    validate_tag,
+)
+from ._base import StoreBase
+from ._common import LOG_EVENTS, NODE_COLUMNS, content_hash, embedding_model_names, to_numpy
+from .tagging import TAG_NODE, ensure_tags
+
+__all__ = ["NodesMixin"]
+
+_INSERT_NODE = """
+INSERT INTO nodes (content, content_hash, token_count, embedding, embedding_dimension)
+VALUES (%(content)s, %(hash)s, %(token_count)s, %(embedding)s, %(dimension)s)
+ON CONFLICT (content_hash) DO NOTHING
+RETURNING id"""
+
+_FIND_NODE_BY_HASH = "SELECT id FROM nodes WHERE content_hash = %s"
+
+_RECORD_EMBEDDING_MODEL = """
+INSERT INTO node_embedding_models (node_id, provider, model, dimension)
+VALUES (%(node_id)s, %(provider)s, %(model)s, %(dimension)s)
+ON CONFLICT (node_id) DO NOTHING"""
+
+_FILL_MISSING_EMBEDDING = """
+UPDATE nodes SET embedding = %(embedding)s, embedding_dimension = %(dimension)s,
+                 updated_at = CURRENT_TIMESTAMP
+WHERE id = %(node_id)s AND embedding IS NULL"""
+
+_LINK_ROBOT = """
+INSERT INTO robot_nodes AS rn (robot_id, node_id)
+VALUES (%(robot_id)s, %(node_id)s)
+ON CONFLICT (robot_id, node_id) DO UPDATE
+   SET remember_count = rn.remember_count + 1,
+       last_remembered_at = CURRENT_TIMESTAMP,
+       updated_at = CURRENT_TIMESTAMP
+RETURNING id, robot_id, node_id, first_remembered_at, last_remembered_at, remember_count,
+          created_at, updated_at"""
+
+
+_RETRIEVE = f"""
+UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
+WHERE id = %s
+RETURNING {NODE_COLUMNS},
+       CASE WHEN embedding_dimension IS NOT NULL
+            THEN subvector(embedding, 1, embedding_dimension) END AS embedding"""
+
+
+class NodesMixin(StoreBase):
+    """Adding, reading and deleting nodes (see :class:`~htm_analytics.LongTermMemory`)."""
+
+    def add(
+        self,
+        *,
+        content: str,
+        robot_id: int,
+        token_count: int = 0,
+        embedding: Sequence[float] | np.ndarray | None = None,
+        embedding_model: tuple[str, str] | None = None,
+        tags: Sequence[str] = (),
+    ) -> dict[str, Any]:
+        """Remember ``content`` for a robot, storing identical content once.
+
+        The SHA-256 of the content finds an existing node. The same robot remembering it
+        again increments its ``remember_count`` and ``last_remembered_at``; another robot gets
+        its own ``robot_nodes`` row. One transaction: nothing is half-written, and concurrent
+        callers adding the same content end with one node and exact counts.
+
+        Parameters
+        ----------
+        content : str
+            Text of the memory; leading and trailing white space is stripped first.
+        robot_id : int
+            A registered robot (:meth:`register_robot`).
+        token_count : int
+            Tokens in the content, for working-memory budgets.
+        embedding : sequence of float or numpy.ndarray, optional
+            Up to 2000 finite numbers; stored zero-padded to 2000 with its real dimension in
+            ``embedding_dimension``. Given for content that is already stored without an
+            embedding, it fills the gap.
+        embedding_model : (provider, model), optional
+            Which model produced ``embedding`` (``("ollama", "nomic-embed-text")``), recorded
+            so that searches can refuse query vectors from another model.
+        tags : sequence of str
+            Tags to attach, with their ancestors, in the same transaction.
+
+        Returns
+        -------
+        dict
+            ``node_id`` (int), ``is_new`` (bool) and ``robot_node`` (dict: the robot's
+            ``robot_nodes`` row with ``remember_count``, ``first_remembered_at``,
+            ``last_remembered_at``).
+
+        Raises
+        ------
+        ValidationError
+            Empty content, NUL bytes, a bad embedding, a negative token count or an unknown
+            robot.
+        """
+        content = validate_content(content)
+        robot_id = validate_id(robot_id, field="robot_id")
+        if isinstance(token_count, bool) or not isinstance(token_count, (int, np.integer)) \
+                or token_count < 0 or token_count > 2**31 - 1:
+            raise ValidationError(f"must be an integer >= 0, got {token_count!r}",
+                                  field="token_count")
+        vector, dimension = (prepare_embedding(embedding) if embedding is not None
+                             else (None, None))
+        provider, model = embedding_model_names(embedding_model)
+        if isinstance(tags, str):
+            raise ValidationError("must be a list of tags, not one string", field="tags")
+        tag_names = list(dict.fromkeys(a for t in tags for a in tag_ancestors(validate_tag(t))))
+        digest = content_hash(content)
+        with self._transaction() as cur:
+            row = cur.execute(_INSERT_NODE, {
+                "content": content, "hash": digest, "token_count": int(token_count),
+                "embedding": vector, "dimension": dimension}).fetchone()
+            is_new = row is not None
+            stored_vector = is_new and vector is not None
+            if row is None:
+                # A committed twin exists (ON CONFLICT waited for any concurrent insert, and
+                # this new statement's snapshot sees it).
+                row = cur.execute(_FIND_NODE_BY_HASH, (digest,)).fetchone()
+                if row is None:
+                    raise DatabaseError("deduplication lost its node; please retry")
+                if vector is not None:
+                    cur.execute(_FILL_MISSING_EMBEDDING, {
+                        "embedding": vector, "dimension": dimension, "node_id": row["id"]})
+                    stored_vector = cur.rowcount == 1
+            node_id = int(row["id"])
+            try:
+                robot_node = cur.execute(
+                    _LINK_ROBOT, {"robot_id": robot_id, "node_id": node_id}).fetchone()
+            except pg_errors.ForeignKeyViolation as exc:
+                raise ValidationError(
+                    f"no robot with id {robot_id}; register it first with register_robot()",
+                    field="robot_id") from exc
+            cur.execute(LOG_EVENTS, {"kind": "remember", "robot_id": robot_id,
+                                      "node_ids": [node_id]})
+            if stored_vector and provider is not None:
+                cur.execute(_RECORD_EMBEDDING_MODEL, {
+                    "node_id": node_id, "provider": provider, "model": model,
+                    "dimension": dimension})
+            if tag_names:
+                tag_ids = ensure_tags(cur, tag_names)
+                cur.execute(TAG_NODE, {"node_id": node_id,
+                                        "tag_ids": [tag_ids[n] for n in tag_names]})
+        if is_new or tag_names:
+            self._cache.clear()
+        if vector is not None:
+            self._embedding_models = None
+        return {"node_id": node_id, "is_new": is_new, "robot_node": dict(robot_node or {})}
+
+    def embedding_models(self) -> pd.DataFrame:
+        """Which models produced the stored embeddings.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``provider``, ``model`` (string, NA for embeddings stored without that
+            information), ``dimension`` and ``nodes`` (int64), most nodes first.
+        """
+        return self.fetch_frame(
+            """SELECT m.provider, m.model, n.embedding_dimension AS dimension, count(*) AS nodes
+               FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
+               WHERE n.embedding_dimension IS NOT NULL
+               GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3""",
+            dtypes={"provider": "string", "model": "string", "dimension": "int64",
+                    "nodes": "int64"})
+
+    def check_embedding_model(self, provider: str, model: str, dimension: int) -> None:
+        """Refuse to search with vectors of ``provider``/``model`` at ``dimension`` when the
+        stored vectors come from another model or have another dimension.
+
+        Embeddings stored without a model name pass if their dimension matches (there is no
+        way to tell them apart). The answer is cached until this store adds an embedding.
+
+        Raises
+        ------
+        EmbeddingError
+            Naming the stored models and the query's.
+        """
+        if self._embedding_models is None:  # plain tuples: recall checks on every query
+            stored = self.embedding_models().astype(object)
+            self._embedding_models = list(
+                stored.where(stored.notna(), None).itertuples(index=False, name=None))
+        # Unnamed vectors pass on their dimension alone; named ones must be this model's.
+        mismatched = [(p, m, d, n) for p, m, d, n in self._embedding_models
+                      if d != dimension or (p is not None and (p, m) != (provider, model))]
+        if mismatched:
+            found = "; ".join(("unknown model" if p is None else f"{p}/{m}")
+                              + f" ({d}-d, {n:,} nodes)" for p, m, d, n in mismatched)
+            raise EmbeddingError(
+                f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
+                f"vectors include {found}; vectors of different models are not comparable. "
+                "Re-embed the memories, or search with the model that made them.")
+
+    def retrieve(self, node_id: int) -> dict[str, Any] | None:
+        """Return a node and count the access (``access_count + 1``, ``last_accessed = now``).
+
+        Returns
+        -------
+        dict or None
+            Every column of ``nodes``; ``embedding`` is the unpadded float32 vector (or None).
+            None when no such node exists.
+        """
+        node_id = validate_id(node_id, field="node_id")
+        with self._transaction() as cur:
+            row = cur.execute(_RETRIEVE, (node_id,)).fetchone()
+            if row is None:
+                return None
+            cur.execute(LOG_EVENTS, {"kind": "retrieve", "robot_id": None,
+                                      "node_ids": [node_id]})
+        if row["embedding"] is not None:
+            row["embedding"] = to_numpy(row["embedding"])
+        return row
+
+    def robots_of_nodes(self, node_ids: Sequence[int]) -> dict[int, list[str]]:
+        """The names of the robots that remember each node: ``{node_id: [names]}``."""
+        ids = validate_ids(node_ids, field="node_ids")
+        rows = self._fetch("""SELECT rn.node_id, array_agg(r.name ORDER BY r.name) AS robots
+                              FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
+                              WHERE rn.node_id = ANY(%s) GROUP BY rn.node_id""", (ids,))
+        found = {int(r["node_id"]): list(r["robots"]) for r in rows}
+        return {node: found.get(node, []) for node in ids}
+
+    def node_ids_by_content(self, contents: Sequence[str]) -> list[int | None]:
+        """The node id storing each text (compared by SHA-256 of the stripped text), or None."""
+        hashes = [content_hash(validate_content(c)) for c in contents]
+        rows = self._fetch("SELECT content_hash, id FROM nodes WHERE content_hash = ANY(%s)",
+                           (hashes,))
+        found = {r["content_hash"]: int(r["id"]) for r in rows}
+        return [found.get(h) for h in hashes]
+
+    def exists(self, node_id: int) -> bool:
+        """Whether a node with this id exists."""
+        node_id = validate_id(node_id, field="node_id")
+        return bool(self._fetch("SELECT EXISTS (SELECT 1 FROM nodes WHERE id = %s) AS e",
+                                (node_id,))[0]["e"])
+
+    def delete(self, node_id: int) -> bool:
+        """Delete a node permanently; its robot links and tag links go with it (cascade).
+
+        The query cache is cleared. Returns True if a node was deleted, False if none existed.
+        """
+        node_id = validate_id(node_id, field="node_id")
+        with self._transaction() as cur:
+            deleted = cur.execute("DELETE FROM nodes WHERE id = %s RETURNING id",
+                                  (node_id,)).fetchone()
+            if deleted:
+                cur.execute(LOG_EVENTS, {"kind": "delete", "robot_id": None,
+                                          "node_ids": [node_id]})
+        self._cache.clear()
+        return deleted is not None

@@ -1,0 +1,78 @@
+"""The schema: migrations shipped in the package's ``sql/`` folder, applied once each."""
+
+from __future__ import annotations
+
+import importlib.resources
+import re
+from typing import Any
+
+import psycopg
+
+__all__ = ["SCHEMA_VERSION", "apply_migrations", "native_index_dimensions"]
+
+_ADVISORY_LOCK_MIGRATIONS = 7_438_001  # arbitrary, constant: serialises concurrent init-db
+_MIGRATION_FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
+
+
+def _migrations() -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` of every migration shipped in the package, in order."""
+    found = []
+    for entry in importlib.resources.files("htm_analytics").joinpath("sql").iterdir():
+        match = _MIGRATION_FILE.match(entry.name)
+        if match:
+            found.append((int(match.group(1)), match.group(2), entry.read_text("utf-8")))
+    return sorted(found)
+
+
+SCHEMA_VERSION = max(version for version, _, _ in _migrations())
+
+_CREATE_MIGRATIONS_TABLE = """
+CREATE TABLE IF NOT EXISTS public.htm_analytics_migrations (
+    version integer PRIMARY KEY,
+    name text NOT NULL,
+    applied_at timestamp with time zone NOT NULL DEFAULT CURRENT_TIMESTAMP
+)"""
+
+
+def apply_migrations(conn: psycopg.Connection[Any]) -> list[int]:
+    """Create the extensions and schema, applying each pending migration once.
+
+    Runs in one transaction under an advisory lock, so concurrent callers are safe and a
+    failed migration leaves nothing behind. The seed migration is itself idempotent
+    (``IF NOT EXISTS`` throughout), so it also adopts a database that already has the HTM
+    tables without changing them.
+
+    Parameters
+    ----------
+    conn : psycopg.Connection
+        A connection not in a transaction.
+
+    Returns
+    -------
+    list of int
+        The versions applied now (empty when the schema was current).
+    """
+    applied_now: list[int] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK_MIGRATIONS,))
+        conn.execute(_CREATE_MIGRATIONS_TABLE)
+        done = {row[0] for row in conn.execute(
+            "SELECT version FROM public.htm_analytics_migrations")}
+        for version, name, script in _migrations():
+            if version in done:
+                continue
+            conn.execute(script.encode("utf-8"))  # bytes: a script without parameters
+            conn.execute(
+                "INSERT INTO public.htm_analytics_migrations (version, name) VALUES (%s, %s)",
+                (version, name),
+            )
+            applied_now.append(version)
+    return applied_now
+
+
+def native_index_dimensions(conn: psycopg.Connection[Any]) -> list[int]:
+    """Dimensions with a native HNSW index (``idx_nodes_embedding_<d>``) on ``nodes``."""
+    rows = conn.execute("""SELECT indexname FROM pg_indexes
+                           WHERE schemaname = 'public' AND tablename = 'nodes'
+                             AND indexname ~ '^idx_nodes_embedding_[0-9]+$'""").fetchall()
+    return sorted(int(r[0].rsplit("_", 1)[1]) for r in rows)

@@ -1,0 +1,384 @@
+"""Search: vector, full text, fuzzy, hybrid, and the one vocabulary of strategies by name."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any, Literal, get_args
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from .._docs import share_docs
+from ..display import SearchResults
+from ..errors import EmbeddingError, HTMError, ValidationError
+from ..validation import (
+    prepare_embedding,
+    validate_content,
+    validate_positive_int,
+    validate_timeframe,
+)
+from ._common import (
+    MAX_LIMIT,
+    SEARCH_COLUMNS,
+    TextMatch,
+    Timeframe,
+    bind_timeframe,
+    native_distance,
+)
+from ._search_sql import hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
+from .tagging import TaggingMixin
+
+__all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES",
+           "DEFAULT_EF_SEARCH"]
+
+SearchStrategy = Literal["vector", "fulltext", "fulltext_any", "fuzzy", "hybrid", "rrf"]
+"""Every search by name, as :meth:`SearchMixin.search_by_strategy` runs it."""
+
+SEARCH_STRATEGIES: tuple[SearchStrategy, ...] = get_args(SearchStrategy)
+VECTOR_STRATEGIES: frozenset[SearchStrategy] = frozenset({"vector", "hybrid", "rrf"})
+"""The strategies that need a query vector (``embedding`` or ``embedding_service``)."""
+
+DEFAULT_EF_SEARCH = 40
+
+
+def _service_key(service: Any) -> tuple[str, str]:
+    """Cache-key part naming an embedding service by type and model, not by identity."""
+    model = getattr(service, "model", None) or getattr(service, "name", None)
+    return (f"{type(service).__module__}.{type(service).__qualname__}", str(model))
+
+
+class SearchMixin(TaggingMixin):
+    """Every search (see :class:`~htm_analytics.LongTermMemory`); hybrid search uses tags."""
+
+    def _query_vector(self, query: str | None, embedding: Any,
+                      embedding_service: Any) -> tuple[np.ndarray, int]:
+        if embedding is None:
+            if embedding_service is None or not callable(getattr(embedding_service, "embed",
+                                                                 None)):
+                raise ValidationError(
+                    "needs an object with an embed(text) method, or pass embedding=",
+                    field="embedding_service")
+            try:
+                embedding = embedding_service.embed(query)
+            except HTMError:
+                raise
+            except Exception as exc:
+                raise EmbeddingError(
+                    f"the embedding service failed on the query: {exc}") from exc
+            if hasattr(embedding, "to_numpy"):
+                embedding = embedding.to_numpy()
+            if isinstance(embedding, (list, tuple, np.ndarray)) and len(embedding) == 1 \
+                    and np.ndim(embedding[0]) == 1:  # a batch of one
+                embedding = embedding[0]
+        return prepare_embedding(embedding, field="embedding")
+
+    def _search_settings(self, cur: psycopg.Cursor[Any], *, ef_search: int,
+                         filtered: bool) -> None:
+        """Per-transaction HNSW settings: ``SET LOCAL`` never leaks to pooled connections.
+
+        Sequential scans are disabled too: the planner under-costs scans of TOASTed vectors
+        (every padded 2000-d vector is TOASTed), and picks an exact scan + sort that reads
+        every vector, 30k rows in, instead of the HNSW index.
+        """
+        cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
+                    "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
+        if filtered and self.supports_iterative_scan:
+            cur.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+
+    @share_docs
+    def search(
+        self,
+        *,
+        query: str | None = None,
+        limit: int = 20,
+        timeframe: Timeframe = None,
+        embedding_service: Any = None,
+        embedding: Sequence[float] | np.ndarray | None = None,
+    ) -> SearchResults:
+        """Vector similarity search (cosine) through the HNSW index.
+
+        Parameters
+        ----------
+        query : str
+            Text to embed with ``embedding_service``.
+        limit : int
+            Most results, 1 to 1000. ``hnsw.ef_search`` is raised to at least ``limit`` for
+            this query, since an HNSW scan returns at most ``ef_search`` rows.
+        timeframe : (start, end), optional
+            Only nodes whose ``created_at`` is in the range. The filter runs with pgvector's
+            iterative scan (``relaxed_order``) so that it does not starve the result.
+        %(search_vectors)s
+
+        Returns
+        -------
+        list of dict
+            ``id``, ``content``, ``access_count``, ``created_at``, ``token_count`` and
+            ``similarity`` (``1 - cosine distance``), most similar first. Searching does not
+            count as an access (see :meth:`track_access`).
+        """
+        limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
+        frame = validate_timeframe(timeframe)
+        if embedding is None:
+            query = validate_content(query, field="query")
+        vector, dimension = self._query_vector(query, embedding, embedding_service)
+        key = ("search", query if embedding is None else vector.tobytes(), limit, frame,
+               _service_key(embedding_service) if embedding is None else None)
+        return self._cached(key, lambda: self._vector_search(vector, dimension, limit, frame))
+
+    def _vector_search(self, vector: np.ndarray, dimension: int, limit: int,
+                       frame: tuple[dt.datetime, dt.datetime] | None) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit}
+        distance: sql.Composable
+        where: sql.Composable
+        if dimension in self._native_dimensions:
+            distance = native_distance(dimension)
+            params["q"] = vector[:dimension]
+            where = sql.SQL("n.embedding_dimension = {}").format(sql.Literal(dimension))
+        else:
+            distance = sql.SQL("n.embedding <=> %(q)s")
+            params["q"] = vector
+            where = sql.SQL("n.embedding IS NOT NULL")
+        where = sql.SQL("{}{}").format(where, sql.SQL(bind_timeframe(params, frame)))
+        statement = sql.SQL("""
+            SELECT {columns}, 1 - ({distance}) AS similarity
+            FROM nodes n WHERE {where}
+            ORDER BY {distance} LIMIT %(limit)s""").format(
+            columns=sql.SQL(SEARCH_COLUMNS), distance=distance, where=where)
+        with self._transaction() as cur:
+            with cur.connection.pipeline():  # settings and query in one round trip
+                self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, limit),
+                                      filtered=frame is not None)
+                cur.execute(statement, params)
+            rows = cur.fetchall()
+        if frame:  # relaxed_order may return neighbours slightly out of order
+            rows.sort(key=lambda r: -r["similarity"])
+        return rows
+
+    @share_docs
+    def search_fulltext(
+        self,
+        *,
+        query: str,
+        limit: int = 20,
+        timeframe: Timeframe = None,
+        match: TextMatch = "all",
+    ) -> SearchResults:
+        """Full-text search with PostgreSQL's English text search (GIN index).
+
+        Parameters
+        ----------
+        query : str
+            Words to look for.
+        %(search_limit)s
+        %(search_timeframe)s
+        match : {"all", "any", "websearch"}
+            ``"all"`` (the reference behaviour, ``plainto_tsquery``) needs every word;
+            ``"any"`` needs one and ranks by how many match, which finds far more on natural
+            questions; ``"websearch"`` understands quotes, ``or`` and ``-``.
+
+        Returns
+        -------
+        list of dict
+            ``id``, ``content``, ``access_count``, ``created_at``, ``token_count`` and
+            ``rank`` (``ts_rank``), best first.
+        """
+        query = validate_content(query, field="query")
+        limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
+        frame = validate_timeframe(timeframe)
+        tsquery = tsquery_sql(match)
+        key = ("search_fulltext", query, limit, frame, match)
+        params: dict[str, Any] = {"query": query, "limit": limit}
+        where = bind_timeframe(params, frame)
+        statement = f"""
+            SELECT {SEARCH_COLUMNS}, ts_rank(sv.content_tsv, q) AS rank
+            FROM nodes n JOIN node_search_vectors sv ON sv.node_id = n.id
+                CROSS JOIN (SELECT {tsquery} AS q) AS tsq
+            WHERE sv.content_tsv @@ q{where}
+            ORDER BY rank DESC, n.id LIMIT %(limit)s"""
+        return self._cached(key, lambda: self._fetch(statement, params))
+
+    @share_docs
+    def search_fuzzy(
+        self,
+        *,
+        query: str,
+        limit: int = 20,
+        timeframe: Timeframe = None,
+        threshold: float = 0.3,
+        method: Literal["word", "whole"] = "word",
+    ) -> SearchResults:
+        """Typo-tolerant search with pg_trgm trigrams (GIN trigram index).
+
+        Parameters
+        ----------
+        query : str
+            Text to match, typos and all ("semantic retreval").
+        %(search_limit)s
+        %(search_timeframe)s
+        threshold : float
+            Lowest trigram similarity kept, in (0, 1].
+        method : {"word", "whole"}
+            ``"word"`` scores the best-matching stretch of the content
+            (``word_similarity``, operator ``<%``), right for a short query against long
+            memories; ``"whole"`` compares the whole content (``similarity``, operator ``%``).
+
+        Returns
+        -------
+        list of dict
+            ``id``, ``content``, ``access_count``, ``created_at``, ``token_count`` and
+            ``similarity`` (0 to 1), best first.
+        """
+        query = validate_content(query, field="query")
+        limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
+        frame = validate_timeframe(timeframe)
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
+                or not 0 < threshold <= 1:
+            raise ValidationError(f"must be in (0, 1], got {threshold!r}", field="threshold")
+        if method == "word":
+            setting, score, test = ("pg_trgm.word_similarity_threshold",
+                                    "word_similarity(%(query)s, n.content)",
+                                    "%(query)s <%% n.content")
+        elif method == "whole":
+            setting, score, test = ("pg_trgm.similarity_threshold",
+                                    "similarity(n.content, %(query)s)",
+                                    "n.content %% %(query)s")
+        else:
+            raise ValidationError(f"must be 'word' or 'whole', got {method!r}", field="method")
+        params: dict[str, Any] = {"query": query, "limit": limit}
+        where = bind_timeframe(params, frame)
+        statement = f"""
+            SELECT {SEARCH_COLUMNS}, {score} AS similarity
+            FROM nodes n WHERE {test}{where}
+            ORDER BY similarity DESC, n.id LIMIT %(limit)s"""
+
+        def compute() -> list[dict[str, Any]]:
+            with self._transaction() as cur:
+                # The operators read the threshold from a setting: set it for this
+                # transaction only.
+                cur.execute("SELECT set_config(%s, %s, true)", (setting, str(float(threshold))))
+                return cur.execute(statement, params).fetchall()
+
+        return self._cached(("search_fuzzy", query, limit, frame, float(threshold), method),
+                            compute)
+
+    @share_docs
+    def search_hybrid(
+        self,
+        *,
+        query: str,
+        limit: int = 20,
+        timeframe: Timeframe = None,
+        embedding_service: Any = None,
+        embedding: Sequence[float] | np.ndarray | None = None,
+        prefilter_limit: int = 100,
+        fusion: Literal["weighted", "rrf"] = "weighted",
+        match: TextMatch | None = None,
+    ) -> SearchResults:
+        """Hybrid search: full text and tags find candidates, vectors (and tags) rank them.
+
+        ``fusion="weighted"`` is the reference algorithm: candidates are up to
+        ``prefilter_limit`` full-text matches plus up to ``prefilter_limit`` nodes carrying a
+        tag that matches a query word (:meth:`find_query_matching_tags`), all with embeddings;
+        each gets ``combined_score = 0.7 * similarity + 0.3 * tag_boost`` where ``tag_boost`` is
+        the share of the matching tags the node carries.
+
+        ``fusion="rrf"`` is Reciprocal Rank Fusion (k = 60, the method HTM moved to): the top
+        ``prefilter_limit`` of each of three lists (vector neighbours, full-text matches, tag
+        matches) are fused by ``sum(1 / (60 + rank))``, so semantically close nodes are found
+        even when no word matches.
+
+        Parameters
+        ----------
+        query : str
+            The question.
+        %(search_limit)s
+        %(search_timeframe)s
+        %(search_vectors)s
+        prefilter_limit : int
+            Candidates taken from each list, 1 to 1000.
+        fusion : {"weighted", "rrf"}
+            The scoring method.
+        match : {"all", "any", "websearch"}, optional
+            Full-text matching (see :meth:`search_fulltext`); defaults to ``"all"`` for
+            ``"weighted"`` (as the reference) and ``"any"`` for ``"rrf"``.
+
+        Returns
+        -------
+        list of dict
+            ``id``, ``content``, ``access_count``, ``created_at``, ``token_count``,
+            ``similarity``, then for ``"weighted"``: ``tag_boost``, ``combined_score``; for
+            ``"rrf"``: ``rrf_score``, ``vector_rank``, ``fulltext_rank``, ``tag_rank`` (None
+            where the node was not in that list) and ``sources``. Best first.
+        """
+        query = validate_content(query, field="query")
+        limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
+        prefilter_limit = validate_positive_int(prefilter_limit, field="prefilter_limit",
+                                                maximum=MAX_LIMIT)
+        frame = validate_timeframe(timeframe)
+        if fusion not in ("weighted", "rrf"):
+            raise ValidationError(f"must be 'weighted' or 'rrf', got {fusion!r}", field="fusion")
+        match = match or ("all" if fusion == "weighted" else "any")
+        tsquery = tsquery_sql(match)
+        vector, dimension = self._query_vector(query, embedding, embedding_service)
+        key = ("search_hybrid", query, limit, frame, prefilter_limit, fusion, match,
+               _service_key(embedding_service) if embedding is None else vector.tobytes())
+
+        def compute() -> list[dict[str, Any]]:
+            tags = self.find_query_matching_tags(query)
+            params: dict[str, Any] = {"query": query, "limit": limit, "tags": tags,
+                                      "prefilter": prefilter_limit, "q": vector,
+                                      "q_padded": vector}
+            where = bind_timeframe(params, frame)
+            statement: str | sql.Composed
+            if fusion == "weighted":
+                statement = hybrid_weighted_sql(tsquery, where)
+                ef_search = DEFAULT_EF_SEARCH
+            else:
+                native = dimension in self._native_dimensions
+                if native:
+                    params["q"] = vector[:dimension]
+                statement = hybrid_rrf_sql(tsquery, where, dimension if native else None)
+                ef_search = max(DEFAULT_EF_SEARCH, prefilter_limit)
+            with self._transaction() as cur:
+                with cur.connection.pipeline():
+                    self._search_settings(cur, ef_search=ef_search,
+                                          filtered=frame is not None)
+                    cur.execute(statement, params)
+                rows = cur.fetchall()
+            for row in rows:
+                if fusion == "rrf":
+                    row["sources"] = [name for name in ("vector", "fulltext", "tags")
+                                      if row[f"{'tag' if name == 'tags' else name}_rank"]
+                                      is not None]
+            return rows
+
+        return self._cached(key, compute)
+
+    def search_by_strategy(self, strategy: str, *, query: str, limit: int = 20,
+                           timeframe: Timeframe = None, embedding: Any = None,
+                           embedding_service: Any = None) -> SearchResults:
+        """Any search, by name: what recall, the evaluation and the widgets choose from.
+
+        ``vector`` (:meth:`search`), ``fulltext`` (every word), ``fulltext_any`` (any word,
+        ranked), ``fuzzy`` (:meth:`search_fuzzy`), ``hybrid`` (the reference 0.7/0.3
+        weighting) and ``rrf`` (reciprocal rank fusion). ``embedding`` or
+        ``embedding_service`` is needed by vector, hybrid and rrf (``VECTOR_STRATEGIES``)
+        and ignored by the others.
+        """
+        options: dict[str, Any] = {"query": query, "limit": limit, "timeframe": timeframe}
+        vectors = {"embedding": embedding, "embedding_service": embedding_service}
+        match strategy:
+            case "vector":
+                return self.search(**options, **vectors)
+            case "fulltext" | "fulltext_any":
+                return self.search_fulltext(
+                    **options, match="any" if strategy == "fulltext_any" else "all")
+            case "fuzzy":
+                return self.search_fuzzy(**options)
+            case "hybrid" | "rrf":
+                return self.search_hybrid(
+                    **options, **vectors, fusion="rrf" if strategy == "rrf" else "weighted")
+        raise ValidationError(f"must be one of {', '.join(SEARCH_STRATEGIES)}, got "
+                              f"{strategy!r}", field="strategy")

@@ -1,0 +1,115 @@
+"""Every statement the store runs, traceable: a ``tracer`` callback and a debug log.
+
+``LongTermMemory(tracer=print)`` (as sqlite-utils' ``Database(tracer=...)``) calls the tracer
+with each statement's SQL text, its parameters and the seconds it took. Independently, the
+logger ``htm_analytics.sql`` gets one DEBUG record per statement with its duration and the
+parameters *masked* (their types and sizes, never their values), so a notebook user can see
+what a helper ran without memory contents or vectors landing in a log file::
+
+    import logging
+    logging.basicConfig()
+    logging.getLogger("htm_analytics.sql").setLevel(logging.DEBUG)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+__all__ = ["Tracer", "SQL_LOGGER", "mask_parameters", "tracing_cursor_class"]
+
+Tracer = Callable[[str, Any, float], object]
+"""``tracer(sql_text, params, seconds)``: called after each statement (also when it failed)."""
+
+SQL_LOGGER = logging.getLogger("htm_analytics.sql")
+
+
+def _describe(value: Any) -> str:
+    """A value's type and size, never its content."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    shape = getattr(value, "shape", None)
+    if shape is not None:
+        return f"<{type(value).__name__} {'x'.join(str(s) for s in shape)}>"
+    if isinstance(value, (str, bytes)):
+        return f"<{type(value).__name__} {len(value)}>"
+    if isinstance(value, (list, tuple)):
+        return f"<{type(value).__name__} of {len(value)}>"
+    return f"<{type(value).__name__}>"
+
+
+def mask_parameters(params: Any) -> Any:
+    """Parameters with every value replaced by its type and size (for logs)."""
+    if params is None:
+        return None
+    if isinstance(params, Mapping):
+        return {key: _describe(value) for key, value in params.items()}
+    if isinstance(params, Sequence) and not isinstance(params, (str, bytes)):
+        return [_describe(value) for value in params]
+    return _describe(params)
+
+
+def _statement_text(query: Any, context: Any) -> str:
+    if isinstance(query, sql.Composable):
+        return query.as_string(context)
+    if isinstance(query, bytes):
+        return query.decode("utf-8", "replace")
+    return str(query)
+
+
+def _report(tracer: Tracer | None, cursor: Any, query: Any, params: Any,
+            seconds: float) -> None:
+    log = SQL_LOGGER.isEnabledFor(logging.DEBUG)
+    if tracer is None and not log:
+        return
+    text = _statement_text(query, cursor)
+    if log:
+        SQL_LOGGER.debug("%.2f ms: %s; params=%s", seconds * 1000, " ".join(text.split()),
+                         mask_parameters(params))
+    if tracer is not None:
+        tracer(text, params, seconds)
+
+
+class _TracingCursor(psycopg.Cursor[Any]):
+    """A cursor reporting each ``execute``, ``executemany`` and ``copy`` it runs.
+
+    In pipeline mode a statement is only queued by ``execute``, so its reported time is the
+    queueing, not the server's work.
+    """
+
+    tracer: Tracer | None = None
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return super().execute(query, params, **kwargs)
+        finally:
+            _report(self.tracer, self, query, params, time.perf_counter() - started)
+
+    def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+        started = time.perf_counter()
+        try:
+            super().executemany(query, params_seq, **kwargs)
+        finally:
+            _report(self.tracer, self, query, "<many>", time.perf_counter() - started)
+
+    @contextmanager
+    def copy(self, statement: Any, params: Any = None, **kwargs: Any) -> Iterator[Any]:
+        started = time.perf_counter()
+        try:
+            with super().copy(statement, params, **kwargs) as copy:
+                yield copy
+        finally:
+            _report(self.tracer, self, statement, params, time.perf_counter() - started)
+
+
+def tracing_cursor_class(tracer: Tracer | None) -> type[psycopg.Cursor[Any]]:
+    """The cursor class a store's connections use (``connection.cursor_factory``)."""
+    return type("TracingCursor", (_TracingCursor,), {"tracer": staticmethod(tracer)
+                                                      if tracer else None})

