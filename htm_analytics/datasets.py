@@ -14,13 +14,16 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from .tokens import count_tokens
 from .validation import TAG_PATTERN
+
+if TYPE_CHECKING:
+    from .store import LongTermMemory
 
 __all__ = ["CORPUS_ENVIRONMENT_VARIABLE", "find_corpus", "read_corpus", "read_dev_queries",
            "normalize_tag", "DEMO_ROBOTS", "simulate_remembers", "remember_history",
@@ -186,9 +189,9 @@ def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_RO
         {"position": "int64", "robot": "string", "remembered_at": "datetime64[us, UTC]"})
 
 
-def remember_history(store: Any, frame: pd.DataFrame, vectors: np.ndarray | None = None, *,
-                     days: int = 180, end: dt.datetime | None = None, seed: int = 0,
-                     token_counts: bool = False,
+def remember_history(store: LongTermMemory, frame: pd.DataFrame,
+                     vectors: np.ndarray | None = None, *, days: int = 180,
+                     end: dt.datetime | None = None, seed: int = 0, token_counts: bool = False,
                      embedding_model: tuple[str, str] | None = None) -> pd.DataFrame:
     """Load a simulated remembering history of the rows of ``frame`` into ``store``.
 
