@@ -1,0 +1,24 @@
+"""Other agents' memory databases: import them into the store and analyse them in place.
+
+- :mod:`~htm_analytics.peers.ghostkg`: GhostKG (SQLite knowledge graphs with FSRS state).
+- :mod:`~htm_analytics.peers.arandu`: Arandu (PostgreSQL: events, versioned facts, entities).
+- :mod:`~htm_analytics.peers.seaf`: the Self-Engineering Agent Framework (PostgreSQL: tools,
+  executions, workflow patterns, sessions).
+
+See ``docs/peers.md`` for how each system maps onto robots, nodes, tags and events.
+"""
+
+from ._importing import ImportSummary, TableSummary
+from .ghostkg import (
+    fsrs_retrievability,
+    ghostkg_memory_state,
+    ghostkg_retrievability_curves,
+    import_ghostkg,
+    plot_retrievability_curves,
+)
+
+__all__ = [
+    "ImportSummary", "TableSummary",
+    "import_ghostkg", "ghostkg_memory_state", "ghostkg_retrievability_curves",
+    "plot_retrievability_curves", "fsrs_retrievability",
+]

@@ -1,0 +1,29 @@
+"""Shared checks of the peer-import tests: a fingerprint of everything the store holds."""
+
+from __future__ import annotations
+
+import psycopg
+
+STORE_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_events",
+                "node_embedding_models", "import_records")
+
+
+def store_fingerprint(conn: psycopg.Connection) -> dict[str, tuple[int, str]]:
+    """Rows and an md5 of every row's text, per store table: equal means nothing changed."""
+    result = {}
+    for table in STORE_TABLES:
+        row = conn.execute(
+            f"SELECT count(*), md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), '')) "
+            f"FROM {table} t").fetchone()
+        result[table] = (row[0], row[1])
+    return result
+
+
+def writes_so_far(conn: psycopg.Connection) -> int:
+    """Rows inserted, updated or deleted in the store's tables, from pg_stat_user_tables."""
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.execute("SELECT pg_stat_clear_snapshot()")
+    row = conn.execute("""SELECT sum(n_tup_ins + n_tup_upd + n_tup_del)::bigint
+                          FROM pg_stat_user_tables WHERE relname = ANY(%s)""",
+                       (list(STORE_TABLES),)).fetchone()
+    return int(row[0] or 0)
