@@ -27,3 +27,18 @@ def writes_so_far(conn: psycopg.Connection) -> int:
                           FROM pg_stat_user_tables WHERE relname = ANY(%s)""",
                        (list(STORE_TABLES),)).fetchone()
     return int(row[0] or 0)
+
+
+def source_fingerprint(conn: psycopg.Connection, tables: list[str]) -> dict[str, str]:
+    """md5 of every row of each source table: equal before and after means never written."""
+    return {table: conn.execute(
+        f"SELECT count(*) || ':' || md5(coalesce(string_agg(t::text, '|' ORDER BY t::text), ''))"
+        f" FROM {table} t").fetchone()[0] for table in tables}
+
+
+def unit_vectors(rng, n: int, dimension: int):
+    """``n`` random unit vectors (float32)."""
+    import numpy as np
+
+    vectors = rng.standard_normal((n, dimension)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)

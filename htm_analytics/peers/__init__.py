@@ -9,6 +9,13 @@ See ``docs/peers.md`` for how each system maps onto robots, nodes, tags and even
 """
 
 from ._importing import ImportSummary, TableSummary
+from .arandu import (
+    arandu_entity_growth,
+    arandu_fact_versions,
+    arandu_stale_facts,
+    import_arandu,
+    plot_fact_timeline,
+)
 from .ghostkg import (
     fsrs_retrievability,
     ghostkg_memory_state,
@@ -21,4 +28,6 @@ __all__ = [
     "ImportSummary", "TableSummary",
     "import_ghostkg", "ghostkg_memory_state", "ghostkg_retrievability_curves",
     "plot_retrievability_curves", "fsrs_retrievability",
+    "import_arandu", "arandu_fact_versions", "arandu_entity_growth", "arandu_stale_facts",
+    "plot_fact_timeline",
 ]

@@ -62,7 +62,7 @@ class TableSpec:
     """A source table: its query (ordered by its key) and how a row maps."""
 
     table: str
-    query: str
+    query: Any  # str or psycopg.sql.Composed
     mapper: Callable[[dict[str, Any]], SourceRow]
     optional: bool = False
 

@@ -79,6 +79,8 @@ def postgres_source(source: str | LongTermMemory, *, field: str = "url"
         with psycopg.connect(source, connect_timeout=10) as conn:
             conn.read_only = True
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            # Periods and timestamps are computed in UTC, as everywhere in this package.
+            conn.execute("SELECT set_config('TimeZone', 'UTC', true)")
             if conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone():
                 register_vector(conn)
             yield conn
@@ -95,7 +97,7 @@ def table_exists(conn: sqlite3.Connection | psycopg.Connection[Any], table: str)
     return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]  # type: ignore[index]
 
 
-def stream_rows(conn: sqlite3.Connection | psycopg.Connection[Any], query: str,
+def stream_rows(conn: sqlite3.Connection | psycopg.Connection[Any], query: Any,
                 chunk_rows: int) -> Iterator[list[dict[str, Any]]]:
     """Yield the rows of ``query`` as lists of dicts, ``chunk_rows`` at a time.
 
