@@ -23,6 +23,13 @@ from .ghostkg import (
     import_ghostkg,
     plot_retrievability_curves,
 )
+from .seaf import (
+    import_seaf,
+    plot_tool_stats,
+    seaf_composite_candidates,
+    seaf_tool_ngrams,
+    seaf_tool_stats,
+)
 
 __all__ = [
     "ImportSummary", "TableSummary",
@@ -30,4 +37,6 @@ __all__ = [
     "plot_retrievability_curves", "fsrs_retrievability",
     "import_arandu", "arandu_fact_versions", "arandu_entity_growth", "arandu_stale_facts",
     "plot_fact_timeline",
+    "import_seaf", "seaf_tool_stats", "seaf_tool_ngrams", "seaf_composite_candidates",
+    "plot_tool_stats",
 ]

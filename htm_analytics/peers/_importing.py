@@ -279,24 +279,29 @@ def _remember(store: LongTermMemory, rows: list[SourceRow], robot_ids: Mapping[s
 
 def _events(store: LongTermMemory, system: str, rows: list[SourceRow],
             robot_ids: Mapping[str, int], summary: TableSummary) -> list[dict[str, Any]]:
-    """Records for event rows, each with the node its target row became."""
+    """Records for event rows, each with the node its target row became.
+
+    An event's table may name several tables joined by ``|``: the first that imported the
+    key gives the node (a SEAF execution runs a tool or a composite tool).
+    """
     records = []
-    targets: dict[str, list[str]] = {}
+    targets: dict[str, set[str]] = {}
     for row in rows:
         assert row.event is not None
-        targets.setdefault(row.event[1], []).append(row.event[2])
-    nodes = {table: store.imported_keys(system, table, sorted(set(keys)))
+        for table in row.event[1].split("|"):
+            targets.setdefault(table, set()).add(row.event[2])
+    nodes = {table: store.imported_keys(system, table, sorted(keys))
              for table, keys in targets.items()}
     for row in rows:
-        kind, table, key = row.event  # type: ignore[misc]
-        node_id = nodes[table].get(key)
+        kind, tables, key = row.event  # type: ignore[misc]
+        node_id = next((nodes[t][key] for t in tables.split("|") if nodes[t].get(key)), None)
         item: dict[str, Any] = {"key": row.key, "record": row.record,
                                 "robot_id": robot_ids.get(row.robot or "")}
         if node_id is None:
-            reason = f"no imported {table} row {key!r}"
+            reason = f"no imported {tables.replace('|', ' or ')} row"
             summary.rejected += 1
-            summary.reasons[reason if len(summary.reasons) < 50 else "unknown target"] += 1
-            item["record"] = {**row.record, "_rejected": reason}
+            summary.reasons[reason] += 1
+            item["record"] = {**row.record, "_rejected": f"{reason} {key!r}"}
         else:
             item.update(node_id=node_id, event=(row.remembered_at or None, kind))
         records.append(item)
