@@ -270,3 +270,19 @@ def test_100k_logs_stream_in_chunks(tmp_path: Path, ltm: LongTermMemory,
     assert db.execute("SELECT count(*) FROM memory_events").fetchone()[0] == rows
     again = import_ghostkg(path, ltm, chunk_rows=chunk).tables["logs"]
     assert (again.already_imported, again.imported) == (rows, 0)
+
+
+def test_cli_import(tmp_path: Path, database_url: str, db: psycopg.Connection) -> None:
+    from click.testing import CliRunner
+
+    from htm_analytics.cli import cli
+
+    path = tmp_path / "agents.db"
+    data = build_ghostkg(path)
+    result = CliRunner().invoke(cli, ["--db", database_url, "import", "ghostkg", str(path),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["table"]: r for r in json.loads(result.stdout)}
+    assert rows["edges"]["imported"] == len(data["edges"])
+    assert db.execute("SELECT count(*) FROM import_records").fetchone()[0] == \
+        rows["(total)"]["imported"] + rows["(total)"]["rejected"]
