@@ -23,7 +23,7 @@ from .errors import ValidationError
 from .peers._source import postgres_source
 from .validation import validate_positive_int
 
-__all__ = ["benchmark_table_recall", "DEFAULT_PROBES_SWEEP"]
+__all__ = ["DEFAULT_PROBES_SWEEP", "benchmark_table_recall"]
 
 DEFAULT_PROBES_SWEEP = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_EF_SEARCH_SWEEP = (10, 20, 40, 80, 160, 320)
@@ -172,12 +172,10 @@ def benchmark_table_recall(source: Any, *, table: str, column: str = "embedding"
         for value in sweep:
             rows.append(_measure(conn, statement, parameter, value, vectors[chosen], chosen,
                                  ids, position, distance, kth, k, repeats, target["index"]))
-    frame = pd.DataFrame(rows)
-    for name, value in (("table", table), ("column", column), ("index", target["index"]),
-                        ("method", target["method"]), ("metric", target["metric"]),
-                        ("parameter", parameter), ("index_options", target["options"])):
-        frame.insert(0 if name == "table" else len(frame.columns), name, value)
-    frame["rows"] = len(ids)
+    labels = {"table": table, "column": column, "index": target["index"],
+              "method": target["method"], "metric": target["metric"],
+              "parameter": parameter, "index_options": target["options"]}
+    frame = pd.DataFrame([{**labels, **row, "rows": len(ids)} for row in rows])
     return frame.astype({"table": "string", "column": "string", "index": "string",
                          "method": "string", "metric": "string", "parameter": "string",
                          "index_options": "string", "value": "int64", "k": "int64",

@@ -352,6 +352,12 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
         returns the settings finished so far, with ``attrs["interrupted"]`` True.
     output : path, optional
         Also write the result to this ``.csv`` or ``.parquet`` file.
+    table, column, index : str, optional
+        Measure the HNSW or IVFFlat ``index`` on ``table.column`` (any pgvector table in the
+        store's database) instead of the store's own; ``queries``, ``k``, ``ef_search``,
+        ``repeats`` and ``seed`` apply, filters and iterative scans do not.
+    probes : int or sequence of int, optional
+        ``ivfflat.probes`` settings to sweep when that index is IVFFlat.
 
     Returns
     -------

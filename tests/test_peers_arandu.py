@@ -5,13 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import numpy as np
 import psycopg
 import pytest
 from conftest import temporary_database
-from pathlib import Path
-from peer_helpers import source_fingerprint, store_fingerprint, unit_vectors, writes_so_far
+from peer_helpers import (
+    source_fingerprint,
+    store_fingerprint,
+    unit_vectors,
+    writes_so_far,
+)
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
@@ -159,7 +164,7 @@ def test_import_twice(arandu: tuple[str, dict], ltm: LongTermMemory,
     assert row[2] == 1536 and (row[4], row[5]) == ("openai", "text-embedding-3-small")
     stored = np.array([float(x) for x in row[3].strip("[]").split(",")], dtype=np.float32)
     np.testing.assert_allclose(stored, fact[9].to_numpy(), rtol=1e-6)
-    kind, name = fact[2].split(":")
+    kind = fact[2].split(":")[0]
     assert {"arandu", "arandu:fact", kind, fact[2]} <= set(row[6])
     assert row[7]["valid_to"] == fact[5].isoformat()
     assert row[7]["valid_from"] == fact[4].isoformat()

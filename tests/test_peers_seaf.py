@@ -4,6 +4,7 @@ the recall benchmark on its IVFFlat index (and an HNSW one)."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -13,7 +14,12 @@ import numpy as np
 import psycopg
 import pytest
 from conftest import temporary_database
-from peer_helpers import source_fingerprint, store_fingerprint, unit_vectors, writes_so_far
+from peer_helpers import (
+    source_fingerprint,
+    store_fingerprint,
+    unit_vectors,
+    writes_so_far,
+)
 from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
@@ -155,7 +161,7 @@ def test_tool_analytics(seaf: tuple[str, dict]) -> None:
     url, truth = seaf
     executions = truth["executions"]
     stats = seaf_tool_stats(url).set_index("tool_name")
-    for tool in set(e[2] for e in executions):
+    for tool in {e[2] for e in executions}:
         mine = [e for e in executions if e[2] == tool]
         assert stats.loc[tool, "executions"] == len(mine)
         assert stats.loc[tool, "success_rate"] == pytest.approx(np.mean([e[4] for e in mine]))
@@ -168,7 +174,7 @@ def test_tool_analytics(seaf: tuple[str, dict]) -> None:
     pairs: Counter = Counter()
     good: Counter = Counter()
     for steps in by_session.values():
-        for a, b in zip(steps, steps[1:]):
+        for a, b in itertools.pairwise(steps):
             pairs[(a[2], b[2])] += 1
             good[(a[2], b[2])] += a[4] and b[4]
     ngrams = seaf_tool_ngrams(url, n=2, top=None)

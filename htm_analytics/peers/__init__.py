@@ -32,11 +32,21 @@ from .seaf import (
 )
 
 __all__ = [
-    "ImportSummary", "TableSummary",
-    "import_ghostkg", "ghostkg_memory_state", "ghostkg_retrievability_curves",
-    "plot_retrievability_curves", "fsrs_retrievability",
-    "import_arandu", "arandu_fact_versions", "arandu_entity_growth", "arandu_stale_facts",
+    "ImportSummary",
+    "TableSummary",
+    "arandu_entity_growth",
+    "arandu_fact_versions",
+    "arandu_stale_facts",
+    "fsrs_retrievability",
+    "ghostkg_memory_state",
+    "ghostkg_retrievability_curves",
+    "import_arandu",
+    "import_ghostkg",
+    "import_seaf",
     "plot_fact_timeline",
-    "import_seaf", "seaf_tool_stats", "seaf_tool_ngrams", "seaf_composite_candidates",
+    "plot_retrievability_curves",
     "plot_tool_stats",
+    "seaf_composite_candidates",
+    "seaf_tool_ngrams",
+    "seaf_tool_stats",
 ]

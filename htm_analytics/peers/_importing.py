@@ -29,8 +29,18 @@ from ..tokens import count_tokens
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_content
 from ._source import count_rows, stream_rows, table_exists
 
-__all__ = ["SourceRow", "TableSpec", "TableSummary", "ImportSummary", "import_tables",
-           "as_utc", "jsonable", "slug_tag", "vector_or_none", "DEFAULT_CHUNK_ROWS"]
+__all__ = [
+    "DEFAULT_CHUNK_ROWS",
+    "ImportSummary",
+    "SourceRow",
+    "TableSpec",
+    "TableSummary",
+    "as_utc",
+    "import_tables",
+    "jsonable",
+    "slug_tag",
+    "vector_or_none",
+]
 
 DEFAULT_CHUNK_ROWS = 5_000
 _NOT_TAG = re.compile(r"[^a-z0-9]+")
@@ -265,7 +275,8 @@ def _remember(store: LongTermMemory, rows: list[SourceRow], robot_ids: Mapping[s
     for dimension, group in groups.items():
         added = store.bulk_add(
             [r.content or "" for r in group], robots=[r.robot or "" for r in group],
-            embeddings=None if dimension is None else np.vstack([r.embedding for r in group]),
+            embeddings=None if dimension is None else np.vstack([r.embedding for r in group
+                                                               if r.embedding is not None]),
             tags=[r.tags for r in group], token_counts=[count_tokens(r.content or "")
                                                         for r in group],
             remembered_at=[r.remembered_at or now for r in group],

@@ -27,8 +27,14 @@ from ..errors import DatabaseError, ValidationError, translate_database_error
 from ..frames import coerce_frame
 from ..store import LongTermMemory
 
-__all__ = ["load_peer_query", "sqlite_source", "postgres_source", "stream_rows", "read_frame",
-           "table_exists"]
+__all__ = [
+    "load_peer_query",
+    "postgres_source",
+    "read_frame",
+    "sqlite_source",
+    "stream_rows",
+    "table_exists",
+]
 
 
 @functools.cache
@@ -137,9 +143,8 @@ def read_frame(source: Any, name: str, params: Mapping[str, Any] | None = None,
         frame = pd.DataFrame([tuple(r) for r in cursor.fetchall()],
                              columns=[c[0] for c in cursor.description])
     else:
-        with postgres_source(source, field=field) as conn:
-            with conn.cursor() as cur:
-                cur.execute(query, dict(params or {}))
-                frame = pd.DataFrame(cur.fetchall(),
-                                     columns=[c.name for c in cur.description or []])
+        with postgres_source(source, field=field) as conn, conn.cursor() as cur:
+            cur.execute(query, dict(params or {}))
+            frame = pd.DataFrame(cur.fetchall(),
+                                 columns=[c.name for c in cur.description or []])
     return coerce_frame(frame, dtypes) if dtypes else frame

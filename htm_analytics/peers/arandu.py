@@ -37,8 +37,13 @@ from ._importing import (
 )
 from ._source import postgres_source, read_frame
 
-__all__ = ["import_arandu", "arandu_fact_versions", "arandu_entity_growth",
-           "arandu_stale_facts", "plot_fact_timeline"]
+__all__ = [
+    "arandu_entity_growth",
+    "arandu_fact_versions",
+    "arandu_stale_facts",
+    "import_arandu",
+    "plot_fact_timeline",
+]
 
 SYSTEM = "arandu"
 

@@ -35,8 +35,14 @@ from ._importing import (
 )
 from ._source import load_peer_query, read_frame, sqlite_source
 
-__all__ = ["import_ghostkg", "ghostkg_memory_state", "ghostkg_retrievability_curves",
-           "plot_retrievability_curves", "fsrs_retrievability", "FSRS_DECAY"]
+__all__ = [
+    "FSRS_DECAY",
+    "fsrs_retrievability",
+    "ghostkg_memory_state",
+    "ghostkg_retrievability_curves",
+    "import_ghostkg",
+    "plot_retrievability_curves",
+]
 
 SYSTEM = "ghostkg"
 #: FSRS-6 trainable decay ``w_20`` (GhostKG's default).

@@ -35,8 +35,15 @@ from ._importing import (
 )
 from ._source import postgres_source, read_frame
 
-__all__ = ["import_seaf", "seaf_tool_stats", "seaf_tool_ngrams", "seaf_composite_candidates",
-           "plot_tool_stats", "TOOL_REGISTRY_ROBOT", "SEAF_EMBEDDING_MODEL"]
+__all__ = [
+    "SEAF_EMBEDDING_MODEL",
+    "TOOL_REGISTRY_ROBOT",
+    "import_seaf",
+    "plot_tool_stats",
+    "seaf_composite_candidates",
+    "seaf_tool_ngrams",
+    "seaf_tool_stats",
+]
 
 SYSTEM = "seaf"
 TOOL_REGISTRY_ROBOT = "seaf:tool-registry"
