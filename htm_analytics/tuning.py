@@ -297,8 +297,14 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
                      repeats: int = 3, dimension: int | None = None, embedder: Any = None,
                      seed: int = 0, exact: bool = False, force_index: bool = False,
                      padded_index: bool = False, progress: bool = True,
-                     output: str | os.PathLike[str] | None = None) -> pd.DataFrame:
+                     output: str | os.PathLike[str] | None = None, table: str | None = None,
+                     column: str = "embedding", index: str | None = None,
+                     probes: int | Sequence[int] | None = None) -> pd.DataFrame:
     """Recall@k and latency of the live HNSW index for each ``ef_search`` (and filter).
+
+    Given ``table`` (and ``column``, ``index``), measures that table's HNSW or IVFFlat index
+    instead, sweeping ``ef_search`` or ``probes``: see
+    :func:`htm_analytics.table_recall.benchmark_table_recall` for that result's columns.
 
     The index is the one the store's searches use: the native-dimension index when
     :meth:`~htm_analytics.LongTermMemory.create_native_index` made one, else the reference
@@ -346,6 +352,12 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
         returns the settings finished so far, with ``attrs["interrupted"]`` True.
     output : path, optional
         Also write the result to this ``.csv`` or ``.parquet`` file.
+    table, column, index : str, optional
+        Measure the HNSW or IVFFlat ``index`` on ``table.column`` (any pgvector table in the
+        store's database) instead of the store's own; ``queries``, ``k``, ``ef_search``,
+        ``repeats`` and ``seed`` apply, filters and iterative scans do not.
+    probes : int or sequence of int, optional
+        ``ivfflat.probes`` settings to sweep when that index is IVFFlat.
 
     Returns
     -------
@@ -364,6 +376,17 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
           ``ef_construction``, ``dimension``, ``repeats`` (int64);
         - ``postgresql``, ``pgvector`` (string): server versions.
     """
+    if table is not None:
+        from .table_recall import benchmark_table_recall
+
+        frame = benchmark_table_recall(
+            store, table=table, column=column, index=index,
+            queries=100 if queries is None else queries, k=k, probes=probes,
+            ef_search=None if ef_search is DEFAULT_EF_SEARCH_SWEEP else ef_search,
+            repeats=repeats, seed=seed)
+        if output is not None:
+            _write(frame, Path(output))
+        return frame
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
     modes = _as_list(iterative_scan)
     for mode in modes:

@@ -115,6 +115,14 @@ def ltm(database_url: str) -> Iterator[LongTermMemory]:
 
 
 @pytest.fixture
+def ltm_one_connection(database_url: str) -> Iterator[LongTermMemory]:
+    """A store on a single pooled connection, whose statistics counters can therefore be
+    flushed on demand (other backends flush theirs up to ten seconds late)."""
+    with LongTermMemory(database_url, pool_size=1) as store:
+        yield store
+
+
+@pytest.fixture
 def db(database_url: str) -> Iterator[psycopg.Connection]:
     """A plain autocommit connection to the test database, for independent checks."""
     with psycopg.connect(database_url, autocommit=True) as conn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from .activity import ActivityMixin
 from .bulk import BulkMixin
 from .catalog import CatalogMixin
+from .imports import ImportsMixin
 from .indexing import IndexingMixin
 from .nodes import NodesMixin
 from .search import SearchMixin
@@ -13,13 +14,14 @@ __all__ = ["LongTermMemory"]
 
 
 class LongTermMemory(NodesMixin, ActivityMixin, SearchMixin, BulkMixin, CatalogMixin,
-                     IndexingMixin):
+                     IndexingMixin, ImportsMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`: ``nodes``
     (add, retrieve, delete), ``activity`` (robots, accesses, working memory), ``search``
     (every search), ``tagging`` (tags and topics), ``bulk`` (:meth:`bulk_add`), ``catalog``
-    (statistics, exports), ``indexing`` (native indexes, tuning sessions), over ``_base``
+    (statistics, exports), ``indexing`` (native indexes, tuning sessions), ``imports``
+    (records of imports from other memory systems), over ``_base``
     (pool, transactions, tracing, cache).
 
     Parameters

@@ -1,0 +1,404 @@
+"""What every peer importer shares: source rows mapped to memories, written in chunks.
+
+An importer describes each source table as a query and a function that turns one source row
+into a :class:`SourceRow` (a memory to remember, an event about an imported memory, or a
+record to keep). :func:`import_tables` streams the rows chunk by chunk, skips rows an earlier
+import recorded (so importing twice changes nothing), remembers the new ones with
+:meth:`LongTermMemory.bulk_add` and keeps every source row whole in ``import_records``.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import decimal
+import math
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import HTMError, ValidationError
+from ..store import LongTermMemory
+from ..tokens import count_tokens
+from ..validation import MAX_EMBEDDING_DIMENSION, validate_content
+from ._source import count_rows, stream_rows, table_exists
+
+__all__ = [
+    "DEFAULT_CHUNK_ROWS",
+    "ImportSummary",
+    "SourceRow",
+    "TableSpec",
+    "TableSummary",
+    "as_utc",
+    "import_tables",
+    "jsonable",
+    "slug_tag",
+    "vector_or_none",
+]
+
+DEFAULT_CHUNK_ROWS = 5_000
+_NOT_TAG = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass
+class SourceRow:
+    """One source row, mapped.
+
+    ``content`` set: a memory remembered by ``robot`` at ``remembered_at`` with ``tags`` and
+    ``embedding``. ``event`` set (``(kind, table, key)``): a ``memory_events`` row of that kind
+    for the node another imported row became. Neither: the row is only kept as a record.
+    ``reject`` names why a row could not be mapped (it is still kept as a record).
+    """
+
+    key: str
+    record: dict[str, Any]
+    content: str | None = None
+    robot: str | None = None
+    remembered_at: dt.datetime | None = None
+    tags: list[str] = field(default_factory=list)
+    embedding: np.ndarray | None = None
+    event: tuple[str, str, str] | None = None
+    reject: str | None = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A source table: its query (ordered by its key) and how a row maps."""
+
+    table: str
+    query: Any  # str or psycopg.sql.Composed
+    mapper: Callable[[dict[str, Any]], SourceRow]
+    optional: bool = False
+
+
+@dataclass
+class TableSummary:
+    """Counts of one source table's import."""
+
+    table: str
+    read: int = 0
+    imported: int = 0
+    already_imported: int = 0
+    duplicates: int = 0
+    rejected: int = 0
+    chunks: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass
+class ImportSummary:
+    """What an import read and did, per source table.
+
+    ``imported`` counts new records (each source row is recorded once); ``duplicates`` the
+    memories whose content was already stored (they reinforce the existing node, which is
+    the store's deduplication); ``already_imported`` rows an earlier import brought in;
+    ``rejected`` rows that could not become a memory, with ``reasons`` (they are recorded
+    all the same, so no source column is lost).
+    """
+
+    system: str
+    source: str
+    tables: dict[str, TableSummary] = field(default_factory=dict)
+    missing_tables: list[str] = field(default_factory=list)
+
+    def table(self, name: str) -> TableSummary:
+        """The counts of one table (created empty on first use)."""
+        return self.tables.setdefault(name, TableSummary(name))
+
+    @property
+    def total(self) -> TableSummary:
+        """Counts over every table."""
+        total = TableSummary("(total)")
+        for part in self.tables.values():
+            for name in ("read", "imported", "already_imported", "duplicates", "rejected",
+                         "chunks"):
+                setattr(total, name, getattr(total, name) + getattr(part, name))
+            total.reasons.update(part.reasons)
+        return total
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per table and a total.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``table`` (string), ``read``, ``imported``, ``already_imported``, ``duplicates``,
+            ``rejected``, ``chunks`` (int64) and ``reasons`` (string: ``reason: count`` joined
+            by ``; ``).
+        """
+        rows = [*self.tables.values(), self.total]
+        frame = pd.DataFrame([{
+            "table": r.table, "read": r.read, "imported": r.imported,
+            "already_imported": r.already_imported, "duplicates": r.duplicates,
+            "rejected": r.rejected, "chunks": r.chunks,
+            "reasons": "; ".join(f"{k}: {v}" for k, v in sorted(r.reasons.items())),
+        } for r in rows])
+        return frame.astype({"table": "string", "read": "int64", "imported": "int64",
+                             "already_imported": "int64", "duplicates": "int64",
+                             "rejected": "int64", "chunks": "int64", "reasons": "string"})
+
+    def __str__(self) -> str:
+        total = self.total
+        text = (f"{self.system} import from {self.source}: {total.read} rows read, "
+                f"{total.imported} imported, {total.already_imported} already imported, "
+                f"{total.duplicates} duplicates, {total.rejected} rejected")
+        if total.reasons:
+            text += " (" + "; ".join(f"{k}: {v}" for k, v in sorted(total.reasons.items())) + ")"
+        if self.missing_tables:
+            text += f"; tables not in the source: {', '.join(self.missing_tables)}"
+        return text
+
+
+# -- value conversion ----------------------------------------------------------------------
+
+def as_utc(value: Any) -> dt.datetime | None:
+    """A timestamp from a source column (SQLite text or a datetime) as aware UTC, or None."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        try:
+            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        value = dt.datetime(value.year, value.month, value.day)
+    if not isinstance(value, dt.datetime):
+        return None
+    # SQLite's CURRENT_TIMESTAMP and naive columns are UTC.
+    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as plain JSON: timestamps in ISO 8601, UUIDs and decimals as text, vectors
+    as lists of floats, bytes as base64, non-finite floats as None."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value.replace("\x00", "") if isinstance(value, str) else value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (uuid.UUID, decimal.Decimal)):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, np.generic):
+        return jsonable(value.item())
+    if hasattr(value, "to_numpy"):  # pgvector's Vector
+        value = value.to_numpy()
+    if isinstance(value, np.ndarray):
+        return [jsonable(float(x)) for x in value.ravel()]
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, (list, tuple, set)):
+        return [jsonable(v) for v in value]
+    return str(value)
+
+
+def slug_tag(*segments: Any) -> str | None:
+    """A valid tag from free text segments: ``("person", "Carlos Díaz")`` gives
+    ``person:carlos-d-az``; None when a segment has no letter or digit left."""
+    parts = []
+    for segment in segments:
+        part = _NOT_TAG.sub("-", str(segment).lower()).strip("-")
+        if not part:
+            return None
+        parts.append(part[:60])
+    return ":".join(parts)
+
+
+def vector_or_none(value: Any) -> np.ndarray | None:
+    """A stored vector as float32, or None when absent."""
+    if value is None:
+        return None
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    if isinstance(value, str):
+        value = [float(x) for x in value.strip("[]").split(",") if x.strip()]
+    return np.asarray(value, dtype=np.float32)
+
+
+def _embedding_problem(vector: np.ndarray) -> str | None:
+    if vector.ndim != 1 or not 0 < vector.size <= MAX_EMBEDDING_DIMENSION:
+        return f"embedding dimension not in 1..{MAX_EMBEDDING_DIMENSION}"
+    if not np.isfinite(vector).all():
+        return "embedding not finite"
+    if not np.abs(vector).max() > 0:
+        return "embedding all zeros"
+    return None
+
+
+# -- the import loop -------------------------------------------------------------------------
+
+def _ensure_robots(store: LongTermMemory, names: Iterable[str],
+                   metadata: Callable[[str], Mapping[str, Any]]) -> dict[str, int]:
+    wanted = sorted(set(names))
+    known = store.robot_ids(wanted)
+    for name in wanted:
+        if name not in known:
+            known[name] = store.register_robot(name, metadata=metadata(name))
+    return known
+
+
+def _prepare(row: SourceRow) -> SourceRow:
+    """Validate what bulk_add would reject, so one bad row never fails its chunk."""
+    if row.reject or row.content is None:
+        return row
+    try:
+        row.content = validate_content(row.content)
+    except ValidationError as exc:
+        row.reject = str(exc)
+        return row
+    if row.embedding is not None:
+        problem = _embedding_problem(row.embedding)
+        if problem:
+            row.reject = problem
+    return row
+
+
+def _remember(store: LongTermMemory, rows: list[SourceRow], robot_ids: Mapping[str, int],
+              embedding_model: tuple[str, str] | None, summary: TableSummary,
+              now: dt.datetime) -> list[dict[str, Any]]:
+    """bulk_add the memories, one call per embedding dimension; return their records."""
+    groups: dict[int | None, list[SourceRow]] = {}
+    for row in rows:
+        dimension = None if row.embedding is None else int(row.embedding.size)
+        groups.setdefault(dimension, []).append(row)
+    records = []
+    for dimension, group in groups.items():
+        added = store.bulk_add(
+            [r.content or "" for r in group], robots=[r.robot or "" for r in group],
+            embeddings=None if dimension is None else np.vstack([r.embedding for r in group
+                                                               if r.embedding is not None]),
+            tags=[r.tags for r in group], token_counts=[count_tokens(r.content or "")
+                                                        for r in group],
+            remembered_at=[r.remembered_at or now for r in group],
+            embedding_model=embedding_model if dimension is not None else None)
+        summary.duplicates += int((~added["is_new"]).sum())
+        for row, node_id in zip(group, added["node_id"].tolist()):
+            records.append({"key": row.key, "record": row.record,
+                            "robot_id": robot_ids[row.robot or ""], "node_id": int(node_id)})
+    return records
+
+
+def _events(store: LongTermMemory, system: str, rows: list[SourceRow],
+            robot_ids: Mapping[str, int], summary: TableSummary) -> list[dict[str, Any]]:
+    """Records for event rows, each with the node its target row became.
+
+    An event's table may name several tables joined by ``|``: the first that imported the
+    key gives the node (a SEAF execution runs a tool or a composite tool).
+    """
+    records = []
+    targets: dict[str, set[str]] = {}
+    for row in rows:
+        assert row.event is not None
+        for table in row.event[1].split("|"):
+            targets.setdefault(table, set()).add(row.event[2])
+    nodes = {table: store.imported_keys(system, table, sorted(keys))
+             for table, keys in targets.items()}
+    for row in rows:
+        kind, tables, key = row.event  # type: ignore[misc]
+        node_id = next((nodes[t][key] for t in tables.split("|") if nodes[t].get(key)), None)
+        item: dict[str, Any] = {"key": row.key, "record": row.record,
+                                "robot_id": robot_ids.get(row.robot or "")}
+        if node_id is None:
+            reason = f"no imported {tables.replace('|', ' or ')} row"
+            summary.rejected += 1
+            summary.reasons[reason] += 1
+            item["record"] = {**row.record, "_rejected": f"{reason} {key!r}"}
+        else:
+            item.update(node_id=node_id, event=(row.remembered_at or None, kind))
+        records.append(item)
+    return records
+
+
+def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], *,
+                  system: str, source: str, chunk_rows: int, progress: bool,
+                  embedding_model: tuple[str, str] | None,
+                  robot_metadata: Callable[[str], Mapping[str, Any]]) -> ImportSummary:
+    """Stream each table of ``specs`` from ``conn`` into ``store``; see the module docstring."""
+    if not isinstance(store, LongTermMemory):
+        raise ValidationError("must be a LongTermMemory", field="store")
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ValidationError(f"must be a positive integer, got {chunk_rows!r}",
+                              field="chunk_rows")
+    summary = ImportSummary(system, source)
+    present = [spec for spec in specs if table_exists(conn, spec.table)]
+    for spec in specs:
+        if spec not in present:
+            if not spec.optional:
+                raise ValidationError(f"the source has no {spec.table} table: is it a "
+                                      f"{system} database?", field="source")
+            summary.missing_tables.append(spec.table)
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=sum(count_rows(conn, s.table) for s in present),
+                   desc=f"importing {system}", unit="row")
+    now = dt.datetime.now(dt.UTC)
+    try:
+        for spec in present:
+            part = summary.table(spec.table)
+            for chunk in stream_rows(conn, spec.query, chunk_rows):
+                _import_chunk(store, system, spec, chunk, part, now, embedding_model,
+                              robot_metadata)
+                if bar is not None:
+                    bar.update(len(chunk))
+    finally:
+        if bar is not None:
+            bar.close()
+    return summary
+
+
+def _import_chunk(store: LongTermMemory, system: str, spec: TableSpec,
+                  chunk: list[dict[str, Any]], part: TableSummary, now: dt.datetime,
+                  embedding_model: tuple[str, str] | None,
+                  robot_metadata: Callable[[str], Mapping[str, Any]]) -> None:
+    part.read += len(chunk)
+    part.chunks += 1
+    rows = [_prepare(spec.mapper(raw)) for raw in chunk]
+    done = store.imported_keys(system, spec.table, [r.key for r in rows])
+    fresh: dict[str, SourceRow] = {}
+    for row in rows:
+        if row.key in done or row.key in fresh:
+            part.already_imported += 1
+        else:
+            fresh[row.key] = row
+    if not fresh:
+        return
+    robot_ids = _ensure_robots(store, [r.robot for r in fresh.values() if r.robot],
+                               robot_metadata)
+    memories, events, records = [], [], []
+    rejected_before = part.rejected
+    for row in fresh.values():
+        if row.reject:
+            part.rejected += 1
+            part.reasons[row.reject] += 1
+            records.append({"key": row.key, "robot_id": robot_ids.get(row.robot or ""),
+                            "record": {**row.record, "_rejected": row.reject}})
+        elif row.content is not None:
+            memories.append(row)
+        elif row.event is not None:
+            events.append(row)
+        else:
+            records.append({"key": row.key, "record": row.record,
+                            "robot_id": robot_ids.get(row.robot or "")})
+    try:
+        if memories:
+            records.extend(_remember(store, memories, robot_ids, embedding_model, part, now))
+        if events:
+            records.extend(_events(store, system, events, robot_ids, part))
+        recorded = store.record_imports(system, spec.table, records)
+        part.imported += recorded - (part.rejected - rejected_before)
+    except HTMError:
+        raise
+    except Exception as exc:  # a mapper's surprise, named with its table
+        raise ValidationError(f"could not import {spec.table}: {exc}", field="source") from exc

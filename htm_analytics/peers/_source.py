@@ -1,0 +1,150 @@
+"""Read-only access to the peer systems' own databases: SQLite files and PostgreSQL URLs.
+
+Nothing here writes to a source: SQLite files are opened with ``mode=ro`` and PostgreSQL
+sessions are read-only transactions. Rows are streamed in chunks so that a million-row table
+never sits in memory at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import os
+import sqlite3
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from ..connection import mask_url
+from ..errors import DatabaseError, ValidationError, translate_database_error
+from ..frames import coerce_frame
+from ..store import LongTermMemory
+
+__all__ = [
+    "load_peer_query",
+    "postgres_source",
+    "read_frame",
+    "sqlite_source",
+    "stream_rows",
+    "table_exists",
+]
+
+
+@functools.cache
+def load_peer_query(name: str) -> str:
+    """The text of ``sql/peers/<name>.sql``."""
+    return importlib.resources.files("htm_analytics").joinpath(
+        "sql", "peers", f"{name}.sql").read_text("utf-8")
+
+
+@contextmanager
+def sqlite_source(path: str | os.PathLike[str], *, field: str = "sqlite_path"
+                  ) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to an existing SQLite file (rows as :class:`sqlite3.Row`)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ValidationError(f"must be a path, got {type(path).__name__}", field=field)
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_file():
+        raise ValidationError(f"no SQLite file at {resolved}", field=field)
+    try:
+        conn = sqlite3.connect(f"{resolved.as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"cannot open {resolved} read-only: {exc}") from exc
+    conn.row_factory = sqlite3.Row
+    try:
+        yield conn
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"reading {resolved} failed: {exc}") from exc
+    finally:
+        conn.close()
+
+
+@contextmanager
+def postgres_source(source: str | LongTermMemory, *, field: str = "url"
+                    ) -> Iterator[psycopg.Connection[Any]]:
+    """One read-only, repeatable-read transaction on a PostgreSQL source.
+
+    ``source`` is a URL or a :class:`LongTermMemory` whose database holds the tables; every
+    table read in the block sees the same snapshot.
+    """
+    if isinstance(source, LongTermMemory):
+        with source.read_only_connection() as conn:
+            yield conn
+        return
+    if not isinstance(source, str) or not source.strip():
+        raise ValidationError("must be a PostgreSQL URL or a LongTermMemory", field=field)
+    shown = mask_url(source)
+    try:
+        with psycopg.connect(source, connect_timeout=10) as conn:
+            conn.read_only = True
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+            # Periods and timestamps are computed in UTC, as everywhere in this package.
+            conn.execute("SELECT set_config('TimeZone', 'UTC', true)")
+            if conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone():
+                register_vector(conn)
+            yield conn
+            conn.rollback()
+    except psycopg.Error as exc:
+        raise translate_database_error(exc, url=shown) from exc
+
+
+def table_exists(conn: sqlite3.Connection | psycopg.Connection[Any], table: str) -> bool:
+    """Whether the source has this table (PostgreSQL: on the search path)."""
+    if isinstance(conn, sqlite3.Connection):
+        return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                            (table,)).fetchone() is not None
+    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]  # type: ignore[index]
+
+
+def stream_rows(conn: sqlite3.Connection | psycopg.Connection[Any], query: Any,
+                chunk_rows: int) -> Iterator[list[dict[str, Any]]]:
+    """Yield the rows of ``query`` as lists of dicts, ``chunk_rows`` at a time.
+
+    PostgreSQL rows come through a server-side cursor, SQLite rows through ``fetchmany``:
+    either way at most one chunk is held in memory.
+    """
+    if isinstance(conn, sqlite3.Connection):
+        cursor = conn.execute(query)
+        while rows := cursor.fetchmany(chunk_rows):
+            yield [dict(row) for row in rows]
+        return
+    with conn.cursor(name="htm_analytics_import", row_factory=dict_row) as cur:
+        cur.itersize = chunk_rows
+        cur.execute(query)
+        while rows := cur.fetchmany(chunk_rows):
+            yield rows
+
+
+def count_rows(conn: sqlite3.Connection | psycopg.Connection[Any], table: str) -> int:
+    """Rows in a source table (for the progress bar)."""
+    if isinstance(conn, sqlite3.Connection):
+        return int(conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0])
+    return int(conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
+        sql.Identifier(table))).fetchone()[0])  # type: ignore[index]
+
+
+def read_frame(source: Any, name: str, params: Mapping[str, Any] | None = None,
+               dtypes: Mapping[str, Any] | None = None, *, field: str = "url") -> pd.DataFrame:
+    """Run ``sql/peers/<name>.sql`` on a source and return its rows as a typed DataFrame.
+
+    ``source`` is an open :class:`sqlite3.Connection` (the query then uses ``:name``
+    parameters), a PostgreSQL URL or a :class:`LongTermMemory`.
+    """
+    query = load_peer_query(name)
+    if isinstance(source, sqlite3.Connection):
+        cursor = source.execute(query, dict(params or {}))
+        frame = pd.DataFrame([tuple(r) for r in cursor.fetchall()],
+                             columns=[c[0] for c in cursor.description])
+    else:
+        with postgres_source(source, field=field) as conn, conn.cursor() as cur:
+            cur.execute(query, dict(params or {}))
+            frame = pd.DataFrame(cur.fetchall(),
+                                 columns=[c.name for c in cur.description or []])
+    return coerce_frame(frame, dtypes) if dtypes else frame

@@ -1,0 +1,282 @@
+"""The Self-Engineering Agent Framework (PostgreSQL + pgvector): import and tool analytics.
+
+Mapping (see ``docs/peers.md``): each session becomes a robot; each message a memory the
+session remembered at ``created_at`` (tagged ``seaf:message:<role>``); each tool and
+composite tool a memory of the robot ``seaf:tool-registry`` (tagged ``seaf:tool`` /
+``seaf:composite-tool`` and ``tool:<name>``) with its 1536-d embedding and model; each
+execution a ``recall`` event of its session on the tool's memory at its ``timestamp``.
+Workflow patterns and tool relationships are kept as records, and every row whole in
+``import_records`` (inputs, outputs, success, latency, file paths...).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from psycopg import sql
+
+from .._plotting import axes_or_new
+from ..errors import ValidationError
+from ..store import LongTermMemory
+from ._importing import (
+    DEFAULT_CHUNK_ROWS,
+    ImportSummary,
+    SourceRow,
+    TableSpec,
+    as_utc,
+    import_tables,
+    jsonable,
+    slug_tag,
+    vector_or_none,
+)
+from ._source import postgres_source, read_frame
+
+__all__ = [
+    "SEAF_EMBEDDING_MODEL",
+    "TOOL_REGISTRY_ROBOT",
+    "import_seaf",
+    "plot_tool_stats",
+    "seaf_composite_candidates",
+    "seaf_tool_ngrams",
+    "seaf_tool_stats",
+]
+
+SYSTEM = "seaf"
+TOOL_REGISTRY_ROBOT = "seaf:tool-registry"
+#: The embedding model SEAF's schema document names for its 1536-d vectors.
+SEAF_EMBEDDING_MODEL = ("openai", "text-embedding-3-small")
+_ARROW = " → "
+
+
+def _tool_tag(name: Any) -> list[str]:
+    tag = slug_tag("tool", name)
+    return [tag] if tag else []
+
+
+def _described(name: Any, docstring: Any) -> str | None:
+    if not name:
+        return None
+    return f"{name}: {docstring.strip()}" if isinstance(docstring, str) and docstring.strip() \
+        else str(name)
+
+
+def _without(row: dict[str, Any], column: str) -> dict[str, Any]:
+    return jsonable({k: v for k, v in row.items() if k != column})
+
+
+def _map_session(row: dict[str, Any]) -> SourceRow:
+    return SourceRow(key=str(row["session_id"]), record=jsonable(row),
+                     robot=str(row["session_id"]))
+
+
+def _map_tool(row: dict[str, Any]) -> SourceRow:
+    return SourceRow(key=str(row["name"]), record=_without(row, "embedding"),
+                     content=_described(row["name"], row.get("docstring")),
+                     robot=TOOL_REGISTRY_ROBOT, remembered_at=as_utc(row.get("created_at")),
+                     tags=["seaf:tool", *_tool_tag(row["name"])],
+                     embedding=vector_or_none(row.get("embedding")))
+
+
+def _map_composite(row: dict[str, Any]) -> SourceRow:
+    tags = ["seaf:composite-tool", *_tool_tag(row["tool_name"])]
+    for component in row.get("component_tools") or []:
+        tags.extend(_tool_tag(component))
+    return SourceRow(key=str(row["tool_name"]), record=_without(row, "embedding"),
+                     content=_described(row["tool_name"], row.get("docstring")),
+                     robot=TOOL_REGISTRY_ROBOT, remembered_at=as_utc(row.get("created_at")),
+                     tags=sorted(set(tags)), embedding=vector_or_none(row.get("embedding")))
+
+
+def _map_message(row: dict[str, Any]) -> SourceRow:
+    role = slug_tag("seaf", "message", row.get("role") or "unknown")
+    return SourceRow(key=str(row["id"]), record=jsonable(row), content=row.get("content"),
+                     robot=str(row["session_id"]), remembered_at=as_utc(row.get("created_at")),
+                     tags=[role] if role else [])
+
+
+def _map_execution(row: dict[str, Any]) -> SourceRow:
+    return SourceRow(key=str(row["id"]), record=jsonable(row), robot=str(row["session_id"]),
+                     remembered_at=as_utc(row.get("timestamp")),
+                     event=("recall", "agent_tools|composite_tools", str(row["tool_name"])))
+
+
+def _map_record(row: dict[str, Any]) -> SourceRow:
+    return SourceRow(key=str(row["id"]), record=jsonable(row))
+
+
+_TABLES: list[tuple[str, str, Callable[[dict[str, Any]], SourceRow], bool]] = [
+    ("agent_sessions", "session_id", _map_session, True),
+    ("agent_tools", "name", _map_tool, False),
+    ("composite_tools", "tool_name", _map_composite, True),
+    ("session_messages", "id", _map_message, True),
+    ("tool_executions", "id", _map_execution, False),
+    ("workflow_patterns", "id", _map_record, True),
+    ("tool_relationships", "id", _map_record, True),
+]
+
+
+def _robot_metadata(name: str) -> dict[str, Any]:
+    if name == TOOL_REGISTRY_ROBOT:
+        return {"imported_from": SYSTEM, "role": "tool registry"}
+    return {"imported_from": SYSTEM, "session_id": name}
+
+
+def import_seaf(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
+                embedding_model: tuple[str, str] | None = SEAF_EMBEDDING_MODEL,
+                progress: bool = False) -> ImportSummary:
+    """Import a Self-Engineering Agent Framework database into ``store`` (read-only).
+
+    Parameters
+    ----------
+    url : str
+        The SEAF PostgreSQL database.
+    store : LongTermMemory
+    chunk_rows : int
+        Source rows read and written at a time.
+    embedding_model : (provider, model) or None
+        Recorded for the imported tool vectors (SEAF's document: OpenAI
+        text-embedding-3-small).
+    progress : bool
+        Show a progress bar (tqdm).
+
+    Returns
+    -------
+    ImportSummary
+        Executions of a tool that is in neither ``agent_tools`` nor ``composite_tools`` are
+        rejected (and kept as records).
+    """
+    specs = [TableSpec(table, sql.SQL("SELECT * FROM {} ORDER BY {}").format(
+        sql.Identifier(table), sql.Identifier(key)), mapper, optional)
+        for table, key, mapper, optional in _TABLES]
+    from ..connection import mask_url
+
+    with postgres_source(url) as conn:
+        return import_tables(store, conn, specs, system=SYSTEM, source=mask_url(url),
+                             chunk_rows=chunk_rows, progress=progress,
+                             embedding_model=embedding_model, robot_metadata=_robot_metadata)
+
+
+# -- analytics on the source ---------------------------------------------------------------
+
+_STATS_DTYPES = {"tool_name": "string", "executions": "int64", "successes": "int64",
+                 "success_rate": "float64", "latency_mean_ms": "float64",
+                 "latency_p50_ms": "float64", "latency_p95_ms": "float64", "sessions": "int64"}
+
+
+def seaf_tool_stats(source: Any) -> pd.DataFrame:
+    """Executions, success rate and latency of each tool.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per tool, most executed first: ``tool_name`` (string), ``executions``,
+        ``successes``, ``sessions`` (int64), ``success_rate``, ``latency_mean_ms``,
+        ``latency_p50_ms``, ``latency_p95_ms`` (float64; NaN when no execution reports a
+        time).
+    """
+    return read_frame(source, "seaf_tool_stats", dtypes=_STATS_DTYPES)
+
+
+def _executions(source: Any) -> pd.DataFrame:
+    return read_frame(source, "seaf_executions", dtypes={
+        "session_id": "string", "execution_order": "int64", "tool_name": "string",
+        "success": "bool", "execution_time_ms": "float64",
+        "executed_at": "datetime64[ns, UTC]"})
+
+
+def _count_ngrams(executions: pd.DataFrame, lengths: range) -> pd.DataFrame:
+    """Contiguous tool windows per session, with how often and how well they ran."""
+    stats: dict[tuple[str, ...], list[Any]] = defaultdict(lambda: [0, set(), 0, 0.0, 0])
+    for session, steps in executions.groupby("session_id", sort=False):
+        tools = steps["tool_name"].tolist()
+        ok = steps["success"].to_numpy()
+        latency = steps["execution_time_ms"].to_numpy()
+        for n in lengths:
+            for start in range(len(tools) - n + 1):
+                entry = stats[tuple(tools[start:start + n])]
+                entry[0] += 1
+                entry[1].add(session)
+                entry[2] += int(ok[start:start + n].all())
+                window = latency[start:start + n]
+                if not np.isnan(window).any():
+                    entry[3] += float(window.sum())
+                    entry[4] += 1
+    rows = [{"ngram": _ARROW.join(tools), "tools": tools, "n": len(tools),
+             "occurrences": e[0], "sessions": len(e[1]), "success_rate": e[2] / e[0],
+             "latency_ms": e[3] / e[4] if e[4] else float("nan")}
+            for tools, e in stats.items()]
+    frame = pd.DataFrame(rows, columns=["ngram", "tools", "n", "occurrences", "sessions",
+                                        "success_rate", "latency_ms"])
+    frame = frame.astype({"ngram": "string", "n": "int64", "occurrences": "int64",
+                          "sessions": "int64", "success_rate": "float64",
+                          "latency_ms": "float64"})
+    return frame.sort_values(["occurrences", "success_rate", "ngram"],
+                             ascending=[False, False, True], kind="stable"
+                             ).reset_index(drop=True)
+
+
+def seaf_tool_ngrams(source: Any, *, n: int = 2, top: int | None = 20) -> pd.DataFrame:
+    """The most frequent runs of ``n`` consecutive tools within a session.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``ngram`` (string, tools joined by " → "), ``tools`` (tuple of str), ``n``,
+        ``occurrences`` (int64: windows), ``sessions`` (int64: distinct sessions),
+        ``success_rate`` (float64: share of windows whose every step succeeded) and
+        ``latency_ms`` (float64: mean total time of a window), most frequent first.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 20:
+        raise ValidationError(f"must be an integer from 1 to 20, got {n!r}", field="n")
+    frame = _count_ngrams(_executions(source), range(n, n + 1))
+    return frame if top is None else frame.head(top).reset_index(drop=True)
+
+
+def seaf_composite_candidates(source: Any, *, max_length: int = 4, min_frequency: int = 3,
+                              min_success_rate: float = 0.8) -> pd.DataFrame:
+    """Tool sequences that meet SEAF's promotion rule for composite tools.
+
+    The rule of SEAF's document: at least 2 tools, seen at least ``min_frequency`` times,
+    succeeding at least ``min_success_rate`` of the time. Sequences are the runs of 2 to
+    ``max_length`` consecutive tools in a session's executions.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The columns of :func:`seaf_tool_ngrams` for the qualifying sequences, plus
+        ``composite_tool`` and ``workflow_pattern`` (string: the composite tool or learned
+        pattern with exactly these tools, if SEAF has one) and ``already_composite`` (bool).
+    """
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+        raise ValidationError(f"must be an integer >= 2, got {max_length!r}",
+                              field="max_length")
+    if not 0 <= min_success_rate <= 1:
+        raise ValidationError("must be between 0 and 1", field="min_success_rate")
+    frame = _count_ngrams(_executions(source), range(2, max_length + 1))
+    frame = frame[(frame["occurrences"] >= min_frequency)
+                  & (frame["success_rate"] >= min_success_rate)].reset_index(drop=True)
+    known = read_frame(source, "seaf_known_sequences")
+    names: dict[str, dict[tuple[str, ...], str]] = {"composite_tool": {},
+                                                    "workflow_pattern": {}}
+    for kind, name, tools in known.itertuples(index=False):
+        names[kind].setdefault(tuple(tools or ()), name)
+    for kind, mapping in names.items():
+        frame[kind] = pd.array([mapping.get(t) for t in frame["tools"]], dtype="string")
+    frame["already_composite"] = frame["composite_tool"].notna().astype(bool)
+    return frame
+
+
+def plot_tool_stats(df: pd.DataFrame, *, ax: Any = None, top: int = 15, **kwargs: Any) -> Any:
+    """Success rate per tool (bars) from :func:`seaf_tool_stats`, labelled with p50 latency."""
+    ax = axes_or_new(ax, (8, 4.5))
+    shown = df.head(top).iloc[::-1]
+    bars = ax.barh(shown["tool_name"].astype(str), shown["success_rate"], **kwargs)
+    labels = ["" if pd.isna(v) else f"{v:.0f} ms" for v in shown["latency_p50_ms"]]
+    ax.bar_label(bars, labels=labels, fontsize="small", padding=2)
+    ax.set_xlim(0, 1.15)
+    ax.set_xlabel("success rate (label: median latency)")
+    return ax

@@ -1,0 +1,289 @@
+"""GhostKG: a database built from its own DDL, imported twice, analysed in place."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import random
+import sqlite3
+import tracemalloc
+from pathlib import Path
+
+import pandas as pd
+import psycopg
+import pytest
+from peer_helpers import store_fingerprint, writes_so_far
+
+from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics.peers import (
+    ghostkg_memory_state,
+    ghostkg_retrievability_curves,
+    import_ghostkg,
+    plot_retrievability_curves,
+)
+
+DDL = (Path(__file__).parent / "peer_schemas" / "ghostkg.sql").read_text()
+START = dt.datetime(2025, 1, 1, 9, 0)
+AGENTS = ["Alice", "Bob", "Carol"]
+ENTITIES = ["I", "climate change", "renewable energy", "carbon tax", "economy", "jobs", "UBI",
+            "nuclear power", "Bob", "Alice", "public transport", "housing"]
+RELATIONS = ["supports", "opposes", "care_about", "affects", "discusses", "prioritize"]
+
+
+def _stamp(when: dt.datetime) -> str:
+    return when.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def build_ghostkg(path: Path, *, seed: int = 3) -> dict:
+    """A small GhostKG memory: three agents debating, with FSRS state and logs."""
+    rng = random.Random(seed)
+    conn = sqlite3.connect(path)
+    conn.executescript(DDL)
+    nodes, edges, logs = [], [], []
+    for agent in AGENTS:
+        for entity in ENTITIES:
+            reviewed = START + dt.timedelta(hours=rng.randint(0, 240))
+            new = rng.random() < 0.15
+            nodes.append((agent, entity, 0.0 if new else round(rng.uniform(0.3, 30), 3),
+                          0.0 if new else round(rng.uniform(1, 10), 3),
+                          None if new else _stamp(reviewed), rng.randint(0, 6),
+                          0 if new else rng.choice([1, 2]), _stamp(START),
+                          rng.randint(1, 10), rng.randint(0, 23)))
+        for _ in range(40):
+            source, target = rng.sample(ENTITIES, 2)
+            edges.append((agent, source, target, rng.choice(RELATIONS), 1.0,
+                          round(rng.uniform(-1, 1), 3),
+                          _stamp(START + dt.timedelta(minutes=rng.randint(0, 20_000))),
+                          rng.randint(1, 10), rng.randint(0, 23)))
+    # The same belief held by two agents: one memory, remembered by both.
+    edges.append(("Alice", "I", "renewable energy", "supports", 1.0, 0.8, _stamp(START),
+                  1, 9))
+    edges.append(("Bob", "I", "renewable energy", "supports", 1.0, 0.5,
+                  _stamp(START + dt.timedelta(days=1)), 2, 9))
+    unique_edges = {}
+    for edge in edges:
+        unique_edges[edge[:4]] = edge
+    edges = list(unique_edges.values())
+    for i in range(60):
+        agent = AGENTS[i % 3]
+        action = "READ" if i % 2 == 0 else "WRITE"
+        entities = rng.sample(ENTITIES[1:8], 2)
+        annotations = ({"author": AGENTS[(i + 1) % 3], "triplets_count": 2, "mode": "FAST",
+                        "entities": entities} if action == "READ"
+                       else {"triplets_count": 1, "external": True,
+                             "context_used": "MY CURRENT STANCE: ..."})
+        content = f"{agent} {action.lower()}s about {entities[0]} and {entities[1]} (turn {i})"
+        logs.append((agent, action, content, None, json.dumps(annotations),
+                     _stamp(START + dt.timedelta(minutes=5 * i)), 1 + i // 24, i % 24))
+    # Content not stored (only its UUID), and a log without an agent: kept, not remembered.
+    logs.append(("Alice", "READ", None, "8c1f0d52-5b7e-4f0e-9d2a-1a2b3c4d5e6f", None,
+                 _stamp(START), 1, 0))
+    logs.append((None, "WRITE", "orphan line", None, None, _stamp(START), 1, 0))
+    conn.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?)", nodes)
+    conn.executemany("INSERT INTO edges VALUES (?,?,?,?,?,?,?,?,?)", edges)
+    conn.executemany("INSERT INTO logs (agent_name, action_type, content, content_uuid, "
+                     "annotations, timestamp, sim_day, sim_hour) VALUES (?,?,?,?,?,?,?,?)",
+                     logs)
+    conn.commit()
+    conn.close()
+    return {"nodes": nodes, "edges": edges, "logs": logs}
+
+
+def _digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_import_twice_keeps_everything_and_changes_nothing(
+        tmp_path: Path, ltm_one_connection: LongTermMemory, db: psycopg.Connection) -> None:
+    ltm = ltm_one_connection
+    path = tmp_path / "agents.db"
+    data = build_ghostkg(path)
+    before = _digest(path)
+    summary = import_ghostkg(path, ltm, chunk_rows=50)
+    counts = summary.to_frame().set_index("table")
+    n_edges, n_logs = len(data["edges"]), len(data["logs"])
+    assert counts.loc["nodes", "read"] == counts.loc["nodes", "imported"] == len(data["nodes"])
+    assert counts.loc["edges", "imported"] == n_edges
+    # Bob's copy of Alice's belief, and nothing else, is a duplicate memory.
+    contents = [f"{e[1]} {e[3]} {e[2]}" for e in data["edges"]]
+    assert counts.loc["edges", "duplicates"] == len(contents) - len(set(contents))
+    assert counts.loc["logs", "rejected"] == 1
+    assert "no agent_name" in counts.loc["logs", "reasons"]
+    assert counts.loc["logs", "imported"] == n_logs - 1
+    assert counts.loc["edges", "chunks"] == math.ceil(n_edges / 50)
+
+    fingerprint, writes = store_fingerprint(db), writes_so_far(db, ltm)
+    again = import_ghostkg(path, ltm, chunk_rows=50).to_frame().set_index("table")
+    assert again.loc["(total)", "already_imported"] == again.loc["(total)", "read"] \
+        == counts.loc["(total)", "read"]
+    assert again.loc["(total)", ["imported", "duplicates", "rejected"]].tolist() == [0, 0, 0]
+    assert store_fingerprint(db) == fingerprint
+    assert writes_so_far(db, ltm) == writes
+    assert _digest(path) == before  # the source was only read
+
+    # Counts: robots are the agents, memories the distinct edge texts and stored log lines.
+    log_texts = {log[2] for log in data["logs"] if log[0] and log[2]}
+    assert db.execute("SELECT count(*) FROM robots").fetchone()[0] == 3
+    assert db.execute("SELECT count(*) FROM nodes").fetchone()[0] == \
+        len(set(contents)) + len(log_texts)
+    assert db.execute("SELECT count(*) FROM import_records").fetchone()[0] == \
+        len(data["nodes"]) + n_edges + n_logs
+    # Every remember is in the event log at the source's own time.
+    assert db.execute("SELECT count(*) FROM memory_events WHERE kind = 'remember'"
+                      ).fetchone()[0] == n_edges + len(log_texts)
+
+    # A sample, field by field.
+    bob = next(e for e in data["edges"] if e[0] == "Bob" and e[1:4] ==
+               ("I", "renewable energy", "supports"))
+    row = db.execute("""
+        SELECT n.content, rn.first_remembered_at, r.metadata,
+               array(SELECT t.name FROM node_tags nt JOIN tags t ON t.id = nt.tag_id
+                     WHERE nt.node_id = n.id ORDER BY t.name),
+               ir.record, rn.remember_count
+        FROM import_records ir JOIN nodes n ON n.id = ir.node_id
+        JOIN robots r ON r.id = ir.robot_id
+        JOIN robot_nodes rn ON rn.node_id = n.id AND rn.robot_id = r.id
+        WHERE ir.source_system = 'ghostkg' AND ir.source_table = 'edges'
+          AND ir.source_key = %s""",
+                     (json.dumps(["Bob", "I", "renewable energy", "supports"]),)).fetchone()
+    assert row[0] == "I supports renewable energy"
+    assert row[1] == dt.datetime.strptime(bob[6], "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.UTC)
+    assert row[2] == {"imported_from": "ghostkg", "source_agent": "Bob"}
+    assert {"entity:i", "entity:renewable-energy", "relation:supports"} <= set(row[3])
+    assert row[4] == {"owner_id": "Bob", "source": "I", "target": "renewable energy",
+                      "relation": "supports", "weight": 1.0, "sentiment": bob[5],
+                      "created_at": bob[6], "sim_day": bob[7], "sim_hour": bob[8]}
+    assert row[5] == 1
+    shared = db.execute("SELECT count(*) FROM robot_nodes rn JOIN nodes n ON n.id = rn.node_id "
+                        "WHERE n.content = 'I supports renewable energy'").fetchone()[0]
+    assert shared == len({e[0] for e in data["edges"]
+                          if e[1:4] == ("I", "renewable energy", "supports")}) >= 2
+    # FSRS state is kept with the entity's record.
+    alice_state = next(n for n in data["nodes"] if n[:2] == ("Alice", "economy"))
+    record = db.execute("SELECT record FROM import_records WHERE source_table = 'nodes' "
+                        "AND source_key = %s", (json.dumps(["Alice", "economy"]),)).fetchone()[0]
+    assert (record["stability"], record["difficulty"], record["reps"], record["state"]) == \
+        alice_state[2:4] + alice_state[5:7]
+    # Annotated entities become tags of the log line.
+    read_log = data["logs"][0]
+    tags = db.execute("""SELECT array_agg(t.name ORDER BY t.name) FROM nodes n
+                         JOIN node_tags nt ON nt.node_id = n.id JOIN tags t ON t.id = nt.tag_id
+                         WHERE n.content = %s""", (read_log[2],)).fetchone()[0]
+    expected = {"ghostkg", "ghostkg:read", "entity"} | {
+        "entity:" + e.lower().replace(" ", "-") for e in json.loads(read_log[4])["entities"]}
+    assert set(tags) == expected
+
+
+def test_fsrs_retrievability_matches_the_documented_formula(tmp_path: Path) -> None:
+    path = tmp_path / "agents.db"
+    data = build_ghostkg(path)
+    as_of = dt.datetime(2025, 1, 20, tzinfo=dt.UTC)
+    state = ghostkg_memory_state(path, as_of=as_of)
+    assert len(state) == len(data["nodes"])
+    assert str(state["last_review"].dtype) == "datetime64[ns, UTC]"
+    w20 = 0.1542
+    factor = 0.9 ** (-1 / w20) - 1
+    for owner, entity, stability, _d, reviewed, *_ in data["nodes"]:
+        got = state[(state["owner_id"] == owner) & (state["entity"] == entity)].iloc[0]
+        if not stability:
+            assert pd.isna(got["retrievability"])
+            continue
+        elapsed = (as_of.replace(tzinfo=None)
+                   - dt.datetime.strptime(reviewed, "%Y-%m-%d %H:%M:%S")).total_seconds() / 86400
+        assert got["elapsed_days"] == pytest.approx(elapsed)
+        assert got["retrievability"] == pytest.approx((1 + factor * elapsed / stability) ** -w20)
+    # Weakest first.
+    known = state["retrievability"].dropna()
+    assert known.is_monotonic_increasing
+
+    curves = ghostkg_retrievability_curves(path, days=40, owners="Alice")
+    assert set(curves["owner_id"]) == {"Alice"}
+    alice = [n for n in data["nodes"] if n[0] == "Alice" and n[2] > 0]
+    assert len(curves) == len(alice) * 41
+    one = curves[curves["entity"] == alice[0][1]]
+    assert one["retrievability"].iloc[0] == 1.0
+    assert one["retrievability"].is_monotonic_decreasing
+    at_stability = (1 + factor * 10 / alice[0][2]) ** -w20
+    assert one.loc[one["day"] == 10, "retrievability"].iloc[0] == pytest.approx(at_stability)
+    ax = plot_retrievability_curves(curves, limit=3)
+    assert len(ax.lines) == 4  # three curves and the 0.9 line
+
+
+def test_bad_input_is_named(tmp_path: Path, ltm: LongTermMemory) -> None:
+    with pytest.raises(ValidationError) as missing:
+        import_ghostkg(tmp_path / "nope.db", ltm)
+    assert missing.value.field == "sqlite_path"
+    empty = tmp_path / "other.db"
+    sqlite3.connect(empty).close()
+    with pytest.raises(ValidationError) as other:
+        import_ghostkg(empty, ltm)
+    assert other.value.field == "source"
+    with pytest.raises(ValidationError) as chunk:
+        import_ghostkg(empty, ltm, chunk_rows=0)
+    assert chunk.value.field == "chunk_rows"
+    with pytest.raises(ValidationError) as days:
+        ghostkg_retrievability_curves(empty, days=0)
+    assert days.value.field == "days"
+
+
+def _log_source(path: Path, rows: int) -> None:
+    conn = sqlite3.connect(path)
+    conn.executescript(DDL)
+    conn.executemany(
+        "INSERT INTO logs (agent_name, action_type, content, annotations, timestamp) "
+        "VALUES (?, ?, ?, ?, ?)",
+        ((AGENTS[i % 3], "READ" if i % 2 else "WRITE", f"message {i} about topic {i % 977}",
+          '{"triplets_count": 1}', _stamp(START + dt.timedelta(seconds=37 * i)))
+         for i in range(rows)))
+    conn.commit()
+    conn.close()
+
+
+def test_memory_is_bounded_by_the_chunk(tmp_path: Path, ltm: LongTermMemory) -> None:
+    path = tmp_path / "logs.db"
+    _log_source(path, 6_000)
+    peaks = {}
+    for chunk in (300, 6_000):
+        tracemalloc.start()
+        try:
+            summary = import_ghostkg(path, ltm, chunk_rows=chunk)
+            peaks[chunk] = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert summary.tables["logs"].chunks == 6_000 // chunk
+    # The second run only reads and skips (all is imported by then), yet holding the whole
+    # table at once costs more than twice the peak of importing it 300 rows at a time.
+    assert peaks[300] < peaks[6_000] / 2, peaks
+
+
+@pytest.mark.slow
+def test_100k_logs_stream_in_chunks(tmp_path: Path, ltm: LongTermMemory,
+                                    db: psycopg.Connection) -> None:
+    path = tmp_path / "big.db"
+    rows, chunk = 100_000, 25_000
+    _log_source(path, rows)
+    summary = import_ghostkg(path, ltm, chunk_rows=chunk)
+    logs = summary.tables["logs"]
+    assert (logs.read, logs.imported, logs.chunks) == (rows, rows, rows // chunk)
+    assert db.execute("SELECT count(*) FROM nodes").fetchone()[0] == rows
+    assert db.execute("SELECT count(*) FROM memory_events").fetchone()[0] == rows
+    again = import_ghostkg(path, ltm, chunk_rows=chunk).tables["logs"]
+    assert (again.already_imported, again.imported) == (rows, 0)
+
+
+def test_cli_import(tmp_path: Path, database_url: str, db: psycopg.Connection) -> None:
+    from click.testing import CliRunner
+
+    from htm_analytics.cli import cli
+
+    path = tmp_path / "agents.db"
+    data = build_ghostkg(path)
+    result = CliRunner().invoke(cli, ["--db", database_url, "import", "ghostkg", str(path),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {r["table"]: r for r in json.loads(result.stdout)}
+    assert rows["edges"]["imported"] == len(data["edges"])
+    assert db.execute("SELECT count(*) FROM import_records").fetchone()[0] == \
+        rows["(total)"]["imported"] + rows["(total)"]["rejected"]
