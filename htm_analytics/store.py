@@ -10,6 +10,7 @@ ever reaches PostgreSQL as bound parameters.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import importlib.resources
 import os
@@ -70,7 +71,8 @@ RRF_K = 60
 HYBRID_SIMILARITY_WEIGHT = 0.7
 HYBRID_TAG_WEIGHT = 0.3
 MAX_LIMIT = 1000
-SEARCH_STRATEGIES = ("vector", "fulltext", "fulltext_any", "fuzzy", "hybrid", "rrf")
+SEARCH_STRATEGIES = ("vector", "fulltext", "fulltext_any", "fuzzy", "hybrid", "rrf",
+                     "vector_bm25")
 MEMORY_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_events")
 # Index usage and table health also cover the tables that serve searches.
 _STATISTICS_TABLES = (*MEMORY_TABLES, "node_search_vectors", "node_embedding_models")
@@ -89,6 +91,13 @@ _EXPORT_COLUMNS = {
     "memory_events": "id, occurred_at, kind, robot_id, node_id",
 }
 DEFAULT_EF_SEARCH = 40
+# search_vector_bm25 (tuned on the corpus dev queries, docs/retrieval.md) and bounded lexical
+# candidates.
+VECTOR_BM25_DEPTH = 100
+VECTOR_BM25_ALPHA = 0.5
+BM25_K1 = 0.9
+BM25_B = 0.4
+LEXICAL_BUDGET = 500
 _ADVISORY_LOCK_MIGRATIONS = 7_438_001  # arbitrary, constant: serialises concurrent init-db
 _MIGRATION_FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
 
@@ -911,6 +920,9 @@ class LongTermMemory:
                 CROSS JOIN (SELECT {tsquery} AS q) AS tsq
             WHERE sv.content_tsv @@ q{where}
             ORDER BY rank DESC, n.id LIMIT %(limit)s"""
+        if match == "any":  # rank a bounded candidate set, not every match
+            return self._cached(key, lambda: self._search_fulltext_any_bounded(query, limit,
+                                                                               frame))
         return self._cached(key, lambda: self._fetch(statement, params))
 
     def search_fuzzy(
@@ -1096,6 +1108,8 @@ class LongTermMemory:
         if strategy in ("hybrid", "rrf"):
             return self.search_hybrid(  # type: ignore[return-value]
                 **options, **vectors, fusion="rrf" if strategy == "rrf" else "weighted")
+        if strategy == "vector_bm25":
+            return self.search_vector_bm25(**options, **vectors)  # type: ignore[return-value]
         raise ValidationError(f"must be one of {', '.join(SEARCH_STRATEGIES)}, got "
                               f"{strategy!r}", field="strategy")
 
@@ -1612,6 +1626,105 @@ class LongTermMemory:
     def native_dimensions(self) -> frozenset[int]:
         """Dimensions that have a native HNSW index (:meth:`create_native_index`)."""
         return frozenset(self._native_dimensions)
+
+    # -- vector + BM25 fusion and bounded lexical search --------------------------------------
+
+    def search_vector_bm25(
+        self,
+        *,
+        query: str,
+        limit: int = 20,
+        timeframe: Timeframe = None,
+        embedding_service: Any = None,
+        embedding: Sequence[float] | np.ndarray | None = None,
+        depth: int = VECTOR_BM25_DEPTH,
+        text_budget: int = LEXICAL_BUDGET,
+        alpha: float = VECTOR_BM25_ALPHA,
+    ) -> list[dict[str, Any]]:
+        """The default recall search: vector similarity and BM25 on one bounded candidate set.
+
+        Candidates are the ``depth`` nearest vectors (HNSW, ``ef_search`` raised to ``depth``)
+        and the memories containing the query's rarest words, taken until about
+        ``text_budget`` matches are expected (document frequencies estimated from
+        PostgreSQL's statistics of ``node_search_vectors``, so no word list is scanned). Every
+        candidate gets its cosine similarity and a BM25 score over all query words (k1 0.9,
+        b 0.4; inverse document frequency from the same statistics); the result is ordered by
+        ``similarity + alpha * bm25 / best bm25 among the candidates``. On the 60,326-memory
+        corpus this finds the right memory more often than any single search and than RRF,
+        in about the time of one any-word full-text query (docs/retrieval.md).
+
+        Parameters
+        ----------
+        query : str
+            The question (its words feed BM25; ``embedding_service`` embeds it).
+        limit : int
+            Most results, 1 to 1000.
+        timeframe : (start, end), optional
+            Only nodes created in the range.
+        embedding_service, embedding
+            As in :meth:`search`.
+        depth : int
+            Vector candidates, ``limit`` to 1000.
+        text_budget : int
+            Expected lexical candidates, 1 to 100,000 (at most 10 times that are read).
+        alpha : float
+            Weight of the normalised BM25 score against the cosine similarity, >= 0.
+
+        Returns
+        -------
+        list of dict
+            ``id``, ``content``, ``access_count``, ``created_at``, ``token_count``,
+            ``similarity`` (None for a memory without a vector), ``bm25`` and ``score``, best
+            first.
+        """
+        query = validate_content(query, field="query")
+        limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
+        depth = max(validate_positive_int(depth, field="depth", maximum=MAX_LIMIT), limit)
+        text_budget = validate_positive_int(text_budget, field="text_budget", maximum=100_000)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
+                or not 0 <= alpha < float("inf"):
+            raise ValidationError(f"must be a finite number >= 0, got {alpha!r}", field="alpha")
+        frame = validate_timeframe(timeframe)
+        vector, dimension = self._query_vector(query, embedding, embedding_service)
+        key = ("search_vector_bm25", query, limit, frame, depth, text_budget, float(alpha),
+               _service_key(embedding_service) if embedding is None else vector.tobytes())
+        params: dict[str, Any] = {"query": query, "limit": limit, "depth": depth,
+                                  "budget": text_budget, "cap": 10 * text_budget,
+                                  "alpha": float(alpha), "k1": BM25_K1, "b": BM25_B}
+        timeframe_sql = _bind_timeframe(params, frame)
+        if dimension in self._native_dimensions:
+            params["q"] = vector[:dimension]
+            distance: sql.Composable = _native_distance(dimension)
+            has_vector: sql.Composable = sql.SQL("n.embedding_dimension = {}").format(
+                sql.Literal(dimension))
+        else:
+            params["q"] = vector
+            distance = sql.SQL("n.embedding <=> %(q)s")
+            has_vector = sql.SQL("n.embedding IS NOT NULL")
+        statement = _search_statement("vector_bm25", timeframe_sql, distance=distance,
+                                      has_vector=has_vector)
+
+        def compute() -> list[dict[str, Any]]:
+            with self._transaction() as cur:
+                with cur.connection.pipeline():
+                    self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, depth),
+                                          filtered=frame is not None)
+                    cur.execute(statement, params)
+                rows = cur.fetchall()
+            return rows
+
+        return self._cached(key, compute)
+
+    def _search_fulltext_any_bounded(self, query: str, limit: int,
+                                     frame: tuple[dt.datetime, dt.datetime] | None,
+                                     text_budget: int = LEXICAL_BUDGET) -> list[dict[str, Any]]:
+        """Any-word full text ranked by ``ts_rank`` over the memories holding the query's
+        rarest words (about ``text_budget`` of them) instead of over every match."""
+        params: dict[str, Any] = {"query": query, "limit": limit, "budget": text_budget,
+                                  "cap": 10 * text_budget}
+        statement = _search_statement("fulltext_any", _bind_timeframe(params, frame),
+                                      tsquery=sql.SQL(_TSQUERY["any"]))
+        return self._fetch(statement, params)
 
 
     # -- tuning experiments -------------------------------------------------------------------
@@ -2192,3 +2305,23 @@ def _hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> s
         FROM fused f JOIN nodes n ON n.id = f.id
         ORDER BY f.rrf_score DESC, n.id LIMIT %(limit)s""").format(
         distance=distance, has_vector=has_vector)
+
+
+# --------------------------------------------------------------------------------------------
+# Vector + BM25 fusion and bounded lexical search: statements from sql/search/
+# --------------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def _search_sql(name: str) -> str:
+    return importlib.resources.files("htm_analytics").joinpath(
+        "sql", "search", f"{name}.sql").read_text(encoding="utf-8")
+
+
+def _search_statement(name: str, timeframe: str, **parts: sql.Composable) -> sql.Composed:
+    """A statement of sql/search/ with the shared lexical head and ``parts`` filled in."""
+    condition = sql.SQL(timeframe)
+    head = sql.SQL(_search_sql("lexical_candidates")).format(
+        timeframe=condition,
+        nodes_join=sql.SQL(" JOIN nodes n ON n.id = sv.node_id" if timeframe else ""))
+    return sql.SQL(_search_sql(name)).format(head=head, timeframe=condition,
+                                             columns=sql.SQL(_SEARCH_COLUMNS), **parts)

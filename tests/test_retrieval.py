@@ -146,3 +146,62 @@ def test_plot_retrieval_and_short_form(store: ha.LongTermMemory,
     ax = ha.plot_retrieval(summary)
     assert len(ax.collections) == 2 and ax.get_xscale() == "log"
     assert ax.texts[0].get_text().startswith("vector (R@10 ")
+
+
+# -- the vector + BM25 strategy and bounded any-word full text ---------------------------------
+
+def test_vector_bm25_beats_each_arm_on_real_queries(store: ha.LongTermMemory,
+                                                    labelled: pd.DataFrame) -> None:
+    summary = ha.evaluate_retrieval(store, labelled, strategies=["vector", "fulltext_any", "rrf",
+                                                                 "vector_bm25"]).summary
+    quality = summary.set_index("strategy")["mrr_at_10"]
+    assert quality["vector_bm25"] > max(quality["vector"], quality["fulltext_any"],
+                                        quality["rrf"])
+    assert "vector_bm25" in ha.htm.RECALL_STRATEGIES
+    assert "vector_bm25" in ha.evaluation.STRATEGIES
+
+
+def test_vector_bm25_scores(store: ha.LongTermMemory, labelled: pd.DataFrame) -> None:
+    frame, vectors = read_corpus(rows=1200)
+    by_id = dict(zip(store.node_ids_by_content(frame["content"].tolist()), vectors))
+    for row in labelled.head(5).itertuples():
+        rows = store.search_vector_bm25(query=row.query, embedding=row.vector, limit=10)
+        scores = [r["score"] for r in rows]
+        assert scores == sorted(scores, reverse=True) and len(rows) == 10
+        for r in rows:  # similarity is the exact cosine, bm25 lifts the score
+            vector = by_id[r["id"]]
+            expected = vector @ row.vector / np.linalg.norm(vector) / np.linalg.norm(row.vector)
+            assert r["similarity"] == pytest.approx(float(expected), abs=1e-5)
+            assert r["similarity"] <= r["score"] <= r["similarity"] + 0.5 + 1e-9
+        best_text = max(rows, key=lambda r: r["bm25"])
+        if best_text["bm25"] > 0:
+            assert best_text["score"] == pytest.approx(best_text["similarity"] + 0.5)
+        # Without the lexical weight it is a nearest-neighbour search (exact at this size).
+        plain = store.search_vector_bm25(query=row.query, embedding=row.vector, limit=10,
+                                         alpha=0)
+        ids = np.array(list(by_id))
+        matrix = np.stack(list(by_id.values()))
+        cosines = matrix @ row.vector / np.linalg.norm(matrix, axis=1)
+        order = np.lexsort((ids, -cosines.round(5)))  # ties (same vector) by id, as the store
+        assert [r["id"] for r in plain] == ids[order[:10]].tolist()
+    with pytest.raises(ha.ValidationError) as error:
+        store.search_vector_bm25(query="x", embedding=labelled["vector"][0], alpha=-1)
+    assert error.value.field == "alpha"
+
+
+def test_bounded_any_word_full_text_ranks_like_the_reference(store: ha.LongTermMemory,
+                                                             labelled: pd.DataFrame) -> None:
+    """With a budget above every match, the bounded ranking is the reference ranking; a
+    small budget reads only the memories holding the rarest word."""
+    reference = """
+        SELECT n.id FROM nodes n JOIN node_search_vectors sv ON sv.node_id = n.id
+        CROSS JOIN (SELECT replace(plainto_tsquery('english', %(q)s)::text, ' & ', ' | ')
+                           ::tsquery AS q) t
+        WHERE sv.content_tsv @@ q ORDER BY ts_rank(sv.content_tsv, q) DESC, n.id LIMIT 10"""
+    for query in labelled["query"].head(5):
+        expected = store.fetch_frame(reference, {"q": query})["id"].tolist()
+        bounded = store._search_fulltext_any_bounded(query, 10, None, 100_000)
+        assert [r["id"] for r in bounded] == expected
+        assert [r["id"] for r in store.search_fulltext(query=query, match="any",
+                                                       limit=10)] == \
+            [r["id"] for r in store._search_fulltext_any_bounded(query, 10, None)]
