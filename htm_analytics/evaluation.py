@@ -315,7 +315,8 @@ def plot_retrieval(df: pd.DataFrame, ax: Any = None, **kwargs: Any) -> Any:
 
 def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vectors: np.ndarray,
                       relevant: Sequence[int], *, k: int = 10,
-                      strategies: Sequence[str] = ("vector", "fulltext", "hybrid", "rrf")
+                      strategies: Sequence[str] = ("vector", "fulltext", "hybrid", "rrf",
+                                                   "vector_bm25")
                       ) -> pd.DataFrame:
     """Recall@k, MRR and latency of each strategy on queries with one known right answer.
 

@@ -899,7 +899,10 @@ class LongTermMemory:
         match : {"all", "any", "websearch"}
             ``"all"`` (the reference behaviour, ``plainto_tsquery``) needs every word;
             ``"any"`` needs one and ranks by how many match, which finds far more on natural
-            questions; ``"websearch"`` understands quotes, ``or`` and ``-``.
+            questions; it ranks the memories holding the query's rarest words (about
+            ``LEXICAL_BUDGET`` expected matches, from PostgreSQL's lexeme statistics) rather
+            than every match, so common words do not make it slow; ``"websearch"``
+            understands quotes, ``or`` and ``-``.
 
         Returns
         -------
