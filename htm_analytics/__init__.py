@@ -14,7 +14,14 @@ from .errors import (
     SchemaError,
     ValidationError,
 )
-from .evaluation import plot_retrieval_quality, retrieval_quality
+from .evaluation import (
+    RetrievalEvaluation,
+    evaluate_retrieval,
+    plot_retrieval,
+    plot_retrieval_quality,
+    read_labelled_queries,
+    retrieval_quality,
+)
 from .htm import HTM
 from .indexes import index_usage, index_usage_delta, plot_index_usage, table_health
 from .report import Report, build_report
@@ -96,6 +103,10 @@ __all__ = [
     "plot_recall_latency",
     "plot_recall_by_ef",
     "retrieval_quality",
+    "evaluate_retrieval",
+    "RetrievalEvaluation",
+    "read_labelled_queries",
+    "plot_retrieval",
     "plot_retrieval_quality",
     "build_report",
     "Report",

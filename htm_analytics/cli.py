@@ -12,7 +12,9 @@ import click
 import pandas as pd
 
 from .demo import run_demo
+from .embeddings import get_embedder
 from .errors import HTMError
+from .evaluation import EVALUATED_STRATEGIES, evaluate_retrieval, read_labelled_queries
 from .indexes import index_usage, table_health
 from .report import build_report
 from .robots import robot_activity, robot_overlap
@@ -439,6 +441,34 @@ def import_seaf_command(ctx: click.Context, source: str, embedding_model: str,
 
     _run_import(ctx, import_seaf, source, fmt, chunk_rows=chunk_rows,
                 embedding_model=_model_option(embedding_model))
+@cli.group("eval")
+def eval_group() -> None:
+    """Measure search quality on labelled queries."""
+
+
+@eval_group.command("retrieval")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--strategies", default=",".join(EVALUATED_STRATEGIES), show_default=True,
+              help="Comma-separated search strategies to compare.")
+@click.option("--k", type=int, default=10, show_default=True,
+              help="Results per search and metric cutoff.")
+@click.option("--embedder", default=None,
+              help="Embedding provider for queries without a vector (see get_embedder).")
+@click.option("--show", type=click.Choice(["summary", "per-query", "significance"]),
+              default="summary", show_default=True, help="Which result to print.")
+@output_options
+@click.pass_context
+def eval_retrieval(ctx: click.Context, path: str, strategies: str, k: int,
+                   embedder: str | None, show: str, fmt: str) -> None:
+    """Recall@1/5/k, MRR@k, nDCG@k and p50/p95 latency per strategy for the labelled
+    queries in PATH (JSON Lines or .csv: query, relevant node ids, optional vector)."""
+    queries = read_labelled_queries(path)
+    with _open_store(ctx, init_schema=False, pool_size=1) as store:
+        result = evaluate_retrieval(
+            store, queries, k=k, strategies=[s.strip() for s in strategies.split(",")],
+            embedding_service=get_embedder(embedder) if embedder else None)
+    emit({"summary": result.summary, "per-query": result.per_query,
+          "significance": result.significance}[show], fmt)
 
 
 def main() -> None:

@@ -1,79 +1,341 @@
-"""Search quality on labelled queries: which strategy finds the right memory."""
+"""Search quality on labelled queries: which strategy finds the right memory, and how fast.
+
+Metrics come from ``ir_measures`` (the trec_eval implementations through pytrec_eval), paired
+significance from ``scipy.stats``; this module only runs the searches and shapes the frames.
+"""
 
 from __future__ import annotations
 
+import itertools
+import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import ir_measures
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ._plotting import axes_or_new
 from .errors import ValidationError
-from .store import SEARCH_STRATEGIES, LongTermMemory
+from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
 from .validation import validate_positive_int
 
-__all__ = ["retrieval_quality", "plot_retrieval_quality"]
+__all__ = ["EVALUATED_STRATEGIES", "RetrievalEvaluation", "evaluate_retrieval",
+           "read_labelled_queries", "plot_retrieval", "retrieval_quality",
+           "plot_retrieval_quality"]
+
+# Fuzzy matching answers a different question (typos), so it is measured only on request.
+EVALUATED_STRATEGIES = tuple(s for s in SEARCH_STRATEGIES if s != "fuzzy")
 
 
-def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vectors: np.ndarray,
-                      relevant: Sequence[int], *, k: int = 10,
-                      strategies: Sequence[str] = ("vector", "fulltext", "hybrid", "rrf")
-                      ) -> pd.DataFrame:
-    """Recall@k and MRR of each search strategy on queries with one known right answer.
+@dataclass(frozen=True)
+class RetrievalEvaluation:
+    """What :func:`evaluate_retrieval` measured.
+
+    Attributes
+    ----------
+    summary : pandas.DataFrame
+        One row per strategy: ``strategy`` (string), ``recall_at_1``, ``recall_at_5``,
+        ``recall_at_{k}``, ``mrr_at_{k}``, ``ndcg_at_{k}`` (float64, means over queries; a
+        cutoff above ``k`` is left out; nDCG as trec_eval computes it, with the grade as the
+        gain), ``no_result`` (float64: share of queries with no
+        result), ``latency_p50_ms``, ``latency_p95_ms`` (float64, through the store, cache
+        off), ``queries``, ``k`` (int64).
+    per_query : pandas.DataFrame
+        One row per query and strategy, for error analysis: ``query_id`` (int64, position in
+        the input), ``query`` (string), ``strategy`` (string), ``first_relevant_rank`` (Int64:
+        rank of the first relevant result, <NA> when none is in the top k), ``returned``
+        (int64), the same metric columns as ``summary`` (float64) and ``latency_ms``
+        (float64).
+    significance : pandas.DataFrame
+        One row per pair of strategies and metric (``mrr_at_{k}`` and ``recall_at_{k}``):
+        ``strategy_a``, ``strategy_b``, ``metric`` (string), ``mean_a``, ``mean_b``,
+        ``difference`` (a - b), ``p_value`` (paired two-sided t-test over queries),
+        ``p_value_holm`` (Holm-corrected over all rows) (float64) and ``significant``
+        (bool: ``p_value_holm < 0.05``).
+    """
+
+    summary: pd.DataFrame
+    per_query: pd.DataFrame
+    significance: pd.DataFrame
+
+
+def _relevance(value: Any, row: int) -> dict[str, int]:
+    """One query's relevant node ids as ``{id: grade}``: an id, a list of ids, or a mapping."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            raise ValidationError(f"row {row}: relevant ids must be an id, a JSON list or an "
+                                  f"object of id: grade, got {value!r}",
+                                  field="relevant") from None
+    if isinstance(value, Mapping):
+        pairs = list(value.items())
+    elif isinstance(value, (list, tuple, np.ndarray, pd.Series)):
+        pairs = [(v, 1) for v in value]
+    else:
+        pairs = [(value, 1)]
+    graded: dict[str, int] = {}
+    for node, grade in pairs:
+        try:
+            node_id, level = int(node), int(grade)
+        except (TypeError, ValueError):
+            raise ValidationError(f"row {row}: {node!r}: {grade!r} is not a node id and an "
+                                  "integer grade", field="relevant") from None
+        if isinstance(node, float) and not float(node).is_integer():
+            raise ValidationError(f"row {row}: {node!r} is not a node id", field="relevant")
+        graded[str(node_id)] = level
+    if not any(level > 0 for level in graded.values()):
+        raise ValidationError(f"row {row}: no relevant node (grade > 0)", field="relevant")
+    return graded
+
+
+def _query_vectors(queries: pd.DataFrame) -> list[np.ndarray | None]:
+    if "vector" not in queries:
+        return [None] * len(queries)
+    vectors: list[np.ndarray | None] = []
+    for row, value in enumerate(queries["vector"]):
+        if isinstance(value, str):
+            value = json.loads(value) if value.strip() else None
+        if value is None or (np.ndim(value) == 0 and pd.isna(value)):
+            vectors.append(None)
+            continue
+        vector = np.asarray(value, dtype=np.float32)
+        if vector.ndim != 1 or not len(vector) or not np.isfinite(vector).all():
+            raise ValidationError(f"row {row}: not a finite 1-d vector", field="vector")
+        vectors.append(vector)
+    return vectors
+
+
+def _metric_names(k: int) -> dict[str, Any]:
+    cutoffs = sorted({c for c in (1, 5, k) if c <= k})
+    names = {f"recall_at_{c}": ir_measures.R @ c for c in cutoffs}
+    names[f"mrr_at_{k}"] = ir_measures.RR @ k
+    names[f"ndcg_at_{k}"] = ir_measures.nDCG @ k
+    return names
+
+
+def _holm(p_values: np.ndarray) -> np.ndarray:
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
+    order = np.argsort(p_values)
+    scaled = p_values[order] * (len(p_values) - np.arange(len(p_values)))
+    adjusted = np.empty_like(p_values)
+    adjusted[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
+    return adjusted
+
+
+def _paired_p_value(a: np.ndarray, b: np.ndarray) -> float:
+    differences = a - b
+    if not differences.any():
+        return 1.0  # identical on every query
+    if np.ptp(differences) == 0:
+        return 0.0  # the same non-zero difference on every query
+    return float(stats.ttest_rel(a, b).pvalue)
+
+
+def _significance(per_query: pd.DataFrame, strategies: Sequence[str],
+                  metrics: Sequence[str]) -> pd.DataFrame:
+    rows = []
+    for metric in metrics:
+        table = per_query.pivot(index="query_id", columns="strategy", values=metric)
+        for a, b in itertools.combinations(strategies, 2):
+            x, y = table[a].to_numpy(), table[b].to_numpy()
+            rows.append({"strategy_a": a, "strategy_b": b, "metric": metric,
+                         "mean_a": float(x.mean()), "mean_b": float(y.mean()),
+                         "difference": float(x.mean() - y.mean()),
+                         "p_value": _paired_p_value(x, y)})
+    frame = pd.DataFrame(rows, columns=["strategy_a", "strategy_b", "metric", "mean_a",
+                                        "mean_b", "difference", "p_value"])
+    frame["p_value_holm"] = _holm(frame["p_value"].to_numpy(dtype=float))
+    frame["significant"] = frame["p_value_holm"] < 0.05
+    return frame.astype({"strategy_a": "string", "strategy_b": "string", "metric": "string",
+                         "p_value_holm": "float64", "significant": "bool"})
+
+
+def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
+                       strategies: Sequence[str] = EVALUATED_STRATEGIES, k: int = 10,
+                       embedding_service: Any = None) -> RetrievalEvaluation:
+    """Run labelled queries through each search strategy: quality, latency, per query.
 
     Parameters
     ----------
     store : LongTermMemory
-    queries : sequence of str
-        Query texts (used by the full-text part).
-    query_vectors : numpy.ndarray
-        ``(n, d)`` embeddings of the queries, from the model that embedded the memories.
-    relevant : sequence of int
-        For each query, the node id of the memory that answers it.
-    k : int
-        Results per search.
+    queries : pandas.DataFrame
+        ``query`` (str), ``relevant`` (a node id, a list of node ids, or a mapping of node id
+        to an integer grade for graded relevance; JSON text of those is accepted) and
+        optionally ``vector`` (the query's embedding, from the model of the stored vectors).
     strategies : sequence of str
-        Among 'vector', 'fulltext' (every word, the reference behaviour), 'fulltext_any'
-        (any word, ranked), 'fuzzy' (trigram similarity), 'hybrid' (the reference 0.7/0.3
-        weighting) and 'rrf' (reciprocal rank fusion of vectors and any-word full text).
+        Names from :data:`SEARCH_STRATEGIES` (see :meth:`LongTermMemory.search_by_strategy`).
+    k : int
+        Results per search and the cutoff of the metrics, 1 to 1000.
+    embedding_service : object with ``embed``, optional
+        Embeds the queries that have no ``vector``, for the strategies that need one.
+
+    Returns
+    -------
+    RetrievalEvaluation
+        ``summary``, ``per_query`` and ``significance`` frames (see the class).
+
+    Raises
+    ------
+    ValidationError
+        Unknown strategies, missing columns, bad ids or vectors, or a strategy that needs
+        vectors with neither vectors nor ``embedding_service``.
+    """
+    k = validate_positive_int(k, field="k", maximum=1000)
+    if not isinstance(queries, pd.DataFrame) or not {"query", "relevant"} <= set(queries):
+        raise ValidationError("must be a DataFrame with 'query' and 'relevant' columns",
+                              field="queries")
+    if not len(queries):
+        raise ValidationError("holds no queries", field="queries")
+    strategies = list(dict.fromkeys([strategies] if isinstance(strategies, str)
+                                    else strategies))
+    unknown = set(strategies) - set(SEARCH_STRATEGIES)
+    if unknown or not strategies:
+        raise ValidationError(f"unknown strategies {sorted(unknown)}; use {SEARCH_STRATEGIES}",
+                              field="strategies")
+    texts = [str(t) for t in queries["query"]]
+    qrels = [ir_measures.Qrel(str(i), node, grade)
+             for i, value in enumerate(queries["relevant"])
+             for node, grade in _relevance(value, i).items()]
+    relevant = {(q.query_id, q.doc_id) for q in qrels if q.relevance > 0}
+    vectors = _query_vectors(queries)
+    if any(v is None for v in vectors) and embedding_service is None \
+            and VECTOR_STRATEGIES & set(strategies):
+        raise ValidationError(f"{sorted(VECTOR_STRATEGIES & set(strategies))} need a vector for "
+                              "every query: add a 'vector' column or pass embedding_service",
+                              field="vector")
+    metrics = _metric_names(k)
+    rows: list[dict[str, Any]] = []
+    for strategy in strategies:
+        def search(position: int, strategy: str = strategy) -> list[dict[str, Any]]:
+            return store.search_by_strategy(
+                strategy, query=texts[position], limit=k, embedding=vectors[position],
+                embedding_service=embedding_service)
+
+        search(0)  # warm up the connection and the plan; not timed
+        run, timings, found = [], [], []
+        for position in range(len(texts)):
+            store.clear_cache()  # time the search, not the cache
+            started = time.perf_counter()
+            results = search(position)
+            timings.append((time.perf_counter() - started) * 1000)
+            ids = [str(r["id"]) for r in results]
+            found.append(ids)
+            # Distinct descending scores keep the store's order (trec_eval sorts by score).
+            run += [ir_measures.ScoredDoc(str(position), node, float(len(ids) - rank))
+                    for rank, node in enumerate(ids)]
+        values: dict[tuple[str, str], float] = {
+            (m.query_id, str(m.measure)): m.value
+            for m in ir_measures.iter_calc(list(metrics.values()), qrels, run)}
+        for position, ids in enumerate(found):
+            qid = str(position)
+            first = next((rank for rank, node in enumerate(ids, 1)
+                          if (qid, node) in relevant), None)
+            row = {"query_id": position, "query": texts[position], "strategy": strategy,
+                   "first_relevant_rank": first, "returned": len(ids)}
+            # Queries without results are absent from trec_eval's output: they score 0.
+            row.update({name: values.get((qid, str(measure)), 0.0)
+                        for name, measure in metrics.items()})
+            row["latency_ms"] = timings[position]
+            rows.append(row)
+    per_query = pd.DataFrame(rows).astype(
+        {"query_id": "int64", "query": "string", "strategy": "string",
+         "first_relevant_rank": "Int64", "returned": "int64", "latency_ms": "float64",
+         **dict.fromkeys(metrics, "float64")})
+    grouped = per_query.groupby("strategy", sort=False)
+    summary = grouped[list(metrics)].mean()
+    summary["no_result"] = grouped["returned"].apply(lambda r: float((r == 0).mean()))
+    summary["latency_p50_ms"] = grouped["latency_ms"].median()
+    summary["latency_p95_ms"] = grouped["latency_ms"].quantile(0.95)
+    summary = summary.reset_index().assign(queries=len(texts), k=k).astype(
+        {"strategy": "string", "queries": "int64", "k": "int64"})
+    significance = _significance(per_query, strategies,
+                                 [f"mrr_at_{k}", f"recall_at_{k}"])
+    return RetrievalEvaluation(summary=summary, per_query=per_query,
+                               significance=significance)
+
+
+def read_labelled_queries(path: str | Path) -> pd.DataFrame:
+    """Read labelled queries for :func:`evaluate_retrieval` from JSON Lines or CSV.
+
+    Each record has ``query`` (text), ``relevant`` (a node id, a list of node ids, or an
+    object of node id to integer grade) and optionally ``vector`` (a list of floats). In CSV,
+    ``relevant`` and ``vector`` hold the same values as JSON text (``12``, ``[12, 40]``,
+    ``{"12": 2, "40": 1}``, ``[0.1, 0.2]``). Files ending in ``.csv`` are CSV, others JSONL.
 
     Returns
     -------
     pandas.DataFrame
-        One row per strategy: ``strategy`` (string), ``recall_at_k`` (float64: share of queries
-        whose answer is in the top k), ``mrr`` (float64: mean reciprocal rank, 0 when absent),
-        ``no_result`` (float64: share of queries with no result at all), ``latency_p50_ms``
-        (float64, through the store, cache off), ``queries``, ``k`` (int64).
+        ``query`` (string), ``relevant`` (object) and, when present, ``vector`` (object).
     """
-    k = validate_positive_int(k, field="k", maximum=1000)
+    path = Path(path)
+    try:
+        if path.suffix.lower() == ".csv":
+            frame = pd.read_csv(path, dtype={"query": "string", "relevant": "string",
+                                             "vector": "string"}, keep_default_na=False)
+        else:
+            frame = pd.read_json(path, lines=True, dtype=False)
+    except (OSError, ValueError) as exc:
+        raise ValidationError(f"cannot read {path}: {exc}", field="path") from exc
+    missing = {"query", "relevant"} - set(frame)
+    if missing:
+        raise ValidationError(f"{path} has no {sorted(missing)} column", field="path")
+    frame["query"] = frame["query"].astype("string")
+    return frame
+
+
+def plot_retrieval(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
+    """Quality against latency: one point per strategy from the ``summary`` of
+    :func:`evaluate_retrieval`, MRR@k (y) against p50 latency (x, log scale), with a
+    horizontal line from p50 to p95 and recall@k in the label. Returns the Axes."""
+    ax = axes_or_new(ax, (7, 4))
+    k = int(df["k"].iloc[0])
+    for row in df.to_dict("records"):
+        mrr = row[f"mrr_at_{k}"]
+        ax.plot([row["latency_p50_ms"], row["latency_p95_ms"]], [mrr, mrr], color="0.7", lw=1)
+        ax.scatter([row["latency_p50_ms"]], [mrr], zorder=3, **kwargs)
+        ax.annotate(f"{row['strategy']} (R@{k} {row[f'recall_at_{k}']:.2f})",
+                    (row["latency_p50_ms"], mrr), textcoords="offset points", xytext=(5, 4),
+                    fontsize=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("latency per query, ms (dot p50, line to p95)")
+    ax.set_ylabel(f"MRR@{k}")
+    ax.set_ylim(0, 1)
+    ax.set_title("Search quality against latency")
+    return ax
+
+
+def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vectors: np.ndarray,
+                      relevant: Sequence[int], *, k: int = 10,
+                      strategies: Sequence[str] = ("vector", "fulltext", "hybrid", "rrf",
+                                                   "vector_bm25")
+                      ) -> pd.DataFrame:
+    """Recall@k, MRR and latency of each strategy on queries with one known right answer.
+
+    A shorter form of :func:`evaluate_retrieval` for one relevant memory per query.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per strategy: ``strategy`` (string), ``recall_at_k``, ``mrr`` (MRR@k),
+        ``no_result``, ``latency_p50_ms``, ``latency_p95_ms`` (float64), ``queries``, ``k``
+        (int64).
+    """
     vectors = np.asarray(query_vectors, dtype=np.float32)
     if len(queries) != len(vectors) or len(queries) != len(relevant):
         raise ValidationError("queries, query_vectors and relevant must have the same length",
                               field="queries")
-    unknown = set(strategies) - set(SEARCH_STRATEGIES)
-    if unknown:
-        raise ValidationError(f"unknown strategies {sorted(unknown)}; use {SEARCH_STRATEGIES}",
-                              field="strategies")
-    rows = []
-    for strategy in strategies:
-        ranks, empty, seconds = [], 0, []
-        for text, vector, answer in zip(queries, vectors, relevant):
-            store.clear_cache()  # time the search, not the cache
-            started = time.perf_counter()
-            found = [r["id"] for r in store.search_by_strategy(strategy, query=text, limit=k,
-                                                                embedding=vector)]
-            seconds.append(time.perf_counter() - started)
-            empty += not found
-            ranks.append(found.index(answer) + 1 if answer in found else 0)
-        ranked = np.asarray(ranks)
-        reciprocal = np.where(ranked > 0, 1.0 / np.maximum(ranked, 1), 0.0)
-        rows.append({"strategy": strategy, "recall_at_k": float((ranked > 0).mean()),
-                     "mrr": float(reciprocal.mean()), "no_result": empty / len(queries),
-                     "latency_p50_ms": float(np.median(seconds) * 1000),
-                     "queries": len(queries), "k": k})
-    return pd.DataFrame(rows).astype({"strategy": "string", "queries": "int64", "k": "int64"})
+    frame = pd.DataFrame({"query": list(queries), "relevant": [int(r) for r in relevant],
+                          "vector": list(vectors)})
+    summary = evaluate_retrieval(store, frame, strategies=strategies, k=k).summary
+    return summary.rename(columns={f"recall_at_{k}": "recall_at_k", f"mrr_at_{k}": "mrr"})[
+        ["strategy", "recall_at_k", "mrr", "no_result", "latency_p50_ms", "latency_p95_ms",
+         "queries", "k"]]
 
 
 def plot_retrieval_quality(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:

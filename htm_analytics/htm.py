@@ -126,7 +126,7 @@ class HTM:
         return node_id
 
     def recall(self, topic: str, *, timeframe: Any = None, limit: int = 20,
-               strategy: str = "vector", raw: bool = False) -> list[Any]:
+               strategy: str = "vector_bm25", raw: bool = False) -> list[Any]:
         """Find memories about ``topic``.
 
         Parameters
@@ -136,12 +136,14 @@ class HTM:
             See :func:`~htm_analytics.timeframes.parse_timeframe` ("today", "last 7 days",
             "last week", "this month", "recently"...). An unreadable phrase is an error.
         limit : int
-        strategy : {'vector', 'fulltext', 'fulltext_any', 'fuzzy', 'hybrid', 'rrf'}
-            Any of :data:`~htm_analytics.store.SEARCH_STRATEGIES`: vector similarity (the
-            query embedded by this robot's provider, which must be the model of the stored
-            vectors), full text (every word, or any word ranked), trigram similarity, the
-            reference 0.7/0.3 hybrid, or reciprocal rank fusion of vectors and any-word full
-            text.
+        strategy : {'vector_bm25', 'vector', 'fulltext', 'fulltext_any', 'fuzzy', 'hybrid', 'rrf'}
+            Any of :data:`~htm_analytics.store.SEARCH_STRATEGIES`. ``vector_bm25`` (the
+            default): vector similarity and BM25 on one bounded candidate set
+            (:meth:`LongTermMemory.search_vector_bm25`), the most accurate on the corpus
+            benchmark (docs/retrieval.md). Or vector similarity alone (the query embedded by
+            this robot's provider, which must be the model of the stored vectors), full text
+            (every word, or any word ranked), trigram similarity, the reference 0.7/0.3
+            hybrid, or reciprocal rank fusion of vectors and any-word full text.
         raw : bool
             Return the store's rows (dicts with ids and scores) instead of the contents.
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .evaluation import plot_retrieval_quality, retrieval_quality
+from .evaluation import plot_retrieval, plot_retrieval_quality, retrieval_quality
 from .frames import MemorySource
 from .indexes import index_usage, plot_index_usage, table_health
 from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
@@ -393,9 +393,11 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
             text=f"{len(texts)} queries with one known answer each, run through the store with "
                  f"every strategy (top {quality['k'].iloc[0]}, cache off). recall: the answer "
                  "is in the results; MRR: mean of 1/rank; no_result: nothing came back (full "
-                 "text requiring every word often finds nothing).",
+                 "text requiring every word often finds nothing); latency: p50 and p95 per "
+                 "query, measured in the same run, next to the quality it buys.",
             findings=[f"Search: {best['strategy']} finds the right memory in the top {k} "
-                      f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries"
+                      f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries at "
+                      f"{best['latency_p50_ms']:.1f} ms p50"
                       + (f" ({others})." if others else ".")],
             tables=[("Search strategies on labelled queries", quality)],
             data={"retrieval_quality": quality})
@@ -403,6 +405,11 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
             plot_retrieval_quality(quality),
             f"Recall@{quality['k'].iloc[0]} and MRR per strategy on {len(texts)} labelled "
             "queries (query vectors from the same model as the memories)."))
+        section.figures.append(Figure.from_axes(
+            plot_retrieval(quality.rename(columns={"recall_at_k": f"recall_at_{k}",
+                                                   "mrr": f"mrr_at_{k}"})),
+            "What each strategy's quality costs: MRR against p50 latency per query (line to "
+            "p95), same run."))
         yield section
     usage = index_usage(source)
     never = usage.loc[usage["never_used"], "index"].tolist()

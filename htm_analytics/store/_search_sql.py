@@ -6,13 +6,16 @@ parameter (``%(query)s``, ``%(q)s``, ``%(tags)s``...).
 
 from __future__ import annotations
 
+import functools
+import importlib.resources
+
 from psycopg import sql
 
 from ..errors import ValidationError
 from ._common import SEARCH_COLUMNS, native_distance
 
 __all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "tsquery_sql",
-           "hybrid_weighted_sql", "hybrid_rrf_sql"]
+           "hybrid_weighted_sql", "hybrid_rrf_sql", "search_statement"]
 
 RRF_K = 60
 HYBRID_SIMILARITY_WEIGHT = 0.7
@@ -103,3 +106,19 @@ def hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> sq
         FROM fused f JOIN nodes n ON n.id = f.id
         ORDER BY f.rrf_score DESC, n.id LIMIT %(limit)s""").format(
         distance=distance, has_vector=has_vector)
+
+
+@functools.cache
+def _search_sql(name: str) -> str:
+    return importlib.resources.files("htm_analytics").joinpath(
+        "sql", "search", f"{name}.sql").read_text(encoding="utf-8")
+
+
+def search_statement(name: str, timeframe: str, **parts: sql.Composable) -> sql.Composed:
+    """A statement of ``sql/search/`` with the shared lexical head and ``parts`` filled in."""
+    condition = sql.SQL(timeframe)  # a fixed fragment, not input
+    head = sql.SQL(_search_sql("lexical_candidates")).format(
+        timeframe=condition,
+        nodes_join=sql.SQL(" JOIN nodes n ON n.id = sv.node_id" if timeframe else ""))
+    return sql.SQL(_search_sql(name)).format(
+        head=head, timeframe=condition, columns=sql.SQL(SEARCH_COLUMNS), **parts)
