@@ -193,3 +193,17 @@ def test_corpus_hybrid_and_tag_queries(corpus_store: tuple) -> None:
                    for t in store.get_node_tags(node["id"]))
     popular = store.popular_tags(limit=5)
     assert popular[0]["usage_count"] >= popular[-1]["usage_count"]
+
+
+def test_a_load_larger_than_the_table_refreshes_planner_statistics(
+        ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    for table in ("nodes", "node_search_vectors"):  # only the load may analyze them
+        db.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+    frame, _ = read_corpus(rows=1_000, embeddings=False)
+    statistics = ("SELECT count(*) FROM pg_stats WHERE schemaname = 'public' "
+                  "AND tablename = 'node_search_vectors' AND attname = 'content_tsv'")
+    assert db.execute(statistics).fetchone()[0] == 0
+    ltm.bulk_add(frame["content"].tolist(), robots="loader", defer_indexes=True)
+    assert db.execute(statistics).fetchone()[0] == 1
+    analyzed = db.execute("SELECT reltuples FROM pg_class WHERE relname = 'nodes'").fetchone()
+    assert analyzed[0] == len(set(frame["content"].str.strip()))

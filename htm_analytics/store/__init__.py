@@ -8,6 +8,7 @@ ever reaches PostgreSQL as bound parameters. See ``docs/architecture.md`` for th
 """
 
 from ._common import MAX_LIMIT, TextMatch, Timeframe, content_hash
+from ._search_base import DEFAULT_EF_SEARCH
 from ._search_sql import HYBRID_SIMILARITY_WEIGHT, HYBRID_TAG_WEIGHT, RRF_K
 from .catalog import MEMORY_TABLES
 from .databases import (
@@ -19,7 +20,7 @@ from .databases import (
 )
 from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION, apply_migrations
-from .search import DEFAULT_EF_SEARCH, SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
+from .search import SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
 from .tracing import SQL_LOGGER, Tracer
 from .tuning_session import TuningSession
 

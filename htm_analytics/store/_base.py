@@ -107,10 +107,13 @@ class StoreBase:
                                   AS pg_trgm_version,
                               to_regclass('public.nodes') IS NOT NULL AS has_schema,
                               to_regclass('public.htm_analytics_migrations') IS NOT NULL
-                                  AS has_migrations""").fetchone()
+                                  AS has_migrations,
+                              to_regclass('public.node_lexicon') IS NOT NULL
+                                  AS has_lexicon""").fetchone()
                 assert info is not None
                 names = ["server_version", "server_version_num", "database",
-                         "pgvector_version", "pg_trgm_version", "has_schema", "has_migrations"]
+                         "pgvector_version", "pg_trgm_version", "has_schema", "has_migrations",
+                         "has_lexicon"]
                 result = dict(zip(names, info))
                 if result["pgvector_version"] is None:
                     raise SchemaError(

@@ -114,11 +114,19 @@ def _search_sql(name: str) -> str:
         "sql", "search", f"{name}.sql").read_text(encoding="utf-8")
 
 
-def search_statement(name: str, timeframe: str, **parts: sql.Composable) -> sql.Composed:
-    """A statement of ``sql/search/`` with the shared lexical head and ``parts`` filled in."""
+_QUERY_TEXT = sql.SQL("%(query)s")
+
+
+def search_statement(name: str, timeframe: str, *, query_text: sql.Composable = _QUERY_TEXT,
+                     **parts: sql.Composable) -> sql.Composed:
+    """A statement of ``sql/search/`` with the shared lexical head and ``parts`` filled in.
+
+    ``query_text`` is the SQL expression whose words the head looks up (the query itself
+    by default).
+    """
     condition = sql.SQL(timeframe)  # a fixed fragment, not input
     head = sql.SQL(_search_sql("lexical_candidates")).format(
-        timeframe=condition,
+        query_text=query_text, timeframe=condition,
         nodes_join=sql.SQL(" JOIN nodes n ON n.id = sv.node_id" if timeframe else ""))
     return sql.SQL(_search_sql(name)).format(
         head=head, timeframe=condition, columns=sql.SQL(SEARCH_COLUMNS), **parts)

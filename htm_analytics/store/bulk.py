@@ -173,6 +173,16 @@ class BulkMixin(StoreBase):
                 ORDER BY s.remembered_at, s.ord""")
             for statement in rebuild:
                 create_index(cur, statement)
+            if rebuild:
+                # A load larger than the table leaves the planner's statistics stale, and the
+                # bounded lexical searches estimate word frequencies from them.
+                analyzed = cur.execute(
+                    "SELECT t FROM unnest(ARRAY['public.nodes', 'public.node_search_vectors', "
+                    "'public.node_lexicon']) t "
+                    "WHERE to_regclass(t) IS NOT NULL").fetchall()
+                for row in analyzed:
+                    cur.execute(sql.SQL("ANALYZE {}.{}").format(
+                        *(sql.Identifier(part) for part in row["t"].split("."))))
         self._cache.clear()
         self._embedding_models = None
         node_ids = np.array(node_of_row, dtype=np.int64)

@@ -7,14 +7,12 @@ from collections.abc import Sequence
 from typing import Any, Literal, get_args
 
 import numpy as np
-import psycopg
 from psycopg import sql
 
 from .._docs import share_docs
 from ..display import SearchResults
-from ..errors import EmbeddingError, HTMError, ValidationError
+from ..errors import ValidationError
 from ..validation import (
-    prepare_embedding,
     validate_content,
     validate_positive_int,
     validate_timeframe,
@@ -27,17 +25,15 @@ from ._common import (
     bind_timeframe,
     native_distance,
 )
+from ._search_base import DEFAULT_EF_SEARCH, service_key
 from ._search_sql import (
     hybrid_rrf_sql,
     hybrid_weighted_sql,
-    search_statement,
     tsquery_sql,
 )
-from .tagging import TaggingMixin
+from .lexical import LexicalSearchMixin
 
-__all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES",
-           "DEFAULT_EF_SEARCH", "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
-           "LEXICAL_BUDGET"]
+__all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES"]
 
 SearchStrategy = Literal["vector", "fulltext", "fulltext_any", "fuzzy", "hybrid", "rrf",
                          "vector_bm25"]
@@ -48,59 +44,9 @@ VECTOR_STRATEGIES: frozenset[SearchStrategy] = frozenset({"vector", "hybrid", "r
                                                            "vector_bm25"})
 """The strategies that need a query vector (``embedding`` or ``embedding_service``)."""
 
-DEFAULT_EF_SEARCH = 40
-# search_vector_bm25 (tuned on the corpus dev queries, docs/retrieval.md) and bounded lexical
-# candidates.
-VECTOR_BM25_DEPTH = 100
-VECTOR_BM25_ALPHA = 0.5
-BM25_K1 = 0.9
-BM25_B = 0.4
-LEXICAL_BUDGET = 500
 
-
-def _service_key(service: Any) -> tuple[str, str]:
-    """Cache-key part naming an embedding service by type and model, not by identity."""
-    model = getattr(service, "model", None) or getattr(service, "name", None)
-    return (f"{type(service).__module__}.{type(service).__qualname__}", str(model))
-
-
-class SearchMixin(TaggingMixin):
-    """Every search (see :class:`~htm_analytics.LongTermMemory`); hybrid search uses tags."""
-
-    def _query_vector(self, query: str | None, embedding: Any,
-                      embedding_service: Any) -> tuple[np.ndarray, int]:
-        if embedding is None:
-            if embedding_service is None or not callable(getattr(embedding_service, "embed",
-                                                                 None)):
-                raise ValidationError(
-                    "needs an object with an embed(text) method, or pass embedding=",
-                    field="embedding_service")
-            try:
-                embedding = embedding_service.embed(query)
-            except HTMError:
-                raise
-            except Exception as exc:
-                raise EmbeddingError(
-                    f"the embedding service failed on the query: {exc}") from exc
-            if hasattr(embedding, "to_numpy"):
-                embedding = embedding.to_numpy()
-            if isinstance(embedding, (list, tuple, np.ndarray)) and len(embedding) == 1 \
-                    and np.ndim(embedding[0]) == 1:  # a batch of one
-                embedding = embedding[0]
-        return prepare_embedding(embedding, field="embedding")
-
-    def _search_settings(self, cur: psycopg.Cursor[Any], *, ef_search: int,
-                         filtered: bool) -> None:
-        """Per-transaction HNSW settings: ``SET LOCAL`` never leaks to pooled connections.
-
-        Sequential scans are disabled too: the planner under-costs scans of TOASTed vectors
-        (every padded 2000-d vector is TOASTed), and picks an exact scan + sort that reads
-        every vector, 30k rows in, instead of the HNSW index.
-        """
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
-                    "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
-        if filtered and self.supports_iterative_scan:
-            cur.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+class SearchMixin(LexicalSearchMixin):
+    """Every search, and every search by name (see :class:`~htm_analytics.LongTermMemory`)."""
 
     @share_docs
     def search(
@@ -139,7 +85,7 @@ class SearchMixin(TaggingMixin):
             query = validate_content(query, field="query")
         vector, dimension = self._query_vector(query, embedding, embedding_service)
         key = ("search", query if embedding is None else vector.tobytes(), limit, frame,
-               _service_key(embedding_service) if embedding is None else None)
+               service_key(embedding_service) if embedding is None else None)
         return self._cached(key, lambda: self._vector_search(vector, dimension, limit, frame))
 
     def _vector_search(self, vector: np.ndarray, dimension: int, limit: int,
@@ -229,8 +175,18 @@ class SearchMixin(TaggingMixin):
         timeframe: Timeframe = None,
         threshold: float = 0.3,
         method: Literal["word", "whole"] = "word",
+        exhaustive: bool = False,
     ) -> SearchResults:
         """Typo-tolerant search with pg_trgm trigrams (GIN trigram index).
+
+        With the toolkit's lexicon installed (``node_lexicon``, the memories' distinct words
+        with a trigram index; ``htm-analytics init-db``), ``method="word"`` first corrects
+        each query word to its nearest words of the lexicon and scores only the memories
+        holding the rarest of those, so it stays fast on long memories, where every long
+        text shares a third of its trigrams with a short query and the index cannot narrow
+        the search. ``exhaustive=True``, or a database without the lexicon, scores every
+        memory the trigram index lets through instead: exact, and seconds per query on tens
+        of thousands of long memories.
 
         Parameters
         ----------
@@ -244,6 +200,9 @@ class SearchMixin(TaggingMixin):
             ``"word"`` scores the best-matching stretch of the content
             (``word_similarity``, operator ``<%``), right for a short query against long
             memories; ``"whole"`` compares the whole content (``similarity``, operator ``%``).
+        exhaustive : bool
+            Score every memory the trigram index lets through, even where the lexicon could
+            bound the search.
 
         Returns
         -------
@@ -274,15 +233,22 @@ class SearchMixin(TaggingMixin):
             FROM nodes n WHERE {test}{where}
             ORDER BY similarity DESC, n.id LIMIT %(limit)s"""
 
+        if not isinstance(exhaustive, bool):
+            raise ValidationError(f"must be True or False, got {exhaustive!r}",
+                                  field="exhaustive")
+        bounded = method == "word" and not exhaustive and self.server_info.get("has_lexicon")
+
         def compute() -> list[dict[str, Any]]:
+            if bounded:
+                return self._search_fuzzy_bounded(query, limit, frame, float(threshold))
             with self._transaction() as cur:
                 # The operators read the threshold from a setting: set it for this
                 # transaction only.
                 cur.execute("SELECT set_config(%s, %s, true)", (setting, str(float(threshold))))
                 return cur.execute(statement, params).fetchall()
 
-        return self._cached(("search_fuzzy", query, limit, frame, float(threshold), method),
-                            compute)
+        return self._cached(("search_fuzzy", query, limit, frame, float(threshold), method,
+                             bool(bounded)), compute)
 
     @share_docs
     def search_hybrid(
@@ -344,7 +310,7 @@ class SearchMixin(TaggingMixin):
         tsquery = tsquery_sql(match)
         vector, dimension = self._query_vector(query, embedding, embedding_service)
         key = ("search_hybrid", query, limit, frame, prefilter_limit, fusion, match,
-               _service_key(embedding_service) if embedding is None else vector.tobytes())
+               service_key(embedding_service) if embedding is None else vector.tobytes())
 
         def compute() -> list[dict[str, Any]]:
             tags = self.find_query_matching_tags(query)
@@ -376,102 +342,6 @@ class SearchMixin(TaggingMixin):
             return rows
 
         return self._cached(key, compute)
-
-    @share_docs
-    def search_vector_bm25(
-        self,
-        *,
-        query: str,
-        limit: int = 20,
-        timeframe: Timeframe = None,
-        embedding_service: Any = None,
-        embedding: Sequence[float] | np.ndarray | None = None,
-        depth: int = VECTOR_BM25_DEPTH,
-        text_budget: int = LEXICAL_BUDGET,
-        alpha: float = VECTOR_BM25_ALPHA,
-    ) -> SearchResults:
-        """The default recall search: vector similarity and BM25 on one bounded candidate set.
-
-        Candidates are the ``depth`` nearest vectors (HNSW, ``ef_search`` raised to ``depth``)
-        and the memories containing the query's rarest words, taken until about
-        ``text_budget`` matches are expected (document frequencies estimated from
-        PostgreSQL's statistics of ``node_search_vectors``, so no word list is scanned). Every
-        candidate gets its cosine similarity and a BM25 score over all query words (k1 0.9,
-        b 0.4; inverse document frequency from the same statistics); the result is ordered by
-        ``similarity + alpha * bm25 / best bm25 among the candidates``. On the 60,326-memory
-        corpus this finds the right memory more often than any single search and than RRF,
-        in about the time of one any-word full-text query (docs/retrieval.md).
-
-        Parameters
-        ----------
-        query : str
-            The question (its words feed BM25; ``embedding_service`` embeds it).
-        %(search_limit)s
-        %(search_timeframe)s
-        %(search_vectors)s
-        depth : int
-            Vector candidates, ``limit`` to 1000.
-        text_budget : int
-            Expected lexical candidates, 1 to 100,000 (at most 10 times that are read).
-        alpha : float
-            Weight of the normalised BM25 score against the cosine similarity, >= 0.
-
-        Returns
-        -------
-        list of dict
-            ``id``, ``content``, ``access_count``, ``created_at``, ``token_count``,
-            ``similarity`` (None for a memory without a vector), ``bm25`` and ``score``, best
-            first.
-        """
-        query = validate_content(query, field="query")
-        limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
-        depth = max(validate_positive_int(depth, field="depth", maximum=MAX_LIMIT), limit)
-        text_budget = validate_positive_int(text_budget, field="text_budget", maximum=100_000)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
-                or not 0 <= alpha < float("inf"):
-            raise ValidationError(f"must be a finite number >= 0, got {alpha!r}", field="alpha")
-        frame = validate_timeframe(timeframe)
-        vector, dimension = self._query_vector(query, embedding, embedding_service)
-        key = ("search_vector_bm25", query, limit, frame, depth, text_budget, float(alpha),
-               _service_key(embedding_service) if embedding is None else vector.tobytes())
-        params: dict[str, Any] = {"query": query, "limit": limit, "depth": depth,
-                                  "budget": text_budget, "cap": 10 * text_budget,
-                                  "alpha": float(alpha), "k1": BM25_K1, "b": BM25_B}
-        timeframe_sql = bind_timeframe(params, frame)
-        if dimension in self._native_dimensions:
-            params["q"] = vector[:dimension]
-            distance: sql.Composable = native_distance(dimension)
-            has_vector: sql.Composable = sql.SQL("n.embedding_dimension = {}").format(
-                sql.Literal(dimension))
-        else:
-            params["q"] = vector
-            distance = sql.SQL("n.embedding <=> %(q)s")
-            has_vector = sql.SQL("n.embedding IS NOT NULL")
-        statement = search_statement("vector_bm25", timeframe_sql, distance=distance,
-                                      has_vector=has_vector)
-
-        def compute() -> list[dict[str, Any]]:
-            with self._transaction() as cur:
-                with cur.connection.pipeline():
-                    self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, depth),
-                                          filtered=frame is not None)
-                    cur.execute(statement, params)
-                rows = cur.fetchall()
-            return rows
-
-        return self._cached(key, compute)
-
-    def _search_fulltext_any_bounded(self, query: str, limit: int,
-                                     frame: tuple[dt.datetime, dt.datetime] | None,
-                                     text_budget: int = LEXICAL_BUDGET) -> list[dict[str, Any]]:
-        """Any-word full text ranked by ``ts_rank`` over the memories holding the query's
-        rarest words (about ``text_budget`` of them) instead of over every match."""
-        params: dict[str, Any] = {"query": query, "limit": limit, "budget": text_budget,
-                                  "cap": 10 * text_budget}
-        statement = search_statement("fulltext_any", bind_timeframe(params, frame),
-                                      tsquery=sql.SQL(tsquery_sql("any")))
-        return self._fetch(statement, params)
-
     def search_by_strategy(self, strategy: str, *, query: str, limit: int = 20,
                            timeframe: Timeframe = None, embedding: Any = None,
                            embedding_service: Any = None) -> SearchResults:

@@ -3,10 +3,10 @@
 -- of node_search_vectors.content_tsv with their frequencies; a lexeme missing from that list
 -- is rarer than the least frequent one kept), and the nodes matching the rarest lexemes up
 -- to %(budget)s estimated matches (never fewer than the rarest lexeme's, never more than
--- %(cap)s rows). The store fills in nodes_join and timeframe (a join of nodes n and a condition on it, or
--- nothing).
+-- %(cap)s rows). The store fills in query_text (the query, or the words fuzzy search corrected
+-- it to), nodes_join and timeframe (a join of nodes n and a condition on it, or nothing).
 query_lexemes AS (
-    SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', %(query)s))),
+    SELECT DISTINCT lexeme FROM unnest(to_tsvector('english', {query_text}))),
 statistics AS MATERIALIZED (
     SELECT most_common_elems::text::text[] AS lexemes, most_common_elem_freqs AS frequencies
     FROM pg_stats
