@@ -12,16 +12,12 @@ import sys
 import tempfile
 import time
 import tracemalloc
-import uuid
 from pathlib import Path
-
-import psycopg
-from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from htm_analytics import LongTermMemory
 from htm_analytics.connection import resolve_database_url
 from htm_analytics.peers import import_ghostkg
+from htm_analytics.store import scratch_database
 
 DDL = (Path(__file__).resolve().parents[1] / "tests" / "peer_schemas" / "ghostkg.sql")
 
@@ -42,26 +38,17 @@ def make_source(path: Path, rows: int) -> None:
 
 
 def run(server: str, path: Path, chunk: int) -> tuple[float, float, float]:
-    name = f"htm_bench_import_{uuid.uuid4().hex[:8]}"
-    params = conninfo_to_dict(server)
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    try:
-        with LongTermMemory(make_conninfo(**{**params, "dbname": name})) as store:
-            tracemalloc.start()
-            started = time.perf_counter()
-            import_ghostkg(path, store, chunk_rows=chunk)
-            first = time.perf_counter() - started
-            peak = tracemalloc.get_traced_memory()[1] / 2**20
-            tracemalloc.stop()
-            started = time.perf_counter()
-            import_ghostkg(path, store, chunk_rows=chunk)  # idempotent: reads and skips
-            second = time.perf_counter() - started
-        return first, second, peak
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
-                sql.Identifier(name)))
+    with scratch_database(server, "htm_bench_import") as url, LongTermMemory(url) as store:
+        tracemalloc.start()
+        started = time.perf_counter()
+        import_ghostkg(path, store, chunk_rows=chunk)
+        first = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        started = time.perf_counter()
+        import_ghostkg(path, store, chunk_rows=chunk)  # idempotent: reads and skips
+        second = time.perf_counter() - started
+    return first, second, peak
 
 
 def main() -> None:

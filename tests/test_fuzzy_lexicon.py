@@ -53,7 +53,7 @@ def test_typos_find_the_memory_and_scores_are_word_similarity(
     frame, _ = read_corpus(rows=1200, embeddings=False)
     found, found_exhaustive = 0, 0
     for content in frame["content"].iloc[:400:20]:
-        words = [w for w in re.findall(r"[A-Za-z]{7,}", content)][:3]
+        words = re.findall(r"[A-Za-z]{7,}", content)[:3]
         if len(words) < 3:
             continue
         query = " ".join(_typo(w.lower()) for w in words)
