@@ -31,6 +31,7 @@ from ..errors import (
 )
 from ..frames import coerce_frame, load_analytics_query
 from ..validation import validate_positive_int
+from .cache_generation import has_shared_generation, read_shared_generation
 from .schema import apply_migrations, native_index_dimensions
 from .tracing import Tracer, tracing_cursor_class
 
@@ -88,6 +89,7 @@ class StoreBase:
             raise DatabaseConnectionError(
                 f"could not open a connection pool to {self.url}: {exc}") from exc
         self._cache = QueryCache(cache_size, cache_ttl)
+        self._has_shared_generation: bool | None = None
         self._closed = False
 
     # -- connections ----------------------------------------------------------------------
@@ -219,9 +221,28 @@ class StoreBase:
         """Drop every cached search result."""
         self._cache.clear()
 
+    @property
+    def cache_scope(self) -> str:
+        """What invalidates the query cache: ``"database"`` (writes by any process, through
+        the counter of migration 006) or ``"process"`` (writes by this store only: the
+        database lacks the counter, so another process's delete is seen after ``cache_ttl``;
+        run ``htm-analytics init-db``, or pass ``cache_size=0``)."""
+        return "database" if self._shared_generation_readable() else "process"
+
+    def _shared_generation_readable(self) -> bool:
+        if self._has_shared_generation is None:
+            self._has_shared_generation = has_shared_generation(self._fetch)
+        return self._has_shared_generation
+
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Rows]) -> SearchResults:
         if not self._cache.enabled:
             return SearchResults(compute())
+        # Both generations are read before the search runs, so its result reflects at least
+        # every write they count; a write committed later changes them and misses the entry.
+        generation: tuple[int, int | None] = (self._cache.generation, None)
+        if self._shared_generation_readable():
+            generation = (generation[0], read_shared_generation(self._fetch))
+        key = (*key, generation)
         hit, value = self._cache.get(key)
         if not hit:
             value = compute()

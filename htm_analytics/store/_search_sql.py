@@ -6,12 +6,15 @@ parameter (``%(query)s``, ``%(q)s``, ``%(tags)s``...).
 
 from __future__ import annotations
 
+import re
+
 from psycopg import sql
 
 from ..errors import ValidationError
 from ._common import SEARCH_COLUMNS, native_distance
 
-__all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "tsquery_sql",
+__all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "MAX_QUERY_WORDS",
+           "fulltext_text", "tsquery_sql",
            "hybrid_weighted_sql", "hybrid_rrf_sql"]
 
 RRF_K = 60
@@ -24,6 +27,22 @@ _TSQUERY = {
     "any": "replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery",
     "websearch": "websearch_to_tsquery('english', %(query)s)",
 }
+
+
+MAX_QUERY_WORDS = 4096
+_WORD = re.compile(r"\w+")
+
+
+def fulltext_text(query: str) -> str:
+    """The query cut after its first ``MAX_QUERY_WORDS`` words, for the tsquery functions.
+
+    A tsquery of tens of thousands of terms is a tree too deep for the server's stack
+    ("stack depth limit exceeded"); its first 4,096 words are more than any ranking uses.
+    """
+    for count, match in enumerate(_WORD.finditer(query), start=1):
+        if count == MAX_QUERY_WORDS:
+            return query[:match.end()]
+    return query
 
 
 def tsquery_sql(match: str) -> str:

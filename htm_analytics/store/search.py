@@ -27,7 +27,7 @@ from ._common import (
     bind_timeframe,
     native_distance,
 )
-from ._search_sql import hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
+from ._search_sql import fulltext_text, hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
 from .tagging import TaggingMixin
 
 __all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES",
@@ -189,7 +189,7 @@ class SearchMixin(TaggingMixin):
         frame = validate_timeframe(timeframe)
         tsquery = tsquery_sql(match)
         key = ("search_fulltext", query, limit, frame, match)
-        params: dict[str, Any] = {"query": query, "limit": limit}
+        params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit}
         where = bind_timeframe(params, frame)
         statement = f"""
             SELECT {SEARCH_COLUMNS}, ts_rank(sv.content_tsv, q) AS rank
@@ -327,7 +327,7 @@ class SearchMixin(TaggingMixin):
 
         def compute() -> list[dict[str, Any]]:
             tags = self.find_query_matching_tags(query)
-            params: dict[str, Any] = {"query": query, "limit": limit, "tags": tags,
+            params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "tags": tags,
                                       "prefilter": prefilter_limit, "q": vector,
                                       "q_padded": vector}
             where = bind_timeframe(params, frame)
