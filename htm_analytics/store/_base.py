@@ -79,6 +79,9 @@ class StoreBase:
             min_size=1,
             max_size=pool_size or 5,
             configure=self._configure_connection,
+            # A connection left from before a server restart is dead; checking it at checkout
+            # (one empty round trip) replaces it instead of failing the caller's call.
+            check=psycopg_pool.ConnectionPool.check_connection,
             open=False,
             name="htm_analytics",
         )
