@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 from fixtures_db import temporary_database
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from htm_analytics import (
@@ -40,11 +40,16 @@ FAST = settings(max_examples=60, deadline=None,
                                        HealthCheck.too_slow])
 
 # Text as users and attackers send it: any code point, lone surrogates and NUL included.
+SPECIAL_TEXT = ["", "   ", "\x00", "a\x00b", "\ud800", "ok \udfff", "\u2028", "é" * 3,
+                "robot", "PostgreSQL is our primary database", "Ⱥ" * 5]
+# Hypothesis draws branches about evenly: the known-bad texts come up in every few examples,
+# spliced into random text as well as alone.
 hostile_text = st.one_of(
+    st.sampled_from(SPECIAL_TEXT),
+    st.builds(lambda a, b, c: a + b + c, st.text(max_size=8), st.sampled_from(SPECIAL_TEXT),
+              st.text(max_size=8)),
     st.text(st.characters(categories=["L", "N", "P", "S", "Z", "Cc", "Cs", "Co"]),
             max_size=40),
-    st.sampled_from(["", "   ", "\x00", "a\x00b", "\ud800", "ok \udfff", "\u2028", "é" * 3,
-                     "robot", "PostgreSQL is our primary database"]),
 )
 big_ints = st.integers(min_value=-(2**70), max_value=2**70)
 anything = st.one_of(
@@ -132,6 +137,9 @@ def finite_scores(rows: list[dict[str, Any]]) -> None:
        embedding=st.one_of(st.none(), hostile_vector),
        tags=st.one_of(st.lists(st.sampled_from(["a", "a:b", "Bad", "x:", "ok-1:z"]),
                                max_size=3), anything))
+@example(content="lone \ud800 surrogate", token_count=0, embedding=None, tags=[])
+@example(content="x", token_count=np.int64(3), embedding=[10**400, 1.0], tags=[])
+@example(content="x", token_count=0, embedding=[1e-30, 1e-30], tags={"a"})
 def test_add_stores_exactly_or_rejects_before_writing(store, hostile_url, content,
                                                       token_count, embedding, tags):
     robot = store.register_robot("hostile")
@@ -157,6 +165,9 @@ def test_add_stores_exactly_or_rejects_before_writing(store, hostile_url, conten
 @FAST
 @given(query=hostile_text, limit=hostile_limit, timeframe=hostile_timeframe,
        embedding=hostile_vector)
+@example(query="\udfff", limit=5, timeframe=None, embedding=[float("nan"), 1.0])
+@example(query="ok", limit=2**70, timeframe=("last 99999999 years", None),
+         embedding=[1e30, 1e30])
 def test_searches_return_finite_scores_or_reject(store, query, limit, timeframe, embedding):
     fields = {"query", "limit", "timeframe", "embedding", "embedding_service"}
     calls = [
@@ -181,6 +192,9 @@ def test_searches_return_finite_scores_or_reject(store, query, limit, timeframe,
         lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3),
                                                                      inner, max_size=3),
         max_leaves=6)), max_size=3)))
+@example(name="\ud800", metadata=None)
+@example(name="r", metadata={"when": dt.datetime(2026, 1, 1), "n": np.int64(1)})
+@example(name="r", metadata={"nul": "\x00"})
 def test_register_robot_stores_json_or_rejects(store, hostile_url, name, metadata):
     before = counts(hostile_url)
     robot = outcome(lambda: store.register_robot(name, metadata=metadata),
@@ -215,6 +229,14 @@ def test_register_robot_rejects_what_json_cannot_hold(store, hostile_url):
                                                             st.just(np.int64(4))),
                                                   min_size=1, max_size=4), anything),
        remembered_at=st.one_of(st.none(), st.lists(hostile_time, min_size=1, max_size=4)))
+@example(contents=["a", "b"], robots="r", embeddings=[[0.1, 0.2], [0.3]], token_counts=None,
+         remembered_at=None)
+@example(contents=["a", "b"], robots="r", embeddings=[["x", "y"], ["z", "w"]],
+         token_counts=[np.int64(1), 2], remembered_at=None)
+@example(contents=["a"], robots="r", embeddings=None, token_counts=None,
+         remembered_at=[dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5)))])
+@example(contents=["a"], robots="r", embeddings=None, token_counts=None,
+         remembered_at=[dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5)))])
 def test_bulk_add_loads_all_or_nothing(store, hostile_url, contents, robots, embeddings,
                                        token_counts, remembered_at):
     before = counts(hostile_url)
@@ -239,6 +261,8 @@ def test_bulk_add_loads_all_or_nothing(store, hostile_url, contents, robots, emb
 @FAST
 @given(timeframe=hostile_timeframe, limit=hostile_limit,
        robots=st.one_of(st.none(), hostile_text, st.lists(hostile_text, max_size=3), anything))
+@example(timeframe="last 99999999 years", limit=2**70, robots="robot")
+@example(timeframe=None, limit=5, robots={"a", "b"})
 def test_analysis_helpers_return_frames_or_reject(store, timeframe, limit, robots):
     fields = {"timeframe", "limit", "robots"}
     window = outcome(lambda: parse_timeframe(timeframe), fields)
