@@ -59,7 +59,8 @@ def test_calls_after_a_restart_succeed_on_an_idle_store(own_server) -> None:
         assert store.table_counts().set_index("table").loc["nodes", "rows"] >= 12
 
 
-def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(own_server) -> None:
+def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(
+        own_server, record_property) -> None:
     url, server = own_server
     attempts, successes, failures = [0], [0], []
     stop = threading.Event()
@@ -91,6 +92,8 @@ def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(own_server) -
         stop.set()
         for worker in workers:
             worker.join(60)
+        record_property("load", {"attempts": attempts[0], "succeeded": successes[0],
+                                 "failed_in_flight": len(failures)})
         assert all(isinstance(f, DatabaseError) for f in failures), failures
         assert successes[0] > restart_done  # the load went on after the restart
         # Nothing half-written: each stored node has its robot link.

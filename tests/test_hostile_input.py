@@ -33,6 +33,7 @@ from htm_analytics import (
     tag_cooccurrence,
 )
 from htm_analytics.cli import cli
+from htm_analytics.datasets import simulate_remembers
 from htm_analytics.timeframes import parse_timeframe
 
 FAST = settings(max_examples=60, deadline=None,
@@ -330,3 +331,15 @@ def test_suspicious_vectors_are_rejected_not_scored(store):
     with pytest.raises(ValidationError) as info:
         store.bulk_add(["a", "b"], robots="r", embeddings=[[0.1, 0.2], [0.3]])
     assert info.value.field == "embeddings"
+
+
+@FAST
+@given(robots=st.one_of(hostile_text, st.lists(hostile_text, max_size=3), anything),
+       days=st.one_of(big_ints, anything), end=st.one_of(st.none(), hostile_time))
+def test_simulated_histories_stay_in_the_calendar(robots, days, end):
+    frame = pd.DataFrame({"content": ["a", "b", "c"], "section": ["x", "y", None]})
+    events = outcome(lambda: simulate_remembers(frame, robots=robots, days=days, end=end),
+                     {"robots", "days", "end"})
+    if events is not None:
+        assert set(events["robot"]) <= {name.strip() for name in robots}
+        assert events["remembered_at"].notna().all()
