@@ -106,7 +106,7 @@ def run_threads(workers: list[Callable[[], None]], seconds: float) -> None:
 
 def test_add_racing_delete_of_the_same_content_succeeds_or_says_why(
         ltm: LongTermMemory, db: psycopg.Connection,
-        record_property: Callable[[str, object], None]) -> None:
+        request: pytest.FixtureRequest) -> None:
     robot = ltm.register_robot("racer")
     stop = time.monotonic() + 3
     outcomes: dict[str, int] = {"added": 0, "deleted": 0, "conflict": 0}
@@ -138,7 +138,7 @@ def test_add_racing_delete_of_the_same_content_succeeds_or_says_why(
                 return
 
     run_threads([adder, adder, deleter, deleter], 3)
-    record_property("outcomes", outcomes)
+    request.node.user_properties.append(("outcomes", outcomes))
     assert unexpected == []
     assert outcomes["added"] > 20 and outcomes["deleted"] > 5, outcomes
     # Every surviving link points at a node, and the node's counts add up.
@@ -151,7 +151,7 @@ def test_add_racing_delete_of_the_same_content_succeeds_or_says_why(
 
 def test_interleaved_calls_never_return_a_node_after_its_delete_returned(
         ltm: LongTermMemory, db: psycopg.Connection,
-        record_property: Callable[[str, object], None]) -> None:
+        request: pytest.FixtureRequest) -> None:
     robot = ltm.register_robot("mixer")
     contents = [f"memory {i} about postgresql tuning" for i in range(8)]
     deleted_at: dict[int, float] = {}
@@ -205,9 +205,8 @@ def test_interleaved_calls_never_return_a_node_after_its_delete_returned(
 
     run_threads([guarded(add), guarded(add), guarded(delete), guarded(search),
                  guarded(search), guarded(retrieve_and_tag)], 3)
-    record_property("calls", calls["n"])
-    record_property("deletes", len(deleted_at))
-    record_property("searches", len(seen))
+    request.node.user_properties += [("calls", calls["n"]), ("deletes", len(deleted_at)),
+                                     ("searches", len(seen))]
     assert errors == []
     stale = [(node, started) for started, ids in seen for node in ids
              if node in deleted_at and deleted_at[node] < started]

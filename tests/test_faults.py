@@ -60,7 +60,7 @@ def test_calls_after_a_restart_succeed_on_an_idle_store(own_server) -> None:
 
 
 def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(
-        own_server, record_property) -> None:
+        own_server, request: pytest.FixtureRequest) -> None:
     url, server = own_server
     attempts, successes, failures = [0], [0], []
     stop = threading.Event()
@@ -92,8 +92,9 @@ def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(
         stop.set()
         for worker in workers:
             worker.join(60)
-        record_property("load", {"attempts": attempts[0], "succeeded": successes[0],
-                                 "failed_in_flight": len(failures)})
+        request.node.user_properties.append(("load", {
+            "attempts": attempts[0], "succeeded": successes[0],
+            "failed_in_flight": len(failures)}))
         assert all(isinstance(f, DatabaseError) for f in failures), failures
         assert successes[0] > restart_done  # the load went on after the restart
         # Nothing half-written: each stored node has its robot link.
@@ -118,3 +119,23 @@ def test_a_statement_past_the_timeout_is_a_query_timeout(own_server) -> None:
         with pytest.raises(QueryTimeoutError):
             store.fetch_frame("SELECT pg_sleep(1)")
         assert store.stats()["total_nodes"] >= 0  # the connection is usable afterwards
+
+
+def test_a_load_that_runs_out_of_temporary_space_writes_nothing(own_server) -> None:
+    """Disk full, simulated: ``temp_file_limit`` stops the load's sort mid-transaction."""
+    url, _ = own_server
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER ROLE CURRENT_USER SET temp_file_limit = '64kB'")
+        conn.execute("ALTER ROLE CURRENT_USER SET work_mem = '64kB'")
+    try:
+        with LongTermMemory(url) as store:
+            before = store.table_counts().set_index("table")["rows"].to_dict()
+            contents = [f"memory {i} " + "padding " * 40 for i in range(3000)]
+            with pytest.raises(DatabaseError) as info:
+                store.bulk_add(contents, robots="filler")
+            assert info.value.sqlstate == "53400"  # configuration_limit_exceeded
+            assert store.table_counts().set_index("table")["rows"].to_dict() == before
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER ROLE CURRENT_USER RESET temp_file_limit")
+            conn.execute("ALTER ROLE CURRENT_USER RESET work_mem")
