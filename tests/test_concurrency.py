@@ -236,3 +236,41 @@ def test_a_delete_in_another_process_is_seen_at_once(database_url: str) -> None:
         assert done.get(timeout=60) is True
         process.join(30)
         assert store.search_fulltext(query="postgresql") == []
+
+
+def test_bulk_add_racing_deletes_loads_everything_or_nothing(
+        ltm: LongTermMemory, db: psycopg.Connection, request: pytest.FixtureRequest) -> None:
+    contents = [f"bulk memory {i} about postgresql" for i in range(40)]
+    stop = time.monotonic() + 2
+    loads = {"loaded": 0, "conflict": 0}
+    unexpected: list[BaseException] = []
+
+    def loader() -> None:
+        while time.monotonic() < stop:
+            try:
+                frame = ltm.bulk_add(contents, robots="bulk", tags=[["db:pg"]] * len(contents))
+                assert len(frame) == len(contents)
+                loads["loaded"] += 1
+            except ConcurrencyError:
+                loads["conflict"] += 1
+            except BaseException as exc:
+                unexpected.append(exc)
+                return
+
+    def deleter() -> None:
+        i = 0
+        while time.monotonic() < stop:
+            i += 1
+            node = ltm.node_ids_by_content([contents[i % len(contents)]])[0]
+            if node is not None:
+                ltm.delete(node)
+
+    run_threads([loader, deleter], 2)
+    request.node.user_properties.append(("loads", loads))
+    assert unexpected == [] and loads["loaded"] > 3, (loads, unexpected)
+    # Whatever survived is whole: each node has its robot link and its tags.
+    broken = db.execute("""SELECT count(*) FROM nodes n
+                           WHERE NOT EXISTS (SELECT 1 FROM robot_nodes rn WHERE rn.node_id = n.id)
+                              OR NOT EXISTS (SELECT 1 FROM node_tags nt WHERE nt.node_id = n.id)
+                        """).fetchone()
+    assert broken is not None and broken[0] == 0

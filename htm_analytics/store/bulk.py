@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -11,7 +12,7 @@ import pandas as pd
 import psycopg
 from psycopg import sql
 
-from ..errors import DatabaseError, ValidationError
+from ..errors import ConcurrencyError, ValidationError
 from ..validation import (
     MAX_EMBEDDING_DIMENSION,
     check_norms,
@@ -96,7 +97,7 @@ class BulkMixin(StoreBase):
         if n == 0:
             return pd.DataFrame({"node_id": pd.Series(dtype="int64"),
                                  "is_new": pd.Series(dtype="bool")})
-        with self._transaction() as cur:
+        with self._transaction() as cur, nodes_deleted_meanwhile():
             lift_statement_timeout(cur)
             robot_ids = _find_or_create_robots(cur, rows.robot_names, rows.remembered_at)
             if defer_indexes is None:
@@ -132,7 +133,7 @@ class BulkMixin(StoreBase):
                 SELECT s.ord, n.id FROM htm_bulk_staging s
                 JOIN nodes n ON n.content_hash = s.content_hash ORDER BY s.ord""").fetchall()
             if len(mapping) != n:
-                raise DatabaseError("bulk_add could not resolve every row to a node")
+                raise ConcurrencyError(_DELETED_DURING_LOAD)
             cur.execute("""
                 INSERT INTO robot_nodes AS rn (robot_id, node_id, first_remembered_at,
                     last_remembered_at, remember_count, created_at, updated_at)
@@ -183,6 +184,19 @@ class BulkMixin(StoreBase):
                 is_new[i] = True
                 first_seen.add(digest)
         return pd.DataFrame({"node_id": node_ids, "is_new": is_new})
+
+
+_DELETED_DURING_LOAD = ("a stored node this load refers to was deleted by another session "
+                        "during the load; nothing was written, and calling again reloads it")
+
+
+@contextmanager
+def nodes_deleted_meanwhile() -> Iterator[None]:
+    """A foreign-key failure inside a load means a node went away under it: say so."""
+    try:
+        yield
+    except psycopg.errors.ForeignKeyViolation as exc:
+        raise ConcurrencyError(_DELETED_DURING_LOAD) from exc
 
 
 _INSERT_NEW_NODES = f"""
