@@ -67,8 +67,13 @@ def test_a_search_overlapping_a_delete_does_not_cache_the_deleted_node(
 
 def test_without_the_database_counter_the_process_generation_protects_this_process(
         database_url: str, db: psycopg.Connection) -> None:
-    db.execute("DROP TABLE htm_analytics_cache_generation")
-    db.execute("DROP FUNCTION htm_analytics_bump_cache_generation() CASCADE")
+    with LongTermMemory(database_url, init_schema=False) as running:
+        assert running.search_fulltext(query="anything") == []
+        assert running.cache_scope == "database"
+        db.execute("DROP TABLE htm_analytics_cache_generation")
+        db.execute("DROP FUNCTION htm_analytics_bump_cache_generation() CASCADE")
+        assert running.search_fulltext(query="anything") == []  # dropped under it: falls back
+        assert running.cache_scope == "process"
     with LongTermMemory(database_url, init_schema=False) as store:
         assert store.cache_scope == "process"
     first, after, node = search_across_a_delete(database_url)

@@ -244,7 +244,10 @@ class StoreBase:
         # every write they count; a write committed later changes them and misses the entry.
         generation: tuple[int, int | None] = (self._cache.generation, None)
         if self._shared_generation_readable():
-            generation = (generation[0], read_shared_generation(self._fetch))
+            try:
+                generation = (generation[0], read_shared_generation(self._fetch))
+            except SchemaError:  # the counter was dropped under this store: fall back
+                self._has_shared_generation = False
         key = (*key, generation)
         hit, value = self._cache.get(key)
         if not hit:
