@@ -152,9 +152,10 @@ def validate_datetime(value: Any, *, field: str) -> dt.datetime:
 def validate_json(value: Any, *, field: str) -> Any:
     """Return ``value`` if it is JSON PostgreSQL ``jsonb`` can store, unchanged.
 
-    JSON means None, bools, ints within ``bigint``'s neighbourhood (any int jsonb's numeric
-    holds), finite floats, strings without NUL or lone surrogates, lists or tuples, and dicts
-    with string keys, nested at most 64 deep (which also rules out self-references).
+    JSON means None, bools, ints of up to 300 digits, finite floats, strings without NUL or
+    lone surrogates, lists or tuples, and dicts with string keys, nested at most 64 deep
+    (which also rules out self-references). Everything else (sets, bytes, datetimes, numpy
+    scalars, Decimals) is rejected rather than converted, so what is stored is what was given.
     """
 
     def check(item: Any, depth: int, where: str) -> None:
