@@ -343,3 +343,19 @@ def test_simulated_histories_stay_in_the_calendar(robots, days, end):
     if events is not None:
         assert set(events["robot"]) <= {name.strip() for name in robots}
         assert events["remembered_at"].notna().all()
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@example(options={"query_timeout": 2**40})
+@example(options={"pool_size": np.int64(2), "cache_size": 10**12})
+@given(options=st.dictionaries(
+    st.sampled_from(["pool_size", "query_timeout", "cache_size", "cache_ttl", "tracer"]),
+    st.one_of(big_ints, st.floats(), st.just(np.int64(2)), hostile_text, st.none()),
+    max_size=3))
+def test_store_options_open_a_working_store_or_reject(hostile_url, options):
+    store = outcome(lambda: LongTermMemory(hostile_url, init_schema=False, **options),
+                    set(options))
+    if store is not None:
+        with store:
+            assert store.search_fulltext(query="database") is not None

@@ -56,7 +56,9 @@ class StoreBase:
     ) -> None:
         if pool_size is not None:
             pool_size = validate_positive_int(pool_size, field="pool_size", maximum=1000)
-        self.query_timeout = validate_positive_int(query_timeout, field="query_timeout")
+        # statement_timeout is an int of milliseconds on the server
+        self.query_timeout = validate_positive_int(query_timeout, field="query_timeout",
+                                                   maximum=2**31 - 1)
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
             raise ValidationError(f"must be an integer >= 0, got {cache_size!r}",
                                   field="cache_size")
