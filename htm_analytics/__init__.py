@@ -5,6 +5,7 @@ from .connection import embedded_server_url, mask_url, resolve_database_url
 from .demo import demo_database_url, load_demo, run_demo
 from .embeddings import get_embedder
 from .errors import (
+    ConcurrencyError,
     DatabaseConnectionError,
     DatabaseError,
     EmbeddingError,
@@ -70,6 +71,7 @@ __all__ = [
     "ValidationError",
     "NotFoundError",
     "DatabaseError",
+    "ConcurrencyError",
     "DatabaseConnectionError",
     "QueryTimeoutError",
     "SchemaError",

@@ -33,6 +33,7 @@ class QueryCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.generation = 0
 
     @property
     def enabled(self) -> bool:
@@ -61,9 +62,15 @@ class QueryCache:
                 self._entries.popitem(last=False)
 
     def clear(self) -> None:
-        """Drop every entry (the hit and miss counters stay)."""
+        """Drop every entry (the hit and miss counters stay) and start a new ``generation``.
+
+        A result computed before a clear must not be stored after it: callers read
+        ``generation`` before computing and put their key with it, so such a late result
+        lands under a generation that no later lookup asks for.
+        """
         with self._lock:
             self._entries.clear()
+            self.generation += 1
 
     def __len__(self) -> int:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import urllib.parse
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +27,7 @@ __all__ = [
     "EMBEDDED_DATABASE",
     "resolve_database_url",
     "mask_url",
+    "mask_secrets",
     "embedded_data_dir",
     "embedded_server_url",
 ]
@@ -43,15 +45,48 @@ _embedded_lock = threading.Lock()
 _embedded_servers: dict[Path, Any] = {}
 
 
+# The password of a URL (any scheme, typos included): from the colon of the user info to the
+# last "@" before the host. Greedy on purpose: a password may hold "@", "/" or spaces.
+_URL_PASSWORD = re.compile(r"^(\s*[A-Za-z][\w+.-]*://[^:/@?#\s]*:)(.*)@", re.S)
+# password=... in a keyword string or a URL query: a quoted value, or everything up to the
+# next "key=" (an unquoted space inside a password must not leave half of it readable).
+_KEYWORD_PASSWORD = re.compile(
+    r"(password\s*=\s*)('(?:[^'\\]|\\.)*'?|.*?(?=[&\s]+[A-Za-z_]+\s*=|&|$))",
+    re.I | re.S)
+
+
+def _secrets(url: str) -> list[str]:
+    """The substrings of ``url`` that :func:`mask_url` hides."""
+    found = [m.group(2) for m in _URL_PASSWORD.finditer(url)]
+    found += [m.group(2) for m in _KEYWORD_PASSWORD.finditer(url)]
+    return [s for s in found if s and s != "***"]
+
+
 def mask_url(url: str) -> str:
     """Return ``url`` with any password replaced by ``***``.
 
-    Works for URLs (``postgresql://user:secret@host/db``) and for libpq keyword strings
-    (``host=... password=secret``).
+    Works for URLs (``postgresql://user:secret@host/db``, misspelt schemes too), passwords in
+    a URL's query (``?password=secret``) and libpq keyword strings (``host=... password=secret``,
+    quoted or not, spaces included).
     """
-    masked = re.sub(r"(://[^:/@\s]*:)([^@/\s]*)@", r"\1***@", url)
-    masked = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", masked, flags=re.I)
-    return masked
+    masked = _URL_PASSWORD.sub(r"\1***@", url)
+    return _KEYWORD_PASSWORD.sub(r"\1***", masked)
+
+
+def mask_secrets(text: str, url: str) -> str:
+    """``text`` (an error message, perhaps libpq's) with every password of ``url`` masked.
+
+    libpq quotes the piece it could not parse ("invalid percent-encoded token: "p%zz""), which
+    may be the password, part of it, or the whole connection string.
+    """
+    masked = text.replace(url, mask_url(url)) if url else text
+    for secret in _secrets(url):
+        pieces = {secret, secret.strip("'"), urllib.parse.unquote(secret)}
+        pieces.update(p for p in re.split(r"[\s'\"]+", secret) if len(p) >= 4)
+        for piece in sorted(pieces, key=len, reverse=True):
+            if len(piece) >= 2:
+                masked = masked.replace(piece, "***")
+    return mask_url(masked)
 
 
 def embedded_data_dir() -> Path:
@@ -195,7 +230,9 @@ def resolve_database_url(config_or_url: str | Mapping[str, Any] | None = None) -
         try:
             return _join_embedded(make_conninfo(**{k: str(v) for k, v in settings.items()}))
         except psycopg.ProgrammingError as exc:
-            raise ValidationError(str(exc), field="config_or_url") from exc
+            secret = str(settings.get("password", ""))
+            message = str(exc).replace(secret, "***") if len(secret) >= 2 else str(exc)
+            raise ValidationError(mask_url(message), field="config_or_url") from None
     raise ValidationError(
         f"expected a URL string, a mapping of connection settings or None, "
         f"got {type(config_or_url).__name__}",
@@ -207,7 +244,9 @@ def _checked(url: str, source: str) -> str:
     try:
         conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
+        # from None: libpq's own error would carry the password along in a traceback.
         raise ValidationError(
-            f"not a valid PostgreSQL URL ({mask_url(url)}): {exc}", field=source
-        ) from exc
+            f"not a valid PostgreSQL URL ({mask_url(url)}): "
+            f"{mask_secrets(str(exc).strip(), url)}", field=source
+        ) from None
     return url

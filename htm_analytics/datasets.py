@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from .errors import ValidationError
 from .tokens import count_tokens
-from .validation import TAG_PATTERN
+from .validation import TAG_PATTERN, validate_content, validate_datetime, validate_positive_int
 
 if TYPE_CHECKING:
     from .store import LongTermMemory
@@ -150,6 +151,20 @@ def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_RO
         One row per remember, in time order: ``position`` (int64: row position in ``frame``),
         ``robot`` (string), ``remembered_at`` (datetime64[us, UTC]).
     """
+    if isinstance(robots, str) or not isinstance(robots, (list, tuple)) or not robots:
+        raise ValidationError("must be a non-empty list or tuple of robot names, not one "
+                              "string", field="robots")
+    robots = tuple(validate_content(name, field="robots") for name in robots)
+    # At most a century back, so that every simulated time stays in the calendar.
+    days = validate_positive_int(days, field="days", maximum=36_500)
+    for name, probability in (("shared_probability", shared_probability),
+                              ("repeat_probability", repeat_probability)):
+        if isinstance(probability, bool) or not isinstance(probability, (int, float)) \
+                or not 0 <= probability <= 1:
+            raise ValidationError(f"must be a number from 0 to 1, got {probability!r}",
+                                  field=name)
+    if end is not None:
+        end = validate_datetime(end, field="end").replace(microsecond=0)
     rng = np.random.default_rng(seed)
     n = len(frame)
     end = end or dt.datetime.now(dt.UTC).replace(microsecond=0)

@@ -14,6 +14,7 @@ __all__ = [
     "ValidationError",
     "NotFoundError",
     "DatabaseError",
+    "ConcurrencyError",
     "DatabaseConnectionError",
     "QueryTimeoutError",
     "SchemaError",
@@ -50,6 +51,11 @@ class DatabaseError(HTMError):
     sqlstate: str | None = None
 
 
+class ConcurrencyError(DatabaseError):
+    """A concurrent change (another session deleting the same node) kept an operation from
+    completing after it was retried; nothing was written, and calling again may succeed."""
+
+
 class DatabaseConnectionError(DatabaseError, ConnectionError):
     """The database could not be reached."""
 
@@ -71,6 +77,7 @@ for _cls in (
     ValidationError,
     NotFoundError,
     DatabaseError,
+    ConcurrencyError,
     DatabaseConnectionError,
     QueryTimeoutError,
     SchemaError,

@@ -16,7 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 import pandas as pd
 
 from .errors import ValidationError
-from .validation import validate_positive_int, validate_tag, validate_timeframe
+from .validation import validate_content, validate_positive_int, validate_tag, validate_timeframe
 
 __all__ = ["MemorySource", "load_analytics_query", "coerce_frame", "to_duckdb_query",
            "period_unit", "scope_params"]
@@ -106,11 +106,12 @@ def scope_params(*, timeframe: Any = None, robots: Any = None, prefix: Any = Non
     """
     bounds = validate_timeframe(timeframe)
     if robots is not None:
-        names = [robots] if isinstance(robots, str) else list(robots)
-        if not names or not all(isinstance(name, str) and name for name in names):
+        if not isinstance(robots, (str, list, tuple)) or not robots or \
+                not all(isinstance(name, str) for name in robots):
             raise ValidationError("must be a robot name or a non-empty list of names",
                                   field="robots")
-        robots = names
+        names = [robots] if isinstance(robots, str) else list(robots)
+        robots = [validate_content(name, field="robots") for name in names]
     if prefix is not None:
         prefix = validate_tag(prefix, field="prefix")
     if level is not None:

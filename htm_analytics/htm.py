@@ -7,12 +7,20 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import numpy as np
+
 from .embeddings import Embedder, get_embedder
 from .errors import NotFoundError, ValidationError
 from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
 from .timeframes import parse_timeframe
 from .tokens import count_tokens
-from .validation import validate_content, validate_id, validate_positive_int, validate_tag
+from .validation import (
+    validate_content,
+    validate_id,
+    validate_positive_int,
+    validate_tag,
+    validate_tag_list,
+)
 from .working_memory import WorkingMemory
 
 __all__ = ["HTM"]
@@ -71,10 +79,11 @@ class HTM:
     def _count(self, content: str, token_count: int | None) -> int:
         if token_count is None:
             token_count = self.token_counter(content)
-        if isinstance(token_count, bool) or not isinstance(token_count, int) or token_count < 0:
-            raise ValidationError(f"must be an integer >= 0, got {token_count!r}",
-                                  field="token_count")
-        return token_count
+        if isinstance(token_count, bool) or not isinstance(token_count, (int, np.integer)) \
+                or not 0 <= token_count < 2**31:
+            raise ValidationError(f"must be an integer from 0 to 2**31 - 1, got "
+                                  f"{token_count!r}", field="token_count")
+        return int(token_count)
 
     def _hold(self, node_id: int, content: str, tokens: int, *, access_count: int = 0,
               last_accessed: dt.datetime | None = None) -> list[int] | None:
@@ -107,9 +116,7 @@ class HTM:
             The provider failed (nothing is written).
         """
         content = validate_content(content)
-        if isinstance(tags, str):
-            raise ValidationError("must be a list of tags, not one string", field="tags")
-        tags = [validate_tag(t) for t in tags]
+        tags = [validate_tag(t) for t in validate_tag_list(tags)]
         tokens = self._count(content, token_count)
         if tokens > self.working_memory.max_tokens:
             raise ValidationError(f"{tokens} tokens do not fit this robot's working memory of "

@@ -42,6 +42,10 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
         "robot_overlap", params,
         {"robot1": "string", "robot2": "string", "shared_nodes": "int64", "nodes1": "int64",
          "nodes2": "int64"})
+    dtypes = {"robot1": "string", "robot2": "string", "shared_nodes": "int64",
+              "nodes1": "int64", "nodes2": "int64", "jaccard": "float64"}
+    if pairs.empty:  # no robot in scope (an empty database): an empty frame of these types
+        return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in dtypes.items()})
     diagonal = pairs.loc[pairs["robot1"] == pairs["robot2"], ["robot1", "nodes1"]]
     sizes: pd.Series = diagonal.set_index("robot1")["nodes1"]
     names = sorted(sizes.index)
@@ -52,8 +56,7 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
     frame["nodes2"] = frame["robot2"].map(sizes)
     union = frame["nodes1"] + frame["nodes2"] - frame["shared_nodes"]
     frame["jaccard"] = frame["shared_nodes"] / union
-    return frame.astype({"robot1": "string", "robot2": "string", "shared_nodes": "int64",
-                         "nodes1": "int64", "nodes2": "int64", "jaccard": "float64"})
+    return frame.astype(dtypes)
 
 
 @share_docs

@@ -58,6 +58,16 @@ def parse_timeframe(value: Any, *, now: dt.datetime | None = None
     """
     if value is None:
         return None
+    try:
+        return _parse(value, now)
+    except (OverflowError, ValueError) as exc:  # "last 99999999 years" leaves the calendar
+        if isinstance(exc, ValidationError):
+            raise
+        raise ValidationError(f"{value!r} reaches outside the calendar ({exc})",
+                              field="timeframe") from None
+
+
+def _parse(value: Any, now: dt.datetime | None) -> tuple[dt.datetime, dt.datetime] | None:
     now = now or dt.datetime.now(dt.UTC)
     if now.tzinfo is None:
         now = now.replace(tzinfo=dt.UTC)

@@ -21,17 +21,27 @@ __all__ = [
     "validate_id",
     "validate_ids",
     "validate_timeframe",
+    "validate_json",
+    "validate_tag_list",
+    "validate_datetime",
     "prepare_embedding",
+    "check_norms",
 ]
 
 MAX_EMBEDDING_DIMENSION = 2000
 MAX_CONTENT_BYTES = 1_000_000
 MAX_TAG_LENGTH = 255
+MAX_BIGINT = 2**63 - 1
+MAX_JSON_DEPTH = 64
+# Dates the analyses can bucket and PostgreSQL, Python and pandas all represent.
+EARLIEST = dt.datetime(1678, 1, 1, tzinfo=dt.UTC)
+LATEST = dt.datetime(2261, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
 TAG_PATTERN = re.compile(r"^[a-z0-9-]+(?::[a-z0-9-]+)*$")
 
 
 def validate_content(content: Any, *, field: str = "content") -> str:
-    """Return ``content`` stripped; reject non-strings, blank text, NUL bytes and >1 MB."""
+    """Return ``content`` stripped; reject non-strings, blank text, NUL bytes, lone surrogates
+    and text over 1,000,000 UTF-8 bytes."""
     if not isinstance(content, str):
         raise ValidationError(f"must be a string, got {type(content).__name__}", field=field)
     stripped = content.strip()
@@ -40,9 +50,19 @@ def validate_content(content: Any, *, field: str = "content") -> str:
     if "\x00" in stripped:
         raise ValidationError("must not contain NUL bytes (PostgreSQL text cannot hold them)",
                               field=field)
-    if len(stripped.encode("utf-8", "surrogatepass")) > MAX_CONTENT_BYTES:
+    _check_encodable(stripped, field)
+    if len(stripped.encode("utf-8")) > MAX_CONTENT_BYTES:
         raise ValidationError(f"is larger than {MAX_CONTENT_BYTES} bytes", field=field)
     return stripped
+
+
+def _check_encodable(text: str, field: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(
+            f"contains a lone surrogate (U+{ord(text[exc.start]):04X} at {exc.start}), which "
+            "is not valid UTF-8", field=field) from None
 
 
 def validate_tag(tag: Any, *, field: str = "tag") -> str:
@@ -58,6 +78,13 @@ def validate_tag(tag: Any, *, field: str = "tag") -> str:
     return tag
 
 
+def validate_tag_list(tags: Any, *, field: str = "tags") -> list[Any]:
+    """A list or tuple of tags (not one string, not a set: tags keep the caller's order)."""
+    if not isinstance(tags, (list, tuple)):
+        raise ValidationError(f"must be a list of tags, got {type(tags).__name__}", field=field)
+    return list(tags)
+
+
 def tag_ancestors(tag: str) -> list[str]:
     """The tag and each ancestor, root first: ``a:b:c`` gives ``['a', 'a:b', 'a:b:c']``."""
     parts = tag.split(":")
@@ -65,19 +92,23 @@ def tag_ancestors(tag: str) -> list[str]:
 
 
 def validate_positive_int(value: Any, *, field: str, maximum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) with ``1 <= value <= maximum``."""
+    """Return ``value`` if it is an int (not a bool) with ``1 <= value <= maximum``.
+
+    Without ``maximum`` the bound is PostgreSQL's ``bigint``: every such value is bound to SQL.
+    """
+    maximum = MAX_BIGINT if maximum is None else maximum
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValidationError(f"must be a positive integer, got {value!r}", field=field)
     if value < 1:
         raise ValidationError(f"must be a positive integer, got {value!r}", field=field)
-    if maximum is not None and value > maximum:
+    if value > maximum:
         raise ValidationError(f"must be at most {maximum}, got {value!r}", field=field)
     return int(value)
 
 
 def validate_id(value: Any, *, field: str) -> int:
     """A database id: a positive integer that fits PostgreSQL ``bigint``."""
-    return validate_positive_int(value, field=field, maximum=2**63 - 1)
+    return validate_positive_int(value, field=field, maximum=MAX_BIGINT)
 
 
 def validate_ids(values: Any, *, field: str) -> list[int]:
@@ -88,15 +119,82 @@ def validate_ids(values: Any, *, field: str) -> list[int]:
 
 
 def _as_utc(value: Any, field: str) -> dt.datetime:
-    if isinstance(value, dt.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=dt.UTC)
-    if isinstance(value, dt.date):
-        return dt.datetime.combine(value, dt.time.min, tzinfo=dt.UTC)
+    if value is None or type(value).__name__ == "NaTType":
+        raise ValidationError("must be a datetime or date, got a missing value", field=field)
     if hasattr(value, "to_pydatetime"):  # pandas.Timestamp
-        return _as_utc(value.to_pydatetime(), field)
+        value = value.to_pydatetime()
+    try:
+        if isinstance(value, dt.datetime):
+            return (value.astimezone(dt.UTC) if value.tzinfo
+                    else value.replace(tzinfo=dt.UTC))
+        if isinstance(value, dt.date):
+            return dt.datetime.combine(value, dt.time.min, tzinfo=dt.UTC)
+    except (OverflowError, ValueError) as exc:  # a UTC offset past year 1 or 9999
+        raise ValidationError(f"{value!r} is out of range in UTC ({exc})", field=field) from None
     raise ValidationError(
-        f"timeframe bounds must be datetimes or dates, got {type(value).__name__}", field=field
+        f"must be a datetime or date, got {type(value).__name__}", field=field
     )
+
+
+def validate_datetime(value: Any, *, field: str) -> dt.datetime:
+    """An aware UTC datetime (naive ones are taken as UTC) between the years 1678 and 2261.
+
+    The range is what pandas' nanosecond timestamps can hold, so every stored time can be
+    analysed; a datetime, a date or a ``pandas.Timestamp`` is accepted.
+    """
+    when = _as_utc(value, field)
+    if not EARLIEST <= when <= LATEST:
+        raise ValidationError(f"{when.isoformat()} is outside {EARLIEST.year} to "
+                              f"{LATEST.year}", field=field)
+    return when
+
+
+def validate_json(value: Any, *, field: str) -> Any:
+    """Return ``value`` if it is JSON PostgreSQL ``jsonb`` can store, unchanged.
+
+    JSON means None, bools, ints of up to 300 digits, finite floats, strings without NUL or
+    lone surrogates, lists or tuples, and dicts with string keys, nested at most 64 deep
+    (which also rules out self-references). Everything else (sets, bytes, datetimes, numpy
+    scalars, Decimals) is rejected rather than converted, so what is stored is what was given.
+    """
+
+    def check(item: Any, depth: int, where: str) -> None:
+        if depth > MAX_JSON_DEPTH:
+            raise ValidationError(f"is nested deeper than {MAX_JSON_DEPTH} levels (or refers "
+                                  "to itself)", field=field)
+        if item is None or isinstance(item, bool):
+            return
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValidationError(f"{where}: strings must not contain NUL (\\u0000)",
+                                      field=field)
+            _check_encodable(item, field)
+            return
+        if type(item) is int:
+            if abs(item) > 10**300:
+                raise ValidationError(f"{where}: integer too large", field=field)
+            return
+        if type(item) is float:
+            if item != item or item in (float("inf"), float("-inf")):
+                raise ValidationError(f"{where}: NaN and infinity are not JSON", field=field)
+            return
+        if type(item) in (list, tuple):
+            for i, element in enumerate(item):
+                check(element, depth + 1, f"{where}[{i}]")
+            return
+        if type(item) is dict:
+            for key, element in item.items():
+                if not isinstance(key, str):
+                    raise ValidationError(f"{where}: keys must be strings, got "
+                                          f"{type(key).__name__}", field=field)
+                check(key, depth + 1, where)
+                check(element, depth + 1, f"{where}[{key!r}]")
+            return
+        raise ValidationError(f"{where}: {type(item).__name__} is not JSON (use str, int, "
+                              "float, bool, None, list or dict)", field=field)
+
+    check(value, 0, "value")
+    return value
 
 
 def validate_timeframe(
@@ -146,8 +244,8 @@ def prepare_embedding(embedding: Any, *, field: str = "embedding",
         raise ValidationError("must be a sequence of numbers", field=field)
     try:
         array = np.asarray(embedding, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(f"must be a sequence of numbers ({exc})", field=field) from exc
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValidationError(f"must be a sequence of numbers ({exc})", field=field) from None
     if array.ndim != 1:
         raise ValidationError(f"must be one-dimensional, got shape {array.shape}", field=field)
     dimension = int(array.shape[0])
@@ -165,5 +263,22 @@ def prepare_embedding(embedding: Any, *, field: str = "embedding",
         raise ValidationError("has values too large for float32", field=field)
     padded = np.zeros(pad_to, dtype=np.float32)
     padded[:dimension] = array
+    check_norms(padded[None, :dimension], field=field)
     return padded, dimension
+
+
+def check_norms(vectors: np.ndarray, *, field: str) -> None:
+    """Reject float32 rows whose squared norm is zero or infinite in float32.
+
+    pgvector sums squares in single precision: a vector of tiny values (1e-30) has a norm of
+    0 there, one of huge values (1e30) an infinite norm, and either gives NaN similarities.
+    """
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        squares = np.einsum("ij,ij->i", vectors, vectors, dtype=np.float32)
+    bad = np.flatnonzero(~(np.isfinite(squares) & (squares >= np.finfo(np.float32).tiny)))
+    if bad.size:
+        which = f"row {int(bad[0])} " if vectors.shape[0] > 1 else ""
+        raise ValidationError(
+            f"{which}has a norm of 0 or infinity in single precision (values too small or too "
+            "large), so its cosine similarity is undefined", field=field)
 

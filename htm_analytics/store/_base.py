@@ -31,6 +31,7 @@ from ..errors import (
 )
 from ..frames import coerce_frame, load_analytics_query
 from ..validation import validate_positive_int
+from .cache_generation import has_shared_generation, read_shared_generation
 from .schema import apply_migrations, native_index_dimensions
 from .tracing import Tracer, tracing_cursor_class
 
@@ -55,7 +56,9 @@ class StoreBase:
     ) -> None:
         if pool_size is not None:
             pool_size = validate_positive_int(pool_size, field="pool_size", maximum=1000)
-        self.query_timeout = validate_positive_int(query_timeout, field="query_timeout")
+        # statement_timeout is an int of milliseconds on the server
+        self.query_timeout = validate_positive_int(query_timeout, field="query_timeout",
+                                                   maximum=2**31 - 1)
         if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
             raise ValidationError(f"must be an integer >= 0, got {cache_size!r}",
                                   field="cache_size")
@@ -78,6 +81,9 @@ class StoreBase:
             min_size=1,
             max_size=pool_size or 5,
             configure=self._configure_connection,
+            # A connection left from before a server restart is dead; checking it at checkout
+            # (one empty round trip) replaces it instead of failing the caller's call.
+            check=psycopg_pool.ConnectionPool.check_connection,
             open=False,
             name="htm_analytics",
         )
@@ -88,6 +94,7 @@ class StoreBase:
             raise DatabaseConnectionError(
                 f"could not open a connection pool to {self.url}: {exc}") from exc
         self._cache = QueryCache(cache_size, cache_ttl)
+        self._has_shared_generation: bool | None = None
         self._closed = False
 
     # -- connections ----------------------------------------------------------------------
@@ -222,9 +229,31 @@ class StoreBase:
         """Drop every cached search result."""
         self._cache.clear()
 
+    @property
+    def cache_scope(self) -> str:
+        """What invalidates the query cache: ``"database"`` (writes by any process, through
+        the counter of migration 006) or ``"process"`` (writes by this store only: the
+        database lacks the counter, so another process's delete is seen after ``cache_ttl``;
+        run ``htm-analytics init-db``, or pass ``cache_size=0``)."""
+        return "database" if self._shared_generation_readable() else "process"
+
+    def _shared_generation_readable(self) -> bool:
+        if self._has_shared_generation is None:
+            self._has_shared_generation = has_shared_generation(self._fetch)
+        return self._has_shared_generation
+
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Rows]) -> SearchResults:
         if not self._cache.enabled:
             return SearchResults(compute())
+        # Both generations are read before the search runs, so its result reflects at least
+        # every write they count; a write committed later changes them and misses the entry.
+        generation: tuple[int, int | None] = (self._cache.generation, None)
+        if self._shared_generation_readable():
+            try:
+                generation = (generation[0], read_shared_generation(self._fetch))
+            except SchemaError:  # the counter was dropped under this store: fall back
+                self._has_shared_generation = False
+        key = (*key, generation)
         hit, value = self._cache.get(key)
         if not hit:
             value = compute()

@@ -16,7 +16,7 @@ __all__ = [
     "Statement", "MAX_LIMIT", "Timeframe", "TextMatch", "NODE_COLUMNS", "SEARCH_COLUMNS",
     "LOG_EVENTS",
     "content_hash", "bind_timeframe", "to_numpy", "embedding_model_names",
-    "lift_statement_timeout", "create_index", "native_distance",
+    "lift_statement_timeout", "create_index", "native_distance", "content_too_large",
 ]
 
 MAX_LIMIT = 1000
@@ -102,3 +102,13 @@ def native_distance(dimension: int) -> sql.Composed:
     # constants.
     return sql.SQL("(subvector(n.embedding, 1, {d})::vector({d})) <=> %(q)s").format(
         d=sql.Literal(dimension))
+
+
+def content_too_large(exc: psycopg.Error, field: str) -> ValidationError:
+    """The server's "string is too long for tsvector" as the rejection of the content.
+
+    The seed schema's full-text index holds at most 1 MiB of lexemes; text whose letters grow
+    when lowercased (Ⱥ is 2 bytes, ⱥ is 3) can pass the 1,000,000-byte limit and still not
+    fit. The transaction is rolled back, so nothing is written.
+    """
+    return ValidationError(f"cannot be indexed for full-text search: {exc}", field=field)

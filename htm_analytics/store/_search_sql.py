@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
+import re
 
 from psycopg import sql
 
 from ..errors import ValidationError
 from ._common import SEARCH_COLUMNS, native_distance
 
-__all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "tsquery_sql",
-           "hybrid_weighted_sql", "hybrid_rrf_sql", "search_statement"]
+__all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "MAX_QUERY_WORDS",
+           "fulltext_text", "tsquery_sql", "hybrid_weighted_sql", "hybrid_rrf_sql",
+           "search_statement"]
 
 RRF_K = 60
 HYBRID_SIMILARITY_WEIGHT = 0.7
@@ -27,6 +29,22 @@ _TSQUERY = {
     "any": "replace(plainto_tsquery('english', %(query)s)::text, ' & ', ' | ')::tsquery",
     "websearch": "websearch_to_tsquery('english', %(query)s)",
 }
+
+
+MAX_QUERY_WORDS = 4096
+_WORD = re.compile(r"\w+")
+
+
+def fulltext_text(query: str) -> str:
+    """The query cut after its first ``MAX_QUERY_WORDS`` words, for the tsquery functions.
+
+    A tsquery of tens of thousands of terms is a tree too deep for the server's stack
+    ("stack depth limit exceeded"); its first 4,096 words are more than any ranking uses.
+    """
+    for count, match in enumerate(_WORD.finditer(query), start=1):
+        if count == MAX_QUERY_WORDS:
+            return query[:match.end()]
+    return query
 
 
 def tsquery_sql(match: str) -> str:

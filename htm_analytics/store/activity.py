@@ -9,7 +9,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import NotFoundError, ValidationError
-from ..validation import validate_content, validate_id, validate_ids
+from ..validation import validate_content, validate_id, validate_ids, validate_json
 from ._base import StoreBase
 from ._common import LOG_EVENTS
 
@@ -47,6 +47,8 @@ class ActivityMixin(StoreBase):
             raise ValidationError("must be at most 255 characters", field="robot_name")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise ValidationError("must be a mapping", field="metadata")
+        if metadata is not None:
+            metadata = validate_json(dict(metadata), field="metadata")
         with self._transaction() as cur:
             lock_robot_name(cur, name)
             row = cur.execute("""UPDATE robots SET last_active = CURRENT_TIMESTAMP

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -11,16 +12,24 @@ import pandas as pd
 import psycopg
 from psycopg import sql
 
-from ..errors import DatabaseError, ValidationError
+from ..errors import ConcurrencyError, ValidationError
 from ..validation import (
     MAX_EMBEDDING_DIMENSION,
+    check_norms,
     tag_ancestors,
     validate_content,
+    validate_datetime,
     validate_tag,
-    validate_timeframe,
+    validate_tag_list,
 )
 from ._base import StoreBase
-from ._common import content_hash, create_index, embedding_model_names, lift_statement_timeout
+from ._common import (
+    content_hash,
+    content_too_large,
+    create_index,
+    embedding_model_names,
+    lift_statement_timeout,
+)
 from .activity import lock_robot_name
 from .tagging import ensure_tags
 
@@ -88,7 +97,7 @@ class BulkMixin(StoreBase):
         if n == 0:
             return pd.DataFrame({"node_id": pd.Series(dtype="int64"),
                                  "is_new": pd.Series(dtype="bool")})
-        with self._transaction() as cur:
+        with self._transaction() as cur, nodes_deleted_meanwhile():
             lift_statement_timeout(cur)
             robot_ids = _find_or_create_robots(cur, rows.robot_names, rows.remembered_at)
             if defer_indexes is None:
@@ -110,18 +119,10 @@ class BulkMixin(StoreBase):
                                     robot_ids[rows.robot_names[i]], rows.remembered_at[i]))
             cur.execute("CREATE INDEX ON htm_bulk_staging (content_hash)")
             cur.execute("ANALYZE htm_bulk_staging")
-            new = cur.execute(f"""
-                INSERT INTO nodes (content, content_hash, token_count, embedding,
-                                   embedding_dimension, created_at, updated_at, last_accessed)
-                SELECT DISTINCT ON (content_hash) content, content_hash, token_count,
-                       CASE WHEN embedding IS NOT NULL THEN
-                           (embedding::real[] || array_fill(0::real,
-                               ARRAY[{MAX_EMBEDDING_DIMENSION} - dimension]))::vector
-                       END,
-                       dimension, remembered_at, remembered_at, remembered_at
-                FROM htm_bulk_staging ORDER BY content_hash, remembered_at, ord
-                ON CONFLICT (content_hash) DO NOTHING
-                RETURNING id, content_hash, embedding_dimension""").fetchall()
+            try:
+                new = _insert_new_nodes(cur)
+            except psycopg.errors.ProgramLimitExceeded as exc:
+                raise content_too_large(exc, "contents") from exc
             created = {r["content_hash"] for r in new}
             if provider is not None and rows.embeddings is not None:
                 cur.execute("""INSERT INTO node_embedding_models (node_id, provider, model,
@@ -132,7 +133,7 @@ class BulkMixin(StoreBase):
                 SELECT s.ord, n.id FROM htm_bulk_staging s
                 JOIN nodes n ON n.content_hash = s.content_hash ORDER BY s.ord""").fetchall()
             if len(mapping) != n:
-                raise DatabaseError("bulk_add could not resolve every row to a node")
+                raise ConcurrencyError(_DELETED_DURING_LOAD)
             cur.execute("""
                 INSERT INTO robot_nodes AS rn (robot_id, node_id, first_remembered_at,
                     last_remembered_at, remember_count, created_at, updated_at)
@@ -193,6 +194,38 @@ class BulkMixin(StoreBase):
                 is_new[i] = True
                 first_seen.add(digest)
         return pd.DataFrame({"node_id": node_ids, "is_new": is_new})
+
+
+_DELETED_DURING_LOAD = ("a stored node this load refers to was deleted by another session "
+                        "during the load; nothing was written, and calling again reloads it")
+
+
+@contextmanager
+def nodes_deleted_meanwhile() -> Iterator[None]:
+    """A foreign-key failure inside a load means a node went away under it: say so."""
+    try:
+        yield
+    except psycopg.errors.ForeignKeyViolation as exc:
+        raise ConcurrencyError(_DELETED_DURING_LOAD) from exc
+
+
+_INSERT_NEW_NODES = f"""
+                INSERT INTO nodes (content, content_hash, token_count, embedding,
+                                   embedding_dimension, created_at, updated_at, last_accessed)
+                SELECT DISTINCT ON (content_hash) content, content_hash, token_count,
+                       CASE WHEN embedding IS NOT NULL THEN
+                           (embedding::real[] || array_fill(0::real,
+                               ARRAY[{MAX_EMBEDDING_DIMENSION} - dimension]))::vector
+                       END,
+                       dimension, remembered_at, remembered_at, remembered_at
+                FROM htm_bulk_staging ORDER BY content_hash, remembered_at, ord
+                ON CONFLICT (content_hash) DO NOTHING
+                RETURNING id, content_hash, embedding_dimension"""
+
+
+def _insert_new_nodes(cur: psycopg.Cursor[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Insert the staged contents not stored yet; return their rows."""
+    return cur.execute(_INSERT_NEW_NODES).fetchall()
 
 
 def _find_or_create_robots(cur: psycopg.Cursor[dict[str, Any]], names: Sequence[str],
@@ -279,10 +312,13 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
     else:
         rows.remembered_at = []
         for i, when in enumerate(per_row(remembered_at, "remembered_at")):
-            start, _ = validate_timeframe((when, when), field=f"remembered_at[{i}]") or (now, now)
-            rows.remembered_at.append(start)
+            rows.remembered_at.append(validate_datetime(when, field=f"remembered_at[{i}]"))
     if embeddings is not None:
-        array = np.asarray(embeddings, dtype=np.float32)
+        try:
+            array = np.asarray(embeddings, dtype=np.float64)
+        except (TypeError, ValueError, OverflowError) as exc:  # ragged rows, strings
+            raise ValidationError(f"must be an (n={n}, d) array of numbers ({exc})",
+                                  field="embeddings") from None
         if array.ndim != 2 or array.shape[0] != n:
             raise ValidationError(f"must be an (n={n}, d) array, got shape {array.shape}",
                                   field="embeddings")
@@ -295,14 +331,16 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
         if bad.size:
             raise ValidationError(f"row {int(bad[0])} is all zeros or not finite",
                                   field="embeddings")
+        if np.abs(array).max() > np.finfo(np.float32).max:
+            raise ValidationError("has values too large for float32", field="embeddings")
+        array = array.astype(np.float32)
+        check_norms(array, field="embeddings")
         rows.embeddings = np.ascontiguousarray(array)
         rows.dimension = int(array.shape[1])
     if tags is not None:
         for i, row_tags in enumerate(per_row(tags, "tags")):
-            if isinstance(row_tags, str) or not hasattr(row_tags, "__iter__"):
-                raise ValidationError("must be a list of tags per row", field=f"tags[{i}]")
             names_for_row: set[str] = set()
-            for tag in row_tags:
+            for tag in validate_tag_list(row_tags, field=f"tags[{i}]"):
                 tag = validate_tag(tag, field=f"tags[{i}]")
                 names_for_row.update(tag_ancestors(tag) if with_ancestors else [tag])
             rows.tag_rows.extend((i, name) for name in sorted(names_for_row))

