@@ -8,10 +8,16 @@
 WITH query_words AS (
     SELECT DISTINCT w FROM public.htm_analytics_lexicon_words(%(query)s) w),
 corrected AS (
-    SELECT coalesce(string_agg(l.word, ' '), '') AS words
-    FROM query_words q CROSS JOIN LATERAL (
-        SELECT word FROM node_lexicon WHERE word %% q.w
-        ORDER BY word <-> q.w LIMIT %(neighbours)s) l),
+    -- A word of the lexicon stands for itself; only an unknown word is looked up by
+    -- trigrams (each nearest-word scan costs milliseconds on a large lexicon).
+    SELECT coalesce(string_agg(word, ' '), '') AS words FROM (
+        SELECT q.w AS word FROM query_words q
+        WHERE EXISTS (SELECT FROM node_lexicon e WHERE e.word = q.w)
+        UNION ALL
+        SELECT l.word FROM query_words q CROSS JOIN LATERAL (
+            SELECT word FROM node_lexicon WHERE word %% q.w
+            ORDER BY word <-> q.w LIMIT %(neighbours)s) l
+        WHERE NOT EXISTS (SELECT FROM node_lexicon e WHERE e.word = q.w)) c),
 {head},
 shortlist AS (
     SELECT c.id FROM text_candidates c CROSS JOIN (
