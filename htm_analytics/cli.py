@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
 import click
 import pandas as pd
 
+from .advisor import advise as advise_store
 from .demo import run_demo
 from .errors import HTMError
 from .indexes import index_usage, table_health
@@ -21,6 +23,7 @@ from .store import LongTermMemory
 from .tags import tag_cooccurrence, tag_hierarchy
 from .trends import remember_trends
 from .tuning import DEFAULT_EF_SEARCH_SWEEP, benchmark_index_build, benchmark_recall
+from .tuning_advice import recommend_ef_search
 
 __all__ = ["main", "cli"]
 
@@ -162,6 +165,40 @@ def init_db(ctx: click.Context) -> None:
                    f"pg_trgm {store.server_info['pg_trgm_version']}")
         click.echo(f"schema version {store.server_info['schema_version']}: "
                    + (f"applied migrations {applied}" if applied else "already up to date"))
+
+
+@cli.command()
+@click.option("--sweep/--no-sweep", default=True, show_default=True,
+              help="Run a quick ef_search sweep (200 held-out vectors) to check the setting.")
+@click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=0.95,
+              show_default=True, help="Recall@10 the ef_search advice aims for.")
+@output_options
+@click.pass_context
+def advise(ctx: click.Context, sweep: bool, target_recall: float, fmt: str) -> None:
+    """Health and tuning findings, most severe first, each with the SQL that fixes it."""
+    with _open_store(ctx, init_schema=False) as store:
+        ef_advice = None
+        if sweep:
+            with store.tuning_session() as session:
+                has_vectors = bool(session.vector_dimensions())
+            if has_vectors:
+                ef_advice = recommend_ef_search(store, target_recall=target_recall,
+                                                progress=sys.stderr.isatty())
+        findings = advise_store(store, ef_search_advice=ef_advice)
+    if fmt != "table":
+        emit(findings, fmt)
+        return
+    click.echo(f"database: {store.url}\nstatistics since {findings.attrs['statistics_note']}")
+    if ef_advice is not None:
+        click.echo(f"ef_search sweep: {ef_advice.evidence}")
+    for number, row in enumerate(findings.itertuples(index=False), start=1):
+        click.echo(f"\n{number}. {row.severity.upper()} {row.check}: {row.object}")
+        for label, text in (("", row.evidence), ("-> ", row.recommendation)):
+            click.echo(textwrap.fill(label + text, width=100, initial_indent="   ",
+                                     subsequent_indent="   "))
+        click.echo(textwrap.indent(row.sql, "   | "))
+    if findings.empty:
+        click.echo("no findings")
 
 
 @cli.command()

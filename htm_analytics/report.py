@@ -36,7 +36,7 @@ from .trends import (
     remember_count_distribution,
     remember_trends,
 )
-from .tuning import benchmark_recall, plot_recall_by_ef, plot_recall_latency
+from .report_advice import advisor_section, hnsw_section
 
 __all__ = ["Figure", "Section", "Report", "build_report"]
 
@@ -70,6 +70,8 @@ class Section:
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     data: dict[str, pd.DataFrame] = field(default_factory=dict)
+    html: str = ""  # escaped HTML shown after the text (the advisor's findings)
+    markdown: str = ""
 
 
 @dataclass
@@ -105,13 +107,14 @@ class Report:
             parts.append(f"<section id='{section.key}'><h2>{_e(section.title)}</h2>")
             if section.text:
                 parts += [f"<p>{_e(paragraph)}</p>" for paragraph in section.text.split("\n\n")]
+            parts.append(section.html)
             for figure in section.figures:
                 data = base64.b64encode(figure.png).decode()
                 parts.append(f"<figure><img src='data:image/png;base64,{data}' "
                              f"alt='{_e(figure.caption)}'><figcaption>{_e(figure.caption)}"
                              f"</figcaption></figure>")
             for caption, table in section.tables:
-                parts.append(html_table(caption, table))
+                parts.append(f"<div class='table-wrap'>{html_table(caption, table)}</div>")
             parts.append("</section>")
         parts.append(f"<footer>htm_analytics {_e(_version())}</footer></div>")
         return "\n".join(parts)
@@ -154,6 +157,8 @@ class Report:
             lines += [f"## {section.title}", ""]
             if section.text:
                 lines += [section.text, ""]
+            if section.markdown:
+                lines += [section.markdown, ""]
             for figure in section.figures:
                 number += 1
                 name = f"figure-{number:02d}.png"
@@ -233,6 +238,14 @@ vertical-align:top}
 .htm-report figure{margin:1em 0}.htm-report figure img{max-width:100%}
 .htm-report figcaption{font-size:.85em;color:#555}
 .htm-report footer{margin-top:3em;font-size:.8em;color:#777}
+.htm-report .table-wrap{overflow-x:auto;max-width:100%}
+.htm-report td{max-width:40em;overflow-wrap:anywhere}
+.htm-report ol.advice{padding-left:1.5em}.htm-report li.finding{margin:.8em 0}
+.htm-report .severity{color:#fff;border-radius:3px;padding:0 .4em;font-size:.8em;
+text-transform:uppercase}
+.htm-report .evidence{color:#444}
+.htm-report pre{background:#f5f5f5;padding:.4em .6em;white-space:pre-wrap;
+overflow-wrap:anywhere;font-size:.8em;margin:.3em 0}
 """
 
 
@@ -245,8 +258,8 @@ def _shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame
 
 def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
-                 labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None
-                 ) -> Report:
+                 labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
+                 advice: bool = True) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -264,6 +277,9 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     labelled_queries : (texts, vectors, relevant node ids), optional
         Queries with a known answer: adds a section comparing search strategies
         (:func:`~htm_analytics.evaluation.retrieval_quality`). Live store only.
+    advice : bool
+        Open with the advisor's findings (:func:`~htm_analytics.advise`; live store only),
+        including the ef_search recommendation when ``benchmark`` is on.
 
     Returns
     -------
@@ -282,15 +298,26 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         facts["server"] = (f"PostgreSQL {snapshot_info['postgresql']}, pgvector "
                            f"{snapshot_info['pgvector']}")
         where = str(getattr(source, "path", "snapshot"))
-    sections = list(_sections(source, live=live, benchmark=benchmark,
-                              sweep_queries=sweep_queries, freq=freq,
+    sections = list(_sections(source, live=live, freq=freq,
                               labelled_queries=labelled_queries))
+    if live:
+        assert isinstance(source, LongTermMemory)
+        ef_advice = None
+        if benchmark:
+            with source.tuning_session() as session:
+                has_vectors = bool(session.vector_dimensions())
+            if has_vectors:
+                hnsw, ef_advice = hnsw_section(source, sweep_queries=sweep_queries,
+                                               section_type=Section, figure_type=Figure)
+                sections.append(hnsw)
+        if advice:
+            sections.insert(0, advisor_section(source, ef_advice, Section))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
                   facts=facts, sections=sections)
 
 
-def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_queries: int,
-              freq: str, labelled_queries: Any) -> Iterator[Section]:
+def _sections(source: MemorySource, *, live: bool, freq: str,
+              labelled_queries: Any) -> Iterator[Section]:
     counts = source.table_counts()  # type: ignore[attr-defined]
     rows = counts.set_index("table")["rows"]
     yield Section("overview", "Memory at a glance",
@@ -432,34 +459,4 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     section.figures.append(Figure.from_axes(
         plot_index_usage(usage), "Index scans per index since the last statistics reset; red: "
                                  "never used (key indexes excepted)."))
-    yield section
-
-    if not benchmark:
-        return
-    with source.tuning_session() as session:
-        has_vectors = bool(session.vector_dimensions())
-    if not has_vectors:
-        return
-    sweep = benchmark_recall(source, queries=sweep_queries, repeats=2, progress=False)
-    first = sweep.iloc[0]
-    how = (f"{first['queries']} held-out stored vectors x 2 repeats, k={first['k']}, index "
-           f"{first['index']} (m={first['m']}, ef_construction={first['ef_construction']}, "
-           f"{first['dimension']} dimensions, {first['rows']:,} rows); recall against an exact "
-           "numpy ground truth; latency measured by the client on one connection")
-    best = sweep[sweep["recall_mean"] >= 0.95].head(1)
-    advice = (f"The smallest ef_search reaching recall 0.95 is {int(best['ef_search'].iloc[0])}"
-              f" ({best['latency_p50_ms'].iloc[0]:.2f} ms p50)." if len(best) else
-              "No setting reached recall 0.95: consider a larger m or ef_construction.")
-    section = Section("hnsw", "HNSW recall and latency",
-                      text=f"{advice}\n\nMeasured with {how}.",
-                      findings=[f"HNSW: {advice}"],
-                      tables=[("ef_search sweep", sweep[[
-                          "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
-                          "latency_p95_ms", "qps", "returned_mean", "used_index"]])],
-                      data={"recall_sweep": sweep})
-    section.figures.append(Figure.from_axes(
-        plot_recall_latency(sweep), f"Recall@{first['k']} against queries per second for each "
-                                    f"hnsw.ef_search (labels); {how}."))
-    section.figures.append(Figure.from_axes(
-        plot_recall_by_ef(sweep), "Mean and 5th-percentile recall by ef_search."))
     yield section

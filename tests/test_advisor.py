@@ -3,6 +3,7 @@ one, and every recommended statement run on a throwaway copy."""
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -11,6 +12,7 @@ import uuid
 import numpy as np
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg import sql
 
 from htm_analytics import (
@@ -22,6 +24,7 @@ from htm_analytics import (
     recommend_ef_search,
 )
 from htm_analytics.advisor import FINDING_COLUMNS, split_statements
+from htm_analytics.cli import cli
 
 from conftest import _with_database
 
@@ -218,3 +221,18 @@ def test_recommend_ef_search_and_concurrency(ltm):
     assert (sweep["latency_p95_ms"] >= sweep["latency_p50_ms"]).all()
     assert sweep["speedup"].iloc[0] == 1.0 and (sweep["qps"] > 0).all()
     assert ltm.ensure_pool_size(1) >= 4  # the pool was grown for four clients
+
+
+def test_advise_command(ltm, database_url):
+    runner = CliRunner()
+    as_json = runner.invoke(cli, ["--db", database_url, "advise", "--no-sweep", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    rows = json.loads(as_json.output)
+    assert [r["object"] for r in rows] == advise(ltm)["object"].tolist()
+    table = runner.invoke(cli, ["advise", "--no-sweep", "--db", database_url])
+    assert table.exit_code == 0, table.output
+    assert "1. WARNING duplicate_index: public.idx_node_tags_node_id" in table.output
+    assert '   | DROP INDEX CONCURRENTLY IF EXISTS "public"."idx_node_tags_node_id";' in \
+        table.output
+    assert max(len(line) for line in table.output.splitlines()
+               if not line.startswith("   | ")) <= 110
