@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
+import shutil
 import sys
 import textwrap
 from collections.abc import Callable
@@ -11,10 +13,13 @@ from typing import Any
 
 import click
 import pandas as pd
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .advisor import advise as advise_store
-from .demo import run_demo
-from .errors import HTMError
+from .connection import URL_ENVIRONMENT_VARIABLES, mask_url, resolve_database_url
+from .demo import DEMO_DATABASE, run_demo
+from .errors import HTMError, SchemaError
 from .indexes import index_usage, table_health
 from .report import build_report
 from .robots import robot_activity, robot_overlap
@@ -69,11 +74,63 @@ def emit(frame: pd.DataFrame, fmt: str) -> None:
     elif fmt == "json":
         click.echo(frame.to_json(orient="records", date_format="iso", indent=2))
     else:
-        click.echo(frame.to_string(index=False) if len(frame) else "(no rows)")
+        click.echo(_readable(frame).to_string(index=False, line_width=_terminal_width())
+                   if len(frame) else "(no rows)")
+
+
+def _terminal_width() -> int:
+    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+
+
+def _readable(frame: pd.DataFrame, text_width: int = 40) -> pd.DataFrame:
+    """A copy for the terminal: times to the minute, floats to 3 decimals, long text cut,
+    and blanks instead of NaN/NaT/<NA>."""
+    shown = pd.DataFrame(index=frame.index)
+    for column in frame.columns:
+        values = frame[column]
+        if pd.api.types.is_datetime64_any_dtype(values):
+            text = values.dt.strftime("%Y-%m-%d %H:%M")
+        elif pd.api.types.is_float_dtype(values):
+            text = values.map(lambda v: f"{v:,.3f}" if pd.notna(v) else "")
+        else:
+            text = values.map(lambda v: "" if v is None or (not isinstance(v, (list, tuple))
+                                                            and pd.isna(v)) else str(v))
+            text = text.map(lambda t: t if len(t) <= text_width else t[:text_width - 1] + "…")
+        shown[column] = text.fillna("").astype(object)
+    return shown
 
 
 def _open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
-    return LongTermMemory(ctx.obj["db"], cache_size=0, **options)
+    try:
+        return LongTermMemory(ctx.obj["db"], cache_size=0, **options)
+    except SchemaError:
+        demo_url = _demo_instead(ctx)
+        if demo_url is None:
+            raise
+        click.echo(f"note: the default database has no memory; using the demo's, "
+                   f"{mask_url(demo_url)} (pass --db or set HTM_DBURL to choose)", err=True)
+        return LongTermMemory(demo_url, cache_size=0, **options)
+
+
+def _demo_instead(ctx: click.Context) -> str | None:
+    """The demo database's URL when no database was chosen (no --db, no environment variable)
+    and the server has a loaded demo database: right after ``htm-analytics demo``, the next
+    command finds its memory."""
+    if ctx.obj.get("db") or any(os.environ.get(v) for v in URL_ENVIRONMENT_VARIABLES):
+        return None
+    server = resolve_database_url(None)
+    params = conninfo_to_dict(server)
+    if params.get("dbname") == DEMO_DATABASE:
+        return None
+    try:
+        with psycopg.connect(server, autocommit=True, connect_timeout=10) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                (DEMO_DATABASE,)).fetchone():
+                return None
+    except psycopg.Error:
+        return None
+    params["dbname"] = DEMO_DATABASE
+    return make_conninfo(**params)
 
 
 def _remember_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -122,8 +179,8 @@ def demo(ctx: click.Context, out: str) -> None:
 
 
 @cli.command()
-@click.option("--out", default="report.html", show_default=True, type=click.Path(),
-              help="Report file.")
+@click.option("--out", default=None, type=click.Path(),
+              help="Report file [default: report.html, or report.md with --format md].")
 @click.option("--format", "report_format", type=click.Choice(["html", "md"]), default="html",
               show_default=True, help="A self-contained HTML file, or Markdown with a folder "
                                       "of figures.")
@@ -137,9 +194,16 @@ def demo(ctx: click.Context, out: str) -> None:
               help="Include the ef_search recall/latency sweep.")
 @click.option("--title", default="Memory report", show_default=True)
 @click.pass_context
-def report(ctx: click.Context, out: str, report_format: str, data_dir: str | None,
+def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
            data_format: str, snapshot_path: str | None, benchmark: bool, title: str) -> None:
-    """Write a report: stats, tags, trends, robots, indexes, HNSW recall curve."""
+    """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve."""
+    expected = {"html": (".html", ".htm"), "md": (".md", ".markdown")}[report_format]
+    if out is None:
+        out = f"report.{report_format}"
+    elif any(out.lower().endswith(s) for s in (".html", ".htm", ".md", ".markdown")) \
+            and not out.lower().endswith(expected):
+        raise click.BadParameter(f"{out} does not match --format {report_format}; use a "
+                                 f"{expected[0]} name", param_hint="--out")
     if snapshot_path:
         with Snapshot(snapshot_path) as source:
             built = build_report(source, title=title, benchmark=False)
@@ -251,7 +315,9 @@ def health(ctx: click.Context, fmt: str) -> None:
 @click.option("--min-shared", type=int, default=2, show_default=True,
               help="Least nodes a pair shares.")
 @click.option("--sort-by", type=click.Choice(["shared_nodes", "jaccard", "lift", "pmi", "npmi"]),
-              default="shared_nodes", show_default=True)
+              default="npmi", show_default=True,
+              help="npmi ranks pairs by how much more often they meet than chance; "
+                   "shared_nodes favours big tags.")
 @click.option("--limit", type=int, default=30, show_default=True)
 @scope_options
 @output_options

@@ -204,6 +204,11 @@ def _e(text: Any) -> str:
 
 def html_table(caption: str, table: pd.DataFrame) -> str:
     """A DataFrame as an escaped HTML table with a caption (reports and widgets)."""
+    table = table.copy()
+    for column in table.columns:
+        if isinstance(table[column].dtype, pd.DatetimeTZDtype) or \
+                pd.api.types.is_datetime64_any_dtype(table[column]):
+            table[column] = table[column].dt.strftime("%Y-%m-%d %H:%M").astype("string")
     body = table.to_html(index=False, escape=True, border=0, na_rep="",
                          float_format=lambda v: f"{v:,.3f}")
     return body.replace("<table", f"<table data-caption='{_e(caption)}'", 1).replace(
@@ -227,7 +232,7 @@ def _table_markdown(table: pd.DataFrame) -> str:
 # the notebook.
 _CSS = """
 .htm-report{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
-max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+max-width:1300px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 .htm-report h1{font-size:1.6em}
 .htm-report h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 .htm-report table{border-collapse:collapse;margin:1em 0;font-size:.85em}
@@ -239,7 +244,8 @@ vertical-align:top}
 .htm-report figcaption{font-size:.85em;color:#555}
 .htm-report footer{margin-top:3em;font-size:.8em;color:#777}
 .htm-report .table-wrap{overflow-x:auto;max-width:100%}
-.htm-report td{max-width:40em;overflow-wrap:anywhere}
+.htm-report td{max-width:36em;overflow-wrap:break-word}
+.htm-report th{white-space:nowrap}
 .htm-report ol.advice{padding-left:1.5em}.htm-report li.finding{margin:.8em 0}
 .htm-report .severity{color:#fff;border-radius:3px;padding:0 .4em;font-size:.8em;
 text-transform:uppercase}
@@ -420,7 +426,13 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             text=f"{len(texts)} queries with one known answer each, run through the store with "
                  f"every strategy (top {quality['k'].iloc[0]}, cache off). recall: the answer "
                  "is in the results; MRR: mean of 1/rank; no_result: nothing came back (full "
-                 "text requiring every word often finds nothing).",
+                 "text requiring every word often finds nothing); latency: median per query."
+                 "\n\nWhy hybrid finds less than vector: the reference hybrid search ranks by "
+                 "vector similarity only among candidates that full-text or tag matching found "
+                 "first, so an answer whose text lacks the query's words is never a candidate; "
+                 "it cannot find more than those matches allow. rrf fuses the whole vector "
+                 "ranking with the full-text ranking instead, so it keeps what vector search "
+                 "finds and adds exact word matches.",
             findings=[f"Search: {best['strategy']} finds the right memory in the top {k} "
                       f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries"
                       + (f" ({others})." if others else ".")],
@@ -429,7 +441,8 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
         section.figures.append(Figure.from_axes(
             plot_retrieval_quality(quality),
             f"Recall@{quality['k'].iloc[0]} and MRR per strategy on {len(texts)} labelled "
-            "queries (query vectors from the same model as the memories)."))
+            "queries (query vectors from the same model as the memories), with each "
+            "strategy's median latency (diamonds, right axis)."))
         yield section
     usage = index_usage(source)
     never = usage.loc[usage["never_used"], "index"].tolist()

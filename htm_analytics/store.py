@@ -838,6 +838,7 @@ class LongTermMemory:
         if embedding is None:
             query = validate_content(query, field="query")
         vector, dimension = self._query_vector(query, embedding, embedding_service)
+        self._check_query_model(embedding_service if embedding is None else None, dimension)
         key = ("search", query if embedding is None else vector.tobytes(), limit, frame,
                _service_key(embedding_service) if embedding is None else None)
         return self._cached(key, lambda: self._vector_search(vector, dimension, limit, frame))
@@ -1635,6 +1636,29 @@ class LongTermMemory:
         return self._pool.max_size
 
     # -- end of pool sizing for concurrent clients --------------------------------------------
+
+    # -- query model check for search ---------------------------------------------------------
+
+    def _check_query_model(self, service: Any, dimension: int) -> None:
+        """Refuse a query vector that cannot be compared with the stored ones, as HTM.recall
+        does: a service naming its model (``name`` and ``model``) must be the stored vectors'
+        model (:meth:`check_embedding_model`); a bare vector must have a stored dimension."""
+        provider, model = getattr(service, "name", None), getattr(service, "model", None)
+        if isinstance(provider, str) and isinstance(model, str):
+            self.check_embedding_model(provider, model, dimension)
+            return
+        if self._embedding_models is None:
+            stored = self.embedding_models().astype(object)
+            self._embedding_models = list(
+                stored.where(stored.notna(), None).itertuples(index=False, name=None))
+        dimensions = sorted({d for _, _, d, _ in self._embedding_models})
+        if dimensions and dimension not in dimensions:
+            raise EmbeddingError(
+                f"the query vector has {dimension} dimensions but the stored vectors have "
+                f"{', '.join(map(str, dimensions))}; vectors of different models are not "
+                "comparable. Search with the model that made them.")
+
+    # -- end of query model check for search --------------------------------------------------
 
     # -- tuning experiments -------------------------------------------------------------------
 
