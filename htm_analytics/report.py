@@ -36,6 +36,7 @@ from .trends import (
     remember_count_distribution,
     remember_trends,
 )
+from .advisor import statistics_age
 from .report_advice import advisor_section, hnsw_section
 
 __all__ = ["Figure", "Section", "Report", "build_report"]
@@ -450,16 +451,19 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
     nodes = health.set_index("table").loc["nodes"]
     hot = (f"{nodes['hot_update_fraction']:.0%} of the {nodes['n_tup_upd']:,} updates of nodes "
            "were HOT (no index entry written)" if nodes["n_tup_upd"] else "")
+    _, age_seconds, since = statistics_age(source)
+    judge = "" if age_seconds is not None and age_seconds >= 7 * 86400 else \
+        " (too short a time to call them unused)"
     unused = (f"{len(never)} of {int((~(usage['is_unique'] | usage['is_primary'])).sum())} "
-              "non-key indexes were never used since statistics were last reset.")
+              f"non-key indexes were never used since {since}{judge}.")
     section = Section(
         "indexes", "Indexes and tables",
         findings=[f"Indexes: {unused}"] + ([f"Updates: {hot}; each of the others wrote an "
                                             "entry into every index, HNSW included."]
                                            if hot else []),
-        text=("Never used since statistics were last reset (not counting unique and primary "
+        text=(f"Never used since {since} (not counting unique and primary "
               f"keys): {', '.join(never)}." if never else
-              "Every non-key index has been scanned since statistics were last reset.")
+              f"Every non-key index has been scanned since {since}.")
         + (f"\n\n{hot}. The others added an entry to every index of nodes, the HNSW index "
            "included: an update that changes an indexed column cannot be HOT, and the "
            "reference schema indexes access_count, last_accessed and in_working_memory, which "
