@@ -88,7 +88,7 @@ def plot_retrieval_quality(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -
            **kwargs)
     ax.bar(positions + 0.2, df["mrr"], width=0.4, label="MRR", **kwargs)
     ax.set_xticks(positions, df["strategy"].tolist())
-    ax.set_ylim(0, 1.05)
+    ax.set_ylim(0, 1.3)  # room for the legend above the bars
     ax.set_ylabel("share of queries / MRR")
     handles, names = ax.get_legend_handles_labels()
     if "latency_p50_ms" in df and df["latency_p50_ms"].notna().any():
@@ -98,6 +98,8 @@ def plot_retrieval_quality(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -
             latency.annotate(f"{value:.1f} ms", (x, value), xytext=(14, 0),
                              textcoords="offset points", va="center", fontsize=7)
         latency.set_yscale("log")
+        low, high = df["latency_p50_ms"].min(), df["latency_p50_ms"].max()
+        latency.set_ylim(low / 2, high * 6)  # keep the points clear of the legend
         latency.set_ylabel("p50 latency (ms, log)")
         extra_handles, extra_names = latency.get_legend_handles_labels()
         handles, names = handles + extra_handles, names + extra_names

@@ -138,6 +138,13 @@ def plot_index_usage(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     ax.set_xscale("symlog", linthresh=1)
     ax.set_xlim(left=0)
     ax.tick_params(axis="y", labelsize=8)
+    # Zero-length bars are invisible: mark never-used indexes at 0 and colour their names.
+    for position, flag in enumerate(never):
+        if flag:
+            ax.plot(0, position, marker="o", markersize=4, color="#c44e52", clip_on=False)
+    for label, flag in zip(ax.get_yticklabels(), never):
+        if flag:
+            label.set_color("#c44e52")
     ax.set_xlabel("index scans (log scale)")
     ax.set_title("Index usage (red: never used)")
     return ax

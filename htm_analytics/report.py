@@ -207,13 +207,26 @@ def html_table(caption: str, table: pd.DataFrame) -> str:
     """A DataFrame as an escaped HTML table with a caption (reports and widgets)."""
     table = table.copy()
     for column in table.columns:
-        if isinstance(table[column].dtype, pd.DatetimeTZDtype) or \
-                pd.api.types.is_datetime64_any_dtype(table[column]):
-            table[column] = table[column].dt.strftime("%Y-%m-%d %H:%M").astype("string")
+        if pd.api.types.is_datetime64_any_dtype(table[column]):
+            times = table[column]
+            table[column] = times.dt.strftime("%Y-%m-%d %H:%M").astype(object).where(
+                times.notna(), "")
     body = table.to_html(index=False, escape=True, border=0, na_rep="",
                          float_format=lambda v: f"{v:,.3f}")
     return body.replace("<table", f"<table data-caption='{_e(caption)}'", 1).replace(
         "<thead>", f"<caption>{_e(caption)}</caption><thead>", 1)
+
+
+def _with_size(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``frame`` with a readable ``size`` column made from a byte count."""
+    def readable(n: float) -> str:
+        for unit in ("B", "kB", "MB", "GB"):
+            if n < 1024 or unit == "GB":
+                return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+            n /= 1024
+        return ""  # pragma: no cover
+
+    return frame.assign(size=frame[column].map(readable))
 
 
 def _table_markdown(table: pd.DataFrame) -> str:
@@ -408,8 +421,9 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
         if graph.number_of_edges():
             section.figures.append(Figure.from_axes(
                 plot_tag_graph(graph),
-                "Tags rolled up to two levels; edges join tags sharing at least 3 memories, "
-                "weighted by normalised PMI; colours are Louvain communities (seed 0)."))
+                "Tags rolled up to two levels: the 30 biggest that share at least 3 memories "
+                "with another, each drawn with its 3 strongest ties by normalised PMI (edge "
+                "width); colours are Louvain communities (seed 0), named by their biggest tag."))
     yield section
 
     if not live:
@@ -469,9 +483,15 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
            "reference schema indexes access_count, last_accessed and in_working_memory, which "
            "every recall changes." if hot else "")
         + "\n\nCounters are cumulative from pg_stat_user_indexes and pg_stat_user_tables.",
-        tables=[("Index usage (pg_stat_user_indexes, sizes from pg_relation_size)",
-                 usage.drop(columns=["definition"])),
-                ("Table health (pg_stat_user_tables)", health)],
+        tables=[("Index usage (pg_stat_user_indexes, sizes from pg_relation_size; every "
+                 "column in the index_usage data)",
+                 _with_size(usage, "size_bytes")[[
+                     "table", "index", "method", "is_unique", "idx_scan", "idx_tup_read",
+                     "last_idx_scan", "size", "never_used"]]),
+                ("Table health (pg_stat_user_tables; every column in the table_health data)",
+                 _with_size(health, "total_bytes")[[
+                     "table", "n_live_tup", "n_dead_tup", "seq_scan", "idx_scan", "n_tup_upd",
+                     "hot_update_fraction", "last_autovacuum", "last_autoanalyze", "size"]])],
         data={"index_usage": usage, "table_health": health})
     section.figures.append(Figure.from_axes(
         plot_index_usage(usage), "Index scans per index since the last statistics reset; red: "
