@@ -61,8 +61,8 @@ def advisor_section(store: LongTermMemory, ef_advice: EfSearchAdvice | None,
     counts = findings["severity"].value_counts()
     summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("critical", "warning", "info"))
     headline = [f"Advisor: {summary} finding(s)."]
-    headline += [f"{row.severity.capitalize()}: {row.check} on {row.object}: "
-                 f"{row.recommendation.split('.')[0]}."
+    headline += [f"{str(row.severity).capitalize()}: {row.check} on {row.object}: "
+                 f"{str(row.recommendation).split('.')[0]}."
                  for row in findings.itertuples() if row.severity != "info"][:5]
     section = section_type(
         "advice", "What to do",
@@ -108,7 +108,7 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int, section_type: typ
         threads = concurrency_sweep(store, ef_search=advice.ef_search, k=advice.k,
                                     queries=min(sweep_queries, int(first["rows"])))
         section.data["concurrency"] = threads
-        best = threads.loc[threads["qps"].idxmax()]
+        best = threads.iloc[int(threads["qps"].to_numpy().argmax())]
         section.text += (f"\n\nUnder concurrent clients at ef_search {advice.ef_search}: "
                          f"{threads['qps'].iloc[0]:,.0f} queries/s with one thread, at most "
                          f"{best['qps']:,.0f} with {int(best['threads'])} "

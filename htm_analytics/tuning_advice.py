@@ -79,6 +79,7 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
     -------
     EfSearchAdvice
     """
+    _require_store(store)
     if isinstance(target_recall, bool) or not isinstance(target_recall, (int, float)) \
             or not 0 < target_recall <= 1:
         raise ValidationError("must be a number in (0, 1]", field="target_recall")
@@ -93,7 +94,7 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
            "against an exact ground truth")
     database = str(store.server_info["database"])
     if reached.empty:
-        best = sweep.loc[sweep["recall_mean"].idxmax()]
+        best = sweep.iloc[int(sweep["recall_mean"].to_numpy().argmax())]
         return EfSearchAdvice(None, float(target_recall), k, float("nan"), float("nan"),
                               str(first["index"]), database,
                               f"no ef_search reached recall {target_recall:g} (best "
@@ -126,6 +127,7 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
         searches run), ``qps``, ``latency_p50_ms``, ``latency_p95_ms`` (float64),
         ``speedup`` (float64: QPS over the first row's).
     """
+    _require_store(store)
     ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
     k = validate_positive_int(k, field="k", maximum=1000)
     queries = validate_positive_int(queries, field="queries")
@@ -155,6 +157,11 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
     return frame.astype({"threads": "int64", "ef_search": "int64", "k": "int64",
                          "queries": "int64", "qps": "float64", "latency_p50_ms": "float64",
                          "latency_p95_ms": "float64", "speedup": "float64"})
+
+
+def _require_store(store: Any) -> None:
+    if not isinstance(store, LongTermMemory):
+        raise ValidationError("needs a live LongTermMemory", field="store")
 
 
 def _run_clients(store: LongTermMemory, queries: np.ndarray, count: int, *, dimension: int,

@@ -187,10 +187,18 @@ def test_provoked_checks_are_found_and_their_sql_runs(database_url, server_url):
                 sql.Identifier(copy)))
 
 
-def test_bad_thresholds_are_rejected(ltm):
+def test_bad_input_is_rejected(ltm):
     with pytest.raises(ValidationError) as info:
         advise(ltm, thresholds={"long_query_seconds": 1})
     assert info.value.field == "thresholds"
+    for call in (advise, recommend_ef_search,
+                 lambda s: concurrency_sweep(s, ef_search=40)):
+        with pytest.raises(ValidationError) as info:
+            call("postgresql://not-a-store")
+        assert info.value.field == "store"
+    with pytest.raises(ValidationError) as info:
+        concurrency_sweep(ltm, ef_search=40, threads=(1, 0))
+    assert info.value.field == "threads"
 
 
 def test_recommend_ef_search_and_concurrency(ltm):

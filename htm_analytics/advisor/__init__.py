@@ -88,6 +88,9 @@ def advise(store: LongTermMemory, *, thresholds: AdvisorThresholds | None = None
           line break; none is run by the toolkit. ``attrs["statistics_since"]`` holds when
           the usage statistics began.
     """
+    if not isinstance(store, LongTermMemory):
+        raise ValidationError("needs a live LongTermMemory (a snapshot has no server "
+                              "statistics)", field="store")
     if thresholds is None:
         thresholds = AdvisorThresholds()
     if not isinstance(thresholds, AdvisorThresholds):

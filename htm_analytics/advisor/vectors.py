@@ -86,8 +86,10 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
     models = context.store.embedding_models()
     if len(models) > 1:
         described = "; ".join(
-            f"{'unknown model' if pd.isna(r.provider) else f'{r.provider}/{r.model}'} "
-            f"({r.dimension}-d): {r.nodes:,}" for r in models.itertuples())
+            ("unknown model" if pd.isna(provider) else f"{provider}/{model}")
+            + f" ({dimension}-d): {nodes:,}" for provider, model, dimension, nodes
+            in models[["provider", "model", "dimension", "nodes"]].astype(object).itertuples(
+                index=False, name=None))
         yield finding(
             "mixed_embeddings", "warning", "public.nodes",
             f"stored vectors come from {len(models)} models or dimensions: {described}",
