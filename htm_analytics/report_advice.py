@@ -51,7 +51,7 @@ def findings_markdown(findings: pd.DataFrame) -> str:
         parts.append(f"{number}. **{row.severity}** `{row.check}` `{row.object}`: "
                      f"{row.evidence}. {row.recommendation}\n\n   ```sql\n   "
                      + str(row.sql).replace("\n", "\n   ") + "\n   ```")
-    return "\n".join(parts)
+    return "\n\n".join(parts)
 
 
 def advisor_section(store: LongTermMemory, ef_advice: EfSearchAdvice | None,
