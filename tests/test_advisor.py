@@ -3,6 +3,7 @@ one, and every recommended statement run on a throwaway copy."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -201,7 +202,7 @@ def test_bad_input_is_rejected(ltm):
     assert info.value.field == "threads"
 
 
-def test_recommend_ef_search_and_concurrency(ltm):
+def test_recommend_ef_search_and_concurrency(ltm, database_url):
     rng = np.random.default_rng(1)
     robot = ltm.register_robot("tuner")
     ltm.bulk_add([f"vector {i}" for i in range(600)], robots=["tuner"] * 600,
@@ -214,10 +215,17 @@ def test_recommend_ef_search_and_concurrency(ltm):
     assert advice.recall == pytest.approx(
         float(sweep.loc[sweep["ef_search"] == advice.ef_search, "recall_mean"].iloc[0]))
     assert f"ef_search {advice.ef_search} is the smallest" in advice.evidence
-    findings = advise(ltm, ef_search_advice=advice)
-    if advice.ef_search != 40:
-        assert f"SET hnsw.ef_search = {advice.ef_search}" in _found(
-            findings, "ef_search")["sql"].iloc[0]
+    # Searches run at 40: a smaller recommendation is an info finding, a larger a warning.
+    for chosen, severity in ((10, "info"), (80, "warning")):
+        finding = _found(advise(ltm, ef_search_advice=dataclasses.replace(
+            advice, ef_search=chosen)), "ef_search")
+        assert finding["severity"].tolist() == [severity]
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            for statement in split_statements(finding["sql"].iloc[0]):
+                conn.execute(statement)
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("SELECT '[1,2]'::vector")  # loads pgvector's settings
+            assert conn.execute("SHOW hnsw.ef_search").fetchone()[0] == str(chosen)
     with pytest.raises(ValidationError):
         recommend_ef_search(ltm, target_recall=1.5)
     assert robot
