@@ -607,7 +607,8 @@ class LongTermMemory:
             raise EmbeddingError(
                 f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
                 f"vectors include {found}; vectors of different models are not comparable. "
-                "Re-embed the memories, or search with the model that made them.")
+                "Re-embed the memories, or search with the model that made them "
+                "(htm-analytics advise gives the SQL to clear the odd vectors).")
 
     def retrieve(self, node_id: int) -> dict[str, Any] | None:
         """Return a node and count the access (``access_count + 1``, ``last_accessed = now``).

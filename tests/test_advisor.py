@@ -182,6 +182,12 @@ def test_provoked_checks_are_found_and_their_sql_runs(database_url, server_url):
         assert "adv_dup_b" not in left and "idx_robot_nodes_robot_id" not in left
         assert "adv_invalid_x" not in left and "idx_nodes_access_count" not in left
         assert "idx_nodes_embedding_16" in left  # the native index was built
+        with psycopg.connect(_with_database(server_url, copy), autocommit=True) as conn:
+            # The way out of mixed models: the odd 3-d vector was cleared, its memory kept.
+            assert conn.execute("SELECT array_agg(DISTINCT embedding_dimension) FROM nodes "
+                                "WHERE embedding IS NOT NULL").fetchone()[0] == [16]
+            assert conn.execute("SELECT count(*) FROM nodes WHERE content = "
+                                "'three dimensions'").fetchone()[0] == 1
     finally:
         with psycopg.connect(server_url, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(

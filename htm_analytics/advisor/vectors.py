@@ -90,15 +90,27 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
             + f" ({dimension}-d): {nodes:,}" for provider, model, dimension, nodes
             in models[["provider", "model", "dimension", "nodes"]].astype(object).itertuples(
                 index=False, name=None))
+        # models() is sorted by nodes, most first: the others are the ones to clear.
+        clear = []
+        for provider, model, dimension, _ in models[["provider", "model", "dimension", "nodes"]]\
+                .astype(object).iloc[1:].itertuples(index=False, name=None):
+            made_by = ("NOT EXISTS (SELECT 1 FROM node_embedding_models m WHERE m.node_id = "
+                       "nodes.id)" if pd.isna(provider) else
+                       "id IN (SELECT node_id FROM node_embedding_models WHERE provider = "
+                       f"{literal(provider)} AND model = {literal(model)})")
+            clear.append("UPDATE nodes SET embedding = NULL, embedding_dimension = NULL "
+                         f"WHERE embedding_dimension = {int(dimension)} AND {made_by}")
         yield finding(
             "mixed_embeddings", "warning", "public.nodes",
             f"stored vectors come from {len(models)} models or dimensions: {described}",
-            "Vectors of different models are not comparable: a search with one model ranks "
-            "the others' memories at random. Re-embed them with one model (the statement "
-            "lists the memories per model).",
+            "Vectors of different models are not comparable: searches with the main model "
+            "fail the model check (HTM.recall, search) or rank the others at random. "
+            "Re-embed the smaller groups with the main model; or clear their vectors (the "
+            "UPDATE keeps the memories, without vectors, until they are re-embedded). The "
+            "first statement lists the memories per model.",
             ["SELECT m.provider, m.model, n.embedding_dimension, count(*) FROM nodes n "
              "LEFT JOIN node_embedding_models m ON m.node_id = n.id "
-             "WHERE n.embedding IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 4 DESC"])
+             "WHERE n.embedding IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 4 DESC", *clear])
 
 
 def ef_search(advice: Any) -> Iterator[dict[str, str]]:
