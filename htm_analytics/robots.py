@@ -95,7 +95,10 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
     ``**kwargs`` go to :meth:`matplotlib.axes.Axes.imshow`. Returns the Axes.
     """
     matrix = df.pivot(index="robot1", columns="robot2", values=value)
-    ax = axes_or_new(ax, (2.5 + 0.7 * len(matrix), 1.5 + 0.6 * len(matrix)))
+    # Room for the names too: long robot names would squeeze the matrix to nothing.
+    longest = max((len(str(name)) for name in matrix.index), default=0)
+    ax = axes_or_new(ax, (2.5 + 0.7 * len(matrix) + 0.08 * longest,
+                          1.5 + 0.6 * len(matrix) + 0.06 * longest))
     values = matrix.to_numpy(dtype=float, copy=True)
     if list(matrix.index) == list(matrix.columns):
         # A robot's overlap with itself is trivially complete: blank it so that the colour
