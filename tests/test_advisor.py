@@ -86,7 +86,12 @@ def _provoke(url: str, conn: psycopg.Connection) -> None:
     for _ in range(20):
         conn.execute("SELECT count(*) FROM adv_scan WHERE v = 3")
     # Cache misses for real: evict the table's pages, then read them back.
+    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'pg_buffercache'"
+                        ).fetchone():
+        pytest.skip("needs pg_buffercache (PostgreSQL 18 for pg_buffercache_evict_relation)")
     conn.execute("CREATE EXTENSION pg_buffercache")
+    if conn.execute("SELECT to_regproc('pg_buffercache_evict_relation')").fetchone()[0] is None:
+        pytest.skip("needs pg_buffercache_evict_relation (PostgreSQL 18)")
     for _ in range(60):
         conn.execute("SELECT pg_buffercache_evict_relation('adv_scan')")
         conn.execute("SELECT count(*) FROM adv_scan")
