@@ -14,6 +14,7 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
+from conftest import _with_database
 from psycopg import sql
 
 from htm_analytics import (
@@ -26,8 +27,6 @@ from htm_analytics import (
 )
 from htm_analytics.advisor import FINDING_COLUMNS, split_statements
 from htm_analytics.cli import cli
-
-from conftest import _with_database
 
 # Long enough for the provoked sessions, short enough for a test.
 FAST = AdvisorThresholds(long_query_seconds=0.3, idle_transaction_seconds=0.3)

@@ -26,7 +26,7 @@ URL_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")
 
 
 def _python_blocks(markdown: str) -> list[str]:
-    return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.S | re.M)
+    return re.findall(r"^```python\n(.*?)^```", markdown, flags=re.DOTALL | re.MULTILINE)
 
 
 def test_every_readme_snippet_runs(database_url: str, tmp_path: Path,
