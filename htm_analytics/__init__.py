@@ -1,5 +1,6 @@
 """htm_analytics: the HTM memory store on PostgreSQL + pgvector, and analytics over it."""
 
+from .advisor import AdvisorThresholds, advise
 from .cache import QueryCache
 from .connection import embedded_server_url, mask_url, resolve_database_url
 from .demo import demo_database_url, load_demo, run_demo
@@ -56,11 +57,23 @@ from .tuning import (
     plot_recall_by_ef,
     plot_recall_latency,
 )
+from .tuning_advice import (
+    EfSearchAdvice,
+    concurrency_sweep,
+    plot_concurrency,
+    recommend_ef_search,
+)
 from .working_memory import WorkingMemory
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "advise",
+    "AdvisorThresholds",
+    "recommend_ef_search",
+    "EfSearchAdvice",
+    "concurrency_sweep",
+    "plot_concurrency",
     "HTM",
     "WorkingMemory",
     "get_embedder",

@@ -4,25 +4,31 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
 import click
 import pandas as pd
 
-from .demo import run_demo
+from .advisor import advise as advise_store
+from .connection import URL_ENVIRONMENT_VARIABLES, mask_url, resolve_database_url
+from .demo import DEMO_DATABASE, run_demo
 from .embeddings import get_embedder
-from .errors import HTMError
+from .errors import HTMError, SchemaError
 from .evaluation import EVALUATED_STRATEGIES, evaluate_retrieval, read_labelled_queries
 from .indexes import index_usage, table_health
 from .report import build_report
 from .robots import robot_activity, robot_overlap
 from .snapshot import Snapshot, export_snapshot
-from .store import LongTermMemory
+from .store import LongTermMemory, database_exists, database_name, with_database
 from .tags import tag_cooccurrence, tag_hierarchy
 from .trends import remember_trends
 from .tuning import DEFAULT_EF_SEARCH_SWEEP, benchmark_index_build, benchmark_recall
+from .tuning_advice import recommend_ef_search
 
 __all__ = ["main", "cli"]
 
@@ -68,11 +74,59 @@ def emit(frame: pd.DataFrame, fmt: str) -> None:
     elif fmt == "json":
         click.echo(frame.to_json(orient="records", date_format="iso", indent=2))
     else:
-        click.echo(frame.to_string(index=False) if len(frame) else "(no rows)")
+        click.echo(_readable(frame).to_string(index=False, line_width=_terminal_width())
+                   if len(frame) else "(no rows)")
+
+
+def _terminal_width() -> int:
+    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+
+
+def _readable(frame: pd.DataFrame, text_width: int = 40) -> pd.DataFrame:
+    """A copy for the terminal: times to the minute, floats to 3 decimals, long text cut,
+    and blanks instead of NaN/NaT/<NA>."""
+    shown = pd.DataFrame(index=frame.index)
+    for column in frame.columns:
+        values = frame[column]
+        if pd.api.types.is_datetime64_any_dtype(values):
+            text = values.dt.strftime("%Y-%m-%d %H:%M")
+        elif pd.api.types.is_float_dtype(values):
+            text = values.map(lambda v: f"{v:,.3f}" if pd.notna(v) else "")
+        else:
+            text = values.map(lambda v: "" if v is None or (not isinstance(v, (list, tuple))
+                                                            and pd.isna(v)) else str(v))
+            text = text.map(lambda t: t if len(t) <= text_width else t[:text_width - 1] + "…")
+        shown[column] = text.fillna("").astype(object)
+    return shown
 
 
 def _open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
-    return LongTermMemory(ctx.obj["db"], cache_size=0, **options)
+    try:
+        return LongTermMemory(ctx.obj["db"], cache_size=0, **options)
+    except SchemaError:
+        demo_url = _demo_instead(ctx)
+        if demo_url is None:
+            raise
+        click.echo(f"note: the default database has no memory; using the demo's, "
+                   f"{mask_url(demo_url)} (pass --db or set HTM_DBURL to choose)", err=True)
+        return LongTermMemory(demo_url, cache_size=0, **options)
+
+
+def _demo_instead(ctx: click.Context) -> str | None:
+    """The demo database's URL when no database was chosen (no --db, no environment variable)
+    and the server has a loaded demo database: right after ``htm-analytics demo``, the next
+    command finds its memory."""
+    if ctx.obj.get("db") or any(os.environ.get(v) for v in URL_ENVIRONMENT_VARIABLES):
+        return None
+    server = resolve_database_url(None)
+    if database_name(server) == DEMO_DATABASE:
+        return None
+    try:
+        if not database_exists(server, DEMO_DATABASE):
+            return None
+    except HTMError:
+        return None
+    return with_database(server, DEMO_DATABASE)
 
 
 def _remember_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -121,8 +175,8 @@ def demo(ctx: click.Context, out: str) -> None:
 
 
 @cli.command()
-@click.option("--out", default="report.html", show_default=True, type=click.Path(),
-              help="Report file.")
+@click.option("--out", default=None, type=click.Path(),
+              help="Report file [default: report.html, or report.md with --format md].")
 @click.option("--format", "report_format", type=click.Choice(["html", "md"]), default="html",
               show_default=True, help="A self-contained HTML file, or Markdown with a folder "
                                       "of figures.")
@@ -136,9 +190,16 @@ def demo(ctx: click.Context, out: str) -> None:
               help="Include the ef_search recall/latency sweep.")
 @click.option("--title", default="Memory report", show_default=True)
 @click.pass_context
-def report(ctx: click.Context, out: str, report_format: str, data_dir: str | None,
+def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
            data_format: str, snapshot_path: str | None, benchmark: bool, title: str) -> None:
-    """Write a report: stats, tags, trends, robots, indexes, HNSW recall curve."""
+    """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve."""
+    expected = {"html": (".html", ".htm"), "md": (".md", ".markdown")}[report_format]
+    if out is None:
+        out = f"report.{report_format}"
+    elif any(out.lower().endswith(s) for s in (".html", ".htm", ".md", ".markdown")) \
+            and not out.lower().endswith(expected):
+        raise click.BadParameter(f"{out} does not match --format {report_format}; use a "
+                                 f"{expected[0]} name", param_hint="--out")
     if snapshot_path:
         with Snapshot(snapshot_path) as source:
             built = build_report(source, title=title, benchmark=False)
@@ -164,6 +225,40 @@ def init_db(ctx: click.Context) -> None:
                    f"pg_trgm {store.server_info['pg_trgm_version']}")
         click.echo(f"schema version {store.server_info['schema_version']}: "
                    + (f"applied migrations {applied}" if applied else "already up to date"))
+
+
+@cli.command()
+@click.option("--sweep/--no-sweep", default=True, show_default=True,
+              help="Run a quick ef_search sweep (200 held-out vectors) to check the setting.")
+@click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=0.95,
+              show_default=True, help="Recall@10 the ef_search advice aims for.")
+@output_options
+@click.pass_context
+def advise(ctx: click.Context, sweep: bool, target_recall: float, fmt: str) -> None:
+    """Health and tuning findings, most severe first, each with the SQL that fixes it."""
+    with _open_store(ctx, init_schema=False) as store:
+        ef_advice = None
+        if sweep:
+            with store.tuning_session() as session:
+                has_vectors = bool(session.vector_dimensions())
+            if has_vectors:
+                ef_advice = recommend_ef_search(store, target_recall=target_recall,
+                                                progress=sys.stderr.isatty())
+        findings = advise_store(store, ef_search_advice=ef_advice)
+    if fmt != "table":
+        emit(findings, fmt)
+        return
+    click.echo(f"database: {store.url}\nstatistics since {findings.attrs['statistics_note']}")
+    if ef_advice is not None:
+        click.echo(f"ef_search sweep: {ef_advice.evidence}")
+    for number, row in enumerate(findings.to_dict("records"), start=1):
+        click.echo(f"\n{number}. {str(row['severity']).upper()} {row['check']}: {row['object']}")
+        for label, text in (("", row["evidence"]), ("-> ", row["recommendation"])):
+            click.echo(textwrap.fill(f"{label}{text}", width=100, initial_indent="   ",
+                                     subsequent_indent="   "))
+        click.echo(textwrap.indent(str(row["sql"]), "   | "))
+    if findings.empty:
+        click.echo("no findings")
 
 
 @cli.command()
@@ -216,7 +311,9 @@ def health(ctx: click.Context, fmt: str) -> None:
 @click.option("--min-shared", type=int, default=2, show_default=True,
               help="Least nodes a pair shares.")
 @click.option("--sort-by", type=click.Choice(["shared_nodes", "jaccard", "lift", "pmi", "npmi"]),
-              default="shared_nodes", show_default=True)
+              default="npmi", show_default=True,
+              help="npmi ranks pairs by how much more often they meet than chance; "
+                   "shared_nodes favours big tags.")
 @click.option("--limit", type=int, default=30, show_default=True)
 @scope_options
 @output_options

@@ -179,7 +179,7 @@ def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_RO
 
     def later(times: np.ndarray, mean_days: float) -> np.ndarray:
         delay = (rng.exponential(mean_days * 86_400, len(times))).astype("timedelta64[s]")
-        return np.minimum(times + delay, np.datetime64(end.replace(tzinfo=None), "s"))
+        return times + delay
 
     positions = [np.arange(n)]
     robot_ids = [first_robot]
@@ -199,6 +199,11 @@ def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_RO
         "robot": np.asarray(robots)[np.concatenate(robot_ids)],
         "remembered_at": pd.to_datetime(np.concatenate(times)).tz_localize("UTC"),
     })
+    # A later remember that would fall after ``end`` has not happened yet: dropped, not moved
+    # to ``end`` (which made a fake spike in the last week and every robot active at ``end``).
+    cutoff = pd.Timestamp(end)
+    cutoff = cutoff.tz_localize("UTC") if cutoff.tzinfo is None else cutoff.tz_convert("UTC")
+    events = events[events["remembered_at"] <= cutoff]
     events = events.sort_values(["remembered_at", "position"], kind="stable")
     return events.reset_index(drop=True).astype(
         {"position": "int64", "robot": "string", "remembered_at": "datetime64[us, UTC]"})

@@ -339,14 +339,30 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
 
 
 def plot_retrieval_quality(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
-    """Bars of recall@k and MRR per strategy from :func:`retrieval_quality`. Returns the Axes."""
-    ax = axes_or_new(ax, (7, 3.5))
+    """Bars of recall@k and MRR per strategy from :func:`retrieval_quality`, with the median
+    latency of each strategy beside them (points, right axis, log scale) when measured.
+    Returns the Axes of the bars."""
+    ax = axes_or_new(ax, (8, 3.8))
     positions = np.arange(len(df))
     ax.bar(positions - 0.2, df["recall_at_k"], width=0.4, label=f"recall@{df['k'].iloc[0]}",
            **kwargs)
     ax.bar(positions + 0.2, df["mrr"], width=0.4, label="MRR", **kwargs)
     ax.set_xticks(positions, df["strategy"].tolist())
-    ax.set_ylim(0, 1)
-    ax.legend()
-    ax.set_title("Which search finds the right memory")
+    ax.set_ylim(0, 1.3)  # room for the legend above the bars
+    ax.set_ylabel("share of queries / MRR")
+    handles, names = ax.get_legend_handles_labels()
+    if "latency_p50_ms" in df and df["latency_p50_ms"].notna().any():
+        latency = ax.twinx()
+        latency.plot(positions, df["latency_p50_ms"], "D", color="#333333", label="p50 latency")
+        for x, value in zip(positions, df["latency_p50_ms"]):
+            latency.annotate(f"{value:.1f} ms", (x, value), xytext=(14, 0),
+                             textcoords="offset points", va="center", fontsize=7)
+        latency.set_yscale("log")
+        low, high = df["latency_p50_ms"].min(), df["latency_p50_ms"].max()
+        latency.set_ylim(low / 2, high * 6)  # keep the points clear of the legend
+        latency.set_ylabel("p50 latency (ms, log)")
+        extra_handles, extra_names = latency.get_legend_handles_labels()
+        handles, names = handles + extra_handles, names + extra_names
+    ax.legend(handles, names, loc="upper center", fontsize=8, ncols=3)
+    ax.set_title("Which search finds the right memory, and how fast")
     return ax

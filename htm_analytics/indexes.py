@@ -128,12 +128,24 @@ def plot_index_usage(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     -------
     %(plot_returns)s
     """
-    ax = axes_or_new(ax, (7, max(2.0, 0.25 * len(df))))
+    ax = axes_or_new(ax, (10, max(2.5, 0.28 * len(df) + 1.0)))
     labels = (df["table"] + "." + df["index"]).tolist()
     never = df["never_used"] if "never_used" in df else df["idx_scan"] == 0
     colors = ["#c44e52" if flag else "#4c72b0" for flag in never]
     ax.barh(labels, df["idx_scan"], color=kwargs.pop("color", colors), **kwargs)
     ax.invert_yaxis()
-    ax.set_xlabel("index scans")
+    # Scans span several orders of magnitude (a primary key takes most): a log scale that
+    # still shows zero.
+    ax.set_xscale("symlog", linthresh=1)
+    ax.set_xlim(left=0)
+    ax.tick_params(axis="y", labelsize=8)
+    # Zero-length bars are invisible: mark never-used indexes at 0 and colour their names.
+    for position, flag in enumerate(never):
+        if flag:
+            ax.plot(0, position, marker="o", markersize=4, color="#c44e52", clip_on=False)
+    for label, flag in zip(ax.get_yticklabels(), never):
+        if flag:
+            label.set_color("#c44e52")
+    ax.set_xlabel("index scans (log scale)")
     ax.set_title("Index usage (red: never used)")
     return ax

@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .evaluation import plot_retrieval, plot_retrieval_quality, retrieval_quality
+from .advisor import statistics_age
+from .evaluation import plot_retrieval_quality, retrieval_quality
 from .frames import MemorySource
 from .indexes import index_usage, plot_index_usage, table_health
+from .report_advice import advisor_section, hnsw_section
 from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
 from .snapshot import write_parquet
 from .store import LongTermMemory
@@ -36,7 +38,6 @@ from .trends import (
     remember_count_distribution,
     remember_trends,
 )
-from .tuning import benchmark_recall, plot_recall_by_ef, plot_recall_latency
 
 __all__ = ["Figure", "Section", "Report", "build_report"]
 
@@ -70,6 +71,8 @@ class Section:
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     data: dict[str, pd.DataFrame] = field(default_factory=dict)
+    html: str = ""  # escaped HTML shown after the text (the advisor's findings)
+    markdown: str = ""
 
 
 @dataclass
@@ -105,13 +108,14 @@ class Report:
             parts.append(f"<section id='{section.key}'><h2>{_e(section.title)}</h2>")
             if section.text:
                 parts += [f"<p>{_e(paragraph)}</p>" for paragraph in section.text.split("\n\n")]
+            parts.append(section.html)
             for figure in section.figures:
                 data = base64.b64encode(figure.png).decode()
                 parts.append(f"<figure><img src='data:image/png;base64,{data}' "
                              f"alt='{_e(figure.caption)}'><figcaption>{_e(figure.caption)}"
                              f"</figcaption></figure>")
             for caption, table in section.tables:
-                parts.append(html_table(caption, table))
+                parts.append(f"<div class='table-wrap'>{html_table(caption, table)}</div>")
             parts.append("</section>")
         parts.append(f"<footer>htm_analytics {_e(_version())}</footer></div>")
         return "\n".join(parts)
@@ -154,6 +158,8 @@ class Report:
             lines += [f"## {section.title}", ""]
             if section.text:
                 lines += [section.text, ""]
+            if section.markdown:
+                lines += [section.markdown, ""]
             for figure in section.figures:
                 number += 1
                 name = f"figure-{number:02d}.png"
@@ -199,10 +205,28 @@ def _e(text: Any) -> str:
 
 def html_table(caption: str, table: pd.DataFrame) -> str:
     """A DataFrame as an escaped HTML table with a caption (reports and widgets)."""
+    table = table.copy()
+    for column in table.columns:
+        if pd.api.types.is_datetime64_any_dtype(table[column]):
+            times = table[column]
+            table[column] = times.dt.strftime("%Y-%m-%d %H:%M").astype(object).where(
+                times.notna(), "")
     body = table.to_html(index=False, escape=True, border=0, na_rep="",
                          float_format=lambda v: f"{v:,.3f}")
     return body.replace("<table", f"<table data-caption='{_e(caption)}'", 1).replace(
         "<thead>", f"<caption>{_e(caption)}</caption><thead>", 1)
+
+
+def _with_size(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``frame`` with a readable ``size`` column made from a byte count."""
+    def readable(n: float) -> str:
+        for unit in ("B", "kB", "MB", "GB"):
+            if n < 1024 or unit == "GB":
+                return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+            n /= 1024
+        return ""  # pragma: no cover
+
+    return frame.assign(size=frame[column].map(readable))
 
 
 def _table_markdown(table: pd.DataFrame) -> str:
@@ -222,7 +246,7 @@ def _table_markdown(table: pd.DataFrame) -> str:
 # the notebook.
 _CSS = """
 .htm-report{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
-max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+max-width:1300px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 .htm-report h1{font-size:1.6em}
 .htm-report h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
 .htm-report table{border-collapse:collapse;margin:1em 0;font-size:.85em}
@@ -233,6 +257,15 @@ vertical-align:top}
 .htm-report figure{margin:1em 0}.htm-report figure img{max-width:100%}
 .htm-report figcaption{font-size:.85em;color:#555}
 .htm-report footer{margin-top:3em;font-size:.8em;color:#777}
+.htm-report .table-wrap{overflow-x:auto;max-width:100%}
+.htm-report td{max-width:36em;overflow-wrap:break-word}
+.htm-report th{white-space:nowrap}
+.htm-report ol.advice{padding-left:1.5em}.htm-report li.finding{margin:.8em 0}
+.htm-report .severity{color:#fff;border-radius:3px;padding:0 .4em;font-size:.8em;
+text-transform:uppercase}
+.htm-report .evidence{color:#444}
+.htm-report pre{background:#f5f5f5;padding:.4em .6em;white-space:pre-wrap;
+overflow-wrap:anywhere;font-size:.8em;margin:.3em 0}
 """
 
 
@@ -245,8 +278,8 @@ def _shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame
 
 def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
-                 labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None
-                 ) -> Report:
+                 labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
+                 advice: bool = True) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -264,6 +297,9 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     labelled_queries : (texts, vectors, relevant node ids), optional
         Queries with a known answer: adds a section comparing search strategies
         (:func:`~htm_analytics.evaluation.retrieval_quality`). Live store only.
+    advice : bool
+        Open with the advisor's findings (:func:`~htm_analytics.advise`; live store only),
+        including the ef_search recommendation when ``benchmark`` is on.
 
     Returns
     -------
@@ -282,15 +318,26 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         facts["server"] = (f"PostgreSQL {snapshot_info['postgresql']}, pgvector "
                            f"{snapshot_info['pgvector']}")
         where = str(getattr(source, "path", "snapshot"))
-    sections = list(_sections(source, live=live, benchmark=benchmark,
-                              sweep_queries=sweep_queries, freq=freq,
+    sections = list(_sections(source, live=live, freq=freq,
                               labelled_queries=labelled_queries))
+    if live:
+        assert isinstance(source, LongTermMemory)
+        ef_advice = None
+        if benchmark:
+            with source.tuning_session() as session:
+                has_vectors = bool(session.vector_dimensions())
+            if has_vectors:
+                hnsw, ef_advice = hnsw_section(source, sweep_queries=sweep_queries,
+                                               section_type=Section, figure_type=Figure)
+                sections.append(hnsw)
+        if advice:
+            sections.insert(0, advisor_section(source, ef_advice, Section))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
                   facts=facts, sections=sections)
 
 
-def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_queries: int,
-              freq: str, labelled_queries: Any) -> Iterator[Section]:
+def _sections(source: MemorySource, *, live: bool, freq: str,
+              labelled_queries: Any) -> Iterator[Section]:
     counts = source.table_counts()  # type: ignore[attr-defined]
     rows = counts.set_index("table")["rows"]
     yield Section("overview", "Memory at a glance",
@@ -374,8 +421,9 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
         if graph.number_of_edges():
             section.figures.append(Figure.from_axes(
                 plot_tag_graph(graph),
-                "Tags rolled up to two levels; edges join tags sharing at least 3 memories, "
-                "weighted by normalised PMI; colours are Louvain communities (seed 0)."))
+                "Tags rolled up to two levels: the 30 biggest that share at least 3 memories "
+                "with another, each drawn with its 3 strongest ties by normalised PMI (edge "
+                "width); colours are Louvain communities (seed 0), named by their biggest tag."))
     yield section
 
     if not live:
@@ -394,7 +442,13 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
                  f"every strategy (top {quality['k'].iloc[0]}, cache off). recall: the answer "
                  "is in the results; MRR: mean of 1/rank; no_result: nothing came back (full "
                  "text requiring every word often finds nothing); latency: p50 and p95 per "
-                 "query, measured in the same run, next to the quality it buys.",
+                 "query, measured in the same run, next to the quality it buys."
+                 "\n\nWhy hybrid finds less than vector: the reference hybrid search ranks by "
+                 "vector similarity only among candidates that full-text or tag matching found "
+                 "first, so an answer whose text lacks the query's words is never a candidate; "
+                 "it cannot find more than those matches allow. rrf fuses the whole vector "
+                 "ranking with the full-text ranking instead, so it keeps what vector search "
+                 "finds and adds exact word matches.",
             findings=[f"Search: {best['strategy']} finds the right memory in the top {k} "
                       f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries at "
                       f"{best['latency_p50_ms']:.1f} ms p50"
@@ -404,12 +458,8 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
         section.figures.append(Figure.from_axes(
             plot_retrieval_quality(quality),
             f"Recall@{quality['k'].iloc[0]} and MRR per strategy on {len(texts)} labelled "
-            "queries (query vectors from the same model as the memories)."))
-        section.figures.append(Figure.from_axes(
-            plot_retrieval(quality.rename(columns={"recall_at_k": f"recall_at_{k}",
-                                                   "mrr": f"mrr_at_{k}"})),
-            "What each strategy's quality costs: MRR against p50 latency per query (line to "
-            "p95), same run."))
+            "queries (query vectors from the same model as the memories), with each "
+            "strategy's median latency (diamonds, right axis)."))
         yield section
     usage = index_usage(source)
     never = usage.loc[usage["never_used"], "index"].tolist()
@@ -417,57 +467,35 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     nodes = health.set_index("table").loc["nodes"]
     hot = (f"{nodes['hot_update_fraction']:.0%} of the {nodes['n_tup_upd']:,} updates of nodes "
            "were HOT (no index entry written)" if nodes["n_tup_upd"] else "")
+    _, age_seconds, since = statistics_age(source)
+    judge = "" if age_seconds is not None and age_seconds >= 7 * 86400 else \
+        " (too short a time to call them unused)"
     unused = (f"{len(never)} of {int((~(usage['is_unique'] | usage['is_primary'])).sum())} "
-              "non-key indexes were never used since statistics were last reset.")
+              f"non-key indexes were never used since {since}{judge}.")
     section = Section(
         "indexes", "Indexes and tables",
         findings=[f"Indexes: {unused}"] + ([f"Updates: {hot}; each of the others wrote an "
                                             "entry into every index, HNSW included."]
                                            if hot else []),
-        text=("Never used since statistics were last reset (not counting unique and primary "
+        text=(f"Never used since {since} (not counting unique and primary "
               f"keys): {', '.join(never)}." if never else
-              "Every non-key index has been scanned since statistics were last reset.")
+              f"Every non-key index has been scanned since {since}.")
         + (f"\n\n{hot}. The others added an entry to every index of nodes, the HNSW index "
            "included: an update that changes an indexed column cannot be HOT, and the "
            "reference schema indexes access_count, last_accessed and in_working_memory, which "
            "every recall changes." if hot else "")
         + "\n\nCounters are cumulative from pg_stat_user_indexes and pg_stat_user_tables.",
-        tables=[("Index usage (pg_stat_user_indexes, sizes from pg_relation_size)",
-                 usage.drop(columns=["definition"])),
-                ("Table health (pg_stat_user_tables)", health)],
+        tables=[("Index usage (pg_stat_user_indexes, sizes from pg_relation_size; every "
+                 "column in the index_usage data)",
+                 _with_size(usage, "size_bytes")[[
+                     "table", "index", "method", "is_unique", "idx_scan", "idx_tup_read",
+                     "last_idx_scan", "size", "never_used"]]),
+                ("Table health (pg_stat_user_tables; every column in the table_health data)",
+                 _with_size(health, "total_bytes")[[
+                     "table", "n_live_tup", "n_dead_tup", "seq_scan", "idx_scan", "n_tup_upd",
+                     "hot_update_fraction", "last_autovacuum", "last_autoanalyze", "size"]])],
         data={"index_usage": usage, "table_health": health})
     section.figures.append(Figure.from_axes(
         plot_index_usage(usage), "Index scans per index since the last statistics reset; red: "
                                  "never used (key indexes excepted)."))
-    yield section
-
-    if not benchmark:
-        return
-    with source.tuning_session() as session:
-        has_vectors = bool(session.vector_dimensions())
-    if not has_vectors:
-        return
-    sweep = benchmark_recall(source, queries=sweep_queries, repeats=2, progress=False)
-    first = sweep.iloc[0]
-    how = (f"{first['queries']} held-out stored vectors x 2 repeats, k={first['k']}, index "
-           f"{first['index']} (m={first['m']}, ef_construction={first['ef_construction']}, "
-           f"{first['dimension']} dimensions, {first['rows']:,} rows); recall against an exact "
-           "numpy ground truth; latency measured by the client on one connection")
-    reaching = sweep[sweep["recall_mean"] >= 0.95].head(1)
-    advice = (f"The smallest ef_search reaching recall 0.95 is "
-              f"{int(reaching['ef_search'].iloc[0])}"
-              f" ({reaching['latency_p50_ms'].iloc[0]:.2f} ms p50)." if len(reaching) else
-              "No setting reached recall 0.95: consider a larger m or ef_construction.")
-    section = Section("hnsw", "HNSW recall and latency",
-                      text=f"{advice}\n\nMeasured with {how}.",
-                      findings=[f"HNSW: {advice}"],
-                      tables=[("ef_search sweep", sweep[[
-                          "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
-                          "latency_p95_ms", "qps", "returned_mean", "used_index"]])],
-                      data={"recall_sweep": sweep})
-    section.figures.append(Figure.from_axes(
-        plot_recall_latency(sweep), f"Recall@{first['k']} against queries per second for each "
-                                    f"hnsw.ef_search (labels); {how}."))
-    section.figures.append(Figure.from_axes(
-        plot_recall_by_ef(sweep), "Mean and 5th-percentile recall by ef_search."))
     yield section

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib
 import numpy as np
 import pandas as pd
 
@@ -52,8 +53,9 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
     full = pd.MultiIndex.from_product([names, names], names=["robot1", "robot2"])
     frame = pairs.set_index(["robot1", "robot2"])[["shared_nodes"]].reindex(full, fill_value=0)
     frame = frame.reset_index()
-    frame["nodes1"] = frame["robot1"].map(sizes)
-    frame["nodes2"] = frame["robot2"].map(sizes)
+    # astype: on a memory without robots, map returns an empty string column.
+    frame["nodes1"] = frame["robot1"].map(sizes).astype("int64")
+    frame["nodes2"] = frame["robot2"].map(sizes).astype("int64")
     union = frame["nodes1"] + frame["nodes2"] - frame["shared_nodes"]
     frame["jaccard"] = frame["shared_nodes"] / union
     return frame.astype(dtypes)
@@ -103,18 +105,29 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
     ``**kwargs`` go to :meth:`matplotlib.axes.Axes.imshow`. Returns the Axes.
     """
     matrix = df.pivot(index="robot1", columns="robot2", values=value)
-    ax = axes_or_new(ax, (1.5 + 0.6 * len(matrix), 1.0 + 0.6 * len(matrix)))
-    image = ax.imshow(matrix.to_numpy(dtype=float), cmap=kwargs.pop("cmap", "viridis"),
-                      **kwargs)
+    # Room for the names too: long robot names would squeeze the matrix to nothing.
+    longest = max((len(str(name)) for name in matrix.index), default=0)
+    ax = axes_or_new(ax, (2.5 + 0.7 * len(matrix) + 0.08 * longest,
+                          1.5 + 0.6 * len(matrix) + 0.06 * longest))
+    values = matrix.to_numpy(dtype=float, copy=True)
+    if list(matrix.index) == list(matrix.columns):
+        # A robot's overlap with itself is trivially complete: blank it so that the colour
+        # scale shows the pairs.
+        np.fill_diagonal(values, np.nan)
+    cmap = matplotlib.colormaps[kwargs.pop("cmap", "viridis")].with_extremes(bad="#eeeeee")
+    image = ax.imshow(values, cmap=cmap, **kwargs)
     ax.set_xticks(range(len(matrix.columns)), matrix.columns, rotation=45, ha="right")
     ax.set_yticks(range(len(matrix.index)), matrix.index)
     if annotate and len(matrix) <= 20:
-        for (i, j), v in np.ndenumerate(matrix.to_numpy(dtype=float)):
+        middle = (np.nanmin(values) + np.nanmax(values)) / 2 if np.isfinite(values).any() \
+            else 0.0
+        for (i, j), v in np.ndenumerate(values):
+            if np.isnan(v):
+                continue
             ax.text(j, i, f"{v:.2f}" if value == "jaccard" else f"{v:.0f}", ha="center",
-                    va="center", fontsize=7, color="white" if v < np.nanmax(matrix) / 2
-                    else "black")
+                    va="center", fontsize=8, color="white" if v < middle else "black")
     ax.figure.colorbar(image, ax=ax, label=value.replace("_", " "))
-    ax.set_title("Shared memories between robots")
+    ax.set_title("Shared memories between robots (diagonal left out)")
     return ax
 
 

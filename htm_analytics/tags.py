@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+import matplotlib.lines
 import networkx as nx
 import numpy as np
 import pandas as pd
@@ -245,41 +247,66 @@ def plot_tag_cooccurrence(df: pd.DataFrame, *, ax: Any = None, measure: str = "n
     return ax
 
 
-def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 60, labels: int = 25,
-                   seed: int = 0, **kwargs: Any) -> Any:
+def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
+                   labels: int | None = None, edges_per_tag: int = 3, seed: int = 0,
+                   **kwargs: Any) -> Any:
     """Draw a :func:`tag_graph`: the ``max_nodes`` biggest connected tags, sized by memories,
-    coloured by community, edges as wide as their weight; the ``labels`` biggest are named.
-    ``**kwargs`` go to :func:`networkx.draw_networkx_nodes`. Returns the Axes."""
-    ax = axes_or_new(ax, (8, 8))
-    # Only ties stronger than chance (weight > 0) are drawn; they also drive the layout.
-    positive = nx.Graph(**graph.graph)
-    positive.add_nodes_from(graph.nodes(data=True))
-    positive.add_edges_from((a, b, d) for a, b, d in graph.edges(data=True)
-                            if d.get("weight", 0.0) > 0)
-    connected = [n for n in positive if positive.degree(n) > 0]
-    connected.sort(key=lambda n: (-positive.nodes[n].get("nodes", 0), n))
-    graph = positive.subgraph(connected[:max_nodes])
-    graph = graph.subgraph([n for n in graph if graph.degree(n) > 0])
-    if graph.number_of_nodes() == 0:
+    coloured by community (legend: each community's biggest tag); the ``labels`` biggest are
+    named (default: all).
+
+    Only each tag's ``edges_per_tag`` strongest ties above chance (weight > 0) are drawn and
+    drive the layout: drawing every pair makes a hairball. ``**kwargs`` go to
+    :func:`networkx.draw_networkx_nodes`. Returns the Axes.
+    """
+    ax = axes_or_new(ax, (9, 7))
+    positive = [(a, b, d) for a, b, d in graph.edges(data=True) if d.get("weight", 0.0) > 0]
+    connected = sorted({n for a, b, _ in positive for n in (a, b)},
+                       key=lambda n: (-graph.nodes[n].get("nodes", 0), n))[:max_nodes]
+    chosen = set(connected)
+    strongest: set[tuple[str, str]] = set()
+    for tag in connected:
+        ties = sorted(((d.get("weight", 0.0), *sorted((a, b))) for a, b, d in positive
+                       if tag in (a, b) and a in chosen and b in chosen), reverse=True)
+        strongest.update((a, b) for _, a, b in ties[:edges_per_tag])
+    shown = nx.Graph(**graph.graph)
+    shown.add_nodes_from((n, graph.nodes[n]) for n in connected)
+    shown.add_edges_from((a, b, graph.edges[a, b]) for a, b in sorted(strongest))
+    shown.remove_nodes_from([n for n in list(shown) if shown.degree(n) == 0])
+    if shown.number_of_nodes() == 0:
         ax.set_axis_off()
         ax.set_title("Tag graph (no tags)")
         return ax
-    position = nx.spring_layout(graph, weight="weight", seed=seed,
-                                k=2.0 / max(graph.number_of_nodes(), 1) ** 0.5)
-    sizes = np.array([graph.nodes[n].get("nodes", 1) for n in graph], dtype=float)
-    node_size = 30 + 600 * np.sqrt(sizes / sizes.max())
-    colors = [graph.nodes[n].get("community", 0) for n in graph]
-    widths = [0.3 + 2.5 * d.get("weight", 0.0) for _, _, d in graph.edges(data=True)]
-    nx.draw_networkx_edges(graph, position, ax=ax, width=widths, alpha=0.3)
-    nx.draw_networkx_nodes(graph, position, ax=ax, node_size=node_size, node_color=colors,
-                           cmap=kwargs.pop("cmap", "tab20"), **kwargs)
-    biggest = sorted(graph, key=lambda n: -graph.nodes[n].get("nodes", 0))[:labels]
-    nx.draw_networkx_labels(graph, position, labels={n: n for n in biggest}, ax=ax,
-                            font_size=8)
+    position = nx.spring_layout(shown, weight="weight", seed=seed,
+                                k=3.0 / max(shown.number_of_nodes(), 1) ** 0.5)
+    sizes = np.array([shown.nodes[n].get("nodes", 1) for n in shown], dtype=float)
+    node_size = 40 + 500 * np.sqrt(sizes / sizes.max())
+    communities = [shown.nodes[n].get("community", 0) for n in shown]
+    cmap = matplotlib.colormaps[kwargs.pop("cmap", "tab10")]
+    palette = {c: cmap(i % cmap.N) for i, c in enumerate(sorted(set(communities)))}
+    widths = [0.5 + 2.5 * d.get("weight", 0.0) for _, _, d in shown.edges(data=True)]
+    nx.draw_networkx_edges(shown, position, ax=ax, width=widths, alpha=0.35)
+    nx.draw_networkx_nodes(shown, position, ax=ax, node_size=node_size,
+                           node_color=[palette[c] for c in communities], **kwargs)
+    named = set(sorted(shown, key=lambda n: (-shown.nodes[n].get("nodes", 0), n))[:labels])
+    for node, (x, y) in position.items():
+        if node not in named:
+            continue
+        ax.annotate(node, (x, y), xytext=(0, 9), textcoords="offset points", ha="center",
+                    fontsize=7, bbox={"boxstyle": "round,pad=0.1", "fc": "white",
+                                      "ec": "none", "alpha": 0.7})
+    handles = []
+    for community, colour in palette.items():
+        members = [n for n in shown if shown.nodes[n].get("community", 0) == community]
+        leader = max(members, key=lambda n: (shown.nodes[n].get("nodes", 0), n))
+        handles.append(matplotlib.lines.Line2D(
+            [], [], marker="o", linestyle="", color=colour,
+            label=f"{leader} and {len(members) - 1} more" if len(members) > 1 else leader))
+    ax.legend(handles=handles, title="communities (Louvain)", fontsize=7, title_fontsize=8,
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    ax.margins(0.08)
     ax.set_axis_off()
-    shown = len({graph.nodes[n].get("community") for n in graph})
-    ax.set_title(f"Tag co-occurrence: {graph.number_of_nodes()} biggest tags, {shown} "
-                 f"communities, edges weighted by {graph.graph.get('weight', 'weight')}")
+    ax.set_title(f"Tag graph: the {shown.number_of_nodes()} biggest connected tags, each with "
+                 f"its {edges_per_tag} strongest ties ({graph.graph.get('weight', 'weight')})")
     return ax
 
 

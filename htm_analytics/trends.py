@@ -191,6 +191,7 @@ def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = No
             ax.plot(rows["period"], rows[y], label=name, **kwargs)
         ax.legend(fontsize=7, ncols=2)
         ax.set_ylabel(y.replace("_", " "))
+        title = f"{y.replace('_', ' ').capitalize()} per {group}"
     elif y is None:
         width = _bar_width(df["period"])
         bottom = pd.Series(0, index=df.index)
@@ -201,10 +202,12 @@ def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = No
             bottom = bottom + df[column]
         ax.legend()
         ax.set_ylabel("remembers")
+        title = "Remembers per period: new, shared, repeated"
     else:
         ax.plot(df["period"], df[y], **kwargs)
         ax.set_ylabel(y.replace("_", " "))
-    ax.set_title("Remembers over time")
+        title = f"{y.replace('_', ' ').capitalize()} over time"
+    ax.set_title(title)
     return ax
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,3 +30,34 @@ def pytest_configure(config: pytest.Config) -> None:
     # htm_analytics.datasets.find_corpus searches the current directory's parents.
     if CORPUS_DIR.is_dir():
         os.environ.setdefault("HTM_CORPUS_DIR", str(CORPUS_DIR))
+
+
+def _corpus_missing() -> str | None:
+    from htm_analytics.datasets import find_corpus
+
+    try:
+        find_corpus()
+    except FileNotFoundError:
+        return ("needs the debian-memories corpus (../shared/data/debian-memories beside the "
+                "checkout, or HTM_CORPUS_DIR)")
+    return None
+
+
+def _reads_corpus(function: object) -> bool:
+    try:
+        return "read_corpus(" in inspect.getsource(function)  # type: ignore[arg-type]
+    except (OSError, TypeError):
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without the corpus, skip (with one reason) every test that reads it, directly or
+    through a fixture, instead of failing them one by one."""
+    reason = _corpus_missing()
+    if reason is None:
+        return
+    for item in items:
+        definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        fixtures = [d.func for defs in definitions.values() for d in defs]
+        if any(_reads_corpus(f) for f in [getattr(item, "function", None), *fixtures]):
+            item.add_marker(pytest.mark.skip(reason=reason))

@@ -84,7 +84,12 @@ def test_plot_index_usage_marks_never_used(ltm: LongTermMemory) -> None:
     assert len(ax.patches) == len(usage)
     red = [p for p in ax.patches if p.get_facecolor()[:3] == (196 / 255, 78 / 255, 82 / 255)]
     assert len(red) == int(usage["never_used"].sum())
-    assert ax.get_xlabel() == "index scans"
+    assert ax.get_xlabel() == "index scans (log scale)"
+    assert ax.get_xscale() == "symlog"  # one busy primary key must not flatten the others
+    # Never-used indexes have no bar to see: a marker at 0 and a red name.
+    never = usage["never_used"].tolist()
+    assert len(ax.lines) == sum(never)
+    assert [label.get_color() == "#c44e52" for label in ax.get_yticklabels()] == never
 
 
 def test_cli_indexes_and_health(database_url: str) -> None:

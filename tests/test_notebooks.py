@@ -40,5 +40,6 @@ def test_notebook_runs_top_to_bottom(path: Path, demo: dict, tmp_path: Path,
                       for output in cell.get("outputs", []) if output.get("name") == "stdout")
     if path.stem == "02_tune_hnsw":  # conclusions are computed and printed
         assert "ef_search=" in printed and "filtered to" in printed
+        assert "recommended ef_search=" in printed and "usage statistics since" in printed
     if path.stem == "03_report":
         assert (tmp_path / "report.html").stat().st_size > 100_000

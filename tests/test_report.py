@@ -12,7 +12,7 @@ import htm_analytics as ha
 from htm_analytics.cli import cli
 from htm_analytics.datasets import DEMO_ROBOTS
 
-SECTIONS = ["overview", "robots", "trends", "tags", "search", "indexes", "hnsw"]
+SECTIONS = ["advice", "overview", "robots", "trends", "tags", "search", "indexes", "hnsw"]
 
 
 def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
@@ -32,8 +32,16 @@ def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
     findings = re.search(r"<h2>Key findings</h2><ul class='findings'>(.*?)</ul>", html)
     assert findings, "no key findings"
     items = re.findall(r"<li>(.*?)</li>", findings.group(1))
-    assert [i.split(":")[0] for i in items[1:]] == ["Search", "Indexes", "HNSW"], items
-    assert items[3].startswith("HNSW: The smallest ef_search reaching recall 0.95 is ")
+    heads = [i.split(":")[0] for i in items]
+    assert heads[0] == "Advisor", items
+    assert heads.index("Search") < heads.index("Indexes") < heads.index("HNSW"), items
+    assert re.match(r"HNSW: ef_search \d+ is the smallest reaching recall 0.95 \(",
+                    items[heads.index("HNSW")])
+    # The advisor's findings come first, with the SQL that fixes them.
+    advice = html[html.index("<section id='advice'>"):html.index("<section id='overview'>")]
+    assert 'DROP INDEX CONCURRENTLY IF EXISTS &quot;public&quot;.&quot;' \
+           'idx_robot_nodes_robot_id&quot;;' in advice
+    assert "Concurrent searches" in html and "client threads" in html
 
 
 def test_the_command_the_demo_suggests_works(demo: dict) -> None:

@@ -14,6 +14,7 @@ from .catalog import MEMORY_TABLES
 from .databases import (
     create_database,
     database_exists,
+    database_name,
     drop_database,
     scratch_database,
     with_database,
@@ -45,6 +46,7 @@ __all__ = [
     "content_hash",
     "create_database",
     "database_exists",
+    "database_name",
     "drop_database",
     "scratch_database",
     "with_database",

@@ -203,6 +203,24 @@ class StoreBase:
                 f"postgresql={self.server_info['server_version']!r}, "
                 f"pgvector={self.server_info['pgvector_version']!r})")
 
+    def ensure_pool_size(self, size: int) -> int:
+        """Let the connection pool hold at least ``size`` connections.
+
+        For measurements with several client threads, each taking its own pooled connection
+        (:func:`htm_analytics.concurrency_sweep`); a smaller pool would make threads queue.
+
+        Returns
+        -------
+        int
+            The pool's maximum size now.
+        """
+        size = validate_positive_int(size, field="size", maximum=1000)
+        if self._closed:
+            raise DatabaseError("this LongTermMemory is closed")
+        if size > self._pool.max_size:
+            self._pool.resize(self._pool.min_size, size)
+        return self._pool.max_size
+
     @property
     def supports_iterative_scan(self) -> bool:
         """Whether the server's pgvector (>= 0.8.0) has ``hnsw.iterative_scan``."""

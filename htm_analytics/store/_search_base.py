@@ -1,10 +1,12 @@
-"""What every search shares: the query vector, per-transaction HNSW settings, cache keys."""
+"""What every search shares: the query vector and whether it is comparable with the stored
+ones (embedding provenance), per-transaction HNSW settings, cache keys."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import psycopg
 
 from ..errors import EmbeddingError, HTMError, ValidationError
@@ -59,3 +61,68 @@ class SearchBase(TaggingMixin):
                     "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
         if filtered and self.supports_iterative_scan:
             cur.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+
+    def embedding_models(self) -> pd.DataFrame:
+        """Which models produced the stored embeddings.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``provider``, ``model`` (string, NA for embeddings stored without that
+            information), ``dimension`` and ``nodes`` (int64), most nodes first.
+        """
+        return self.fetch_frame(
+            """SELECT m.provider, m.model, n.embedding_dimension AS dimension, count(*) AS nodes
+               FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
+               WHERE n.embedding_dimension IS NOT NULL
+               GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3""",
+            dtypes={"provider": "string", "model": "string", "dimension": "int64",
+                    "nodes": "int64"})
+
+    def check_embedding_model(self, provider: str, model: str, dimension: int) -> None:
+        """Refuse to search with vectors of ``provider``/``model`` at ``dimension`` when the
+        stored vectors come from another model or have another dimension.
+
+        Embeddings stored without a model name pass if their dimension matches (there is no
+        way to tell them apart). The answer is cached until this store adds an embedding.
+
+        Raises
+        ------
+        EmbeddingError
+            Naming the stored models and the query's.
+        """
+        # Unnamed vectors pass on their dimension alone; named ones must be this model's.
+        mismatched = [(p, m, d, n) for p, m, d, n in self._stored_embedding_models()
+                      if d != dimension or (p is not None and (p, m) != (provider, model))]
+        if mismatched:
+            found = "; ".join(("unknown model" if p is None else f"{p}/{m}")
+                              + f" ({d}-d, {n:,} nodes)" for p, m, d, n in mismatched)
+            raise EmbeddingError(
+                f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
+                f"vectors include {found}; vectors of different models are not comparable. "
+                "Re-embed the memories, or search with the model that made them "
+                "(htm-analytics advise gives the SQL to clear the odd vectors).")
+
+    def _stored_embedding_models(self) -> list[tuple[Any, Any, int, int]]:
+        """:meth:`embedding_models` as plain tuples, cached until this store adds a vector
+        (searches check it on every query)."""
+        if self._embedding_models is None:
+            stored = self.embedding_models().astype(object)
+            self._embedding_models = list(
+                stored.where(stored.notna(), None).itertuples(index=False, name=None))
+        return self._embedding_models
+
+    def _check_query_model(self, service: Any, dimension: int) -> None:
+        """Refuse a query vector that cannot be compared with the stored ones, as HTM.recall
+        does: a service naming its model (``name`` and ``model``) must be the stored vectors'
+        model (:meth:`check_embedding_model`); a bare vector must have a stored dimension."""
+        provider, model = getattr(service, "name", None), getattr(service, "model", None)
+        if isinstance(provider, str) and isinstance(model, str):
+            self.check_embedding_model(provider, model, dimension)
+            return
+        dimensions = sorted({d for _, _, d, _ in self._stored_embedding_models()})
+        if dimensions and dimension not in dimensions:
+            raise EmbeddingError(
+                f"the query vector has {dimension} dimensions but the stored vectors have "
+                f"{', '.join(map(str, dimensions))}; vectors of different models are not "
+                "comparable. Search with the model that made them.")

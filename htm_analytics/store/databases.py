@@ -19,7 +19,7 @@ from ..connection import mask_url
 from ..errors import ValidationError, translate_database_error
 from ._common import Statement
 
-__all__ = ["with_database", "database_exists", "create_database", "drop_database",
+__all__ = ["with_database", "database_name", "database_exists", "create_database", "drop_database",
            "scratch_database"]
 
 
@@ -28,6 +28,12 @@ def _check_name(name: str) -> str:
             or "\x00" in name:
         raise ValidationError("must be a database name of 1 to 63 bytes", field="database")
     return name
+
+
+def database_name(url: str) -> str | None:
+    """The database a URL (or libpq keyword string) names, None when it names none."""
+    name = conninfo_to_dict(url).get("dbname")
+    return None if name is None else str(name)
 
 
 def with_database(url: str, name: str) -> str:

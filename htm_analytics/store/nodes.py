@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 from psycopg import errors as pg_errors
 
-from ..errors import ConcurrencyError, EmbeddingError, ValidationError
+from ..errors import ConcurrencyError, ValidationError
 from ..validation import (
     prepare_embedding,
     tag_ancestors,
@@ -205,50 +204,6 @@ class NodesMixin(StoreBase):
                     f"no robot with id {robot_id}; register it first with register_robot()",
                     field="robot_id") from exc
         return node_id, is_new, robot_node
-
-    def embedding_models(self) -> pd.DataFrame:
-        """Which models produced the stored embeddings.
-
-        Returns
-        -------
-        pandas.DataFrame
-            ``provider``, ``model`` (string, NA for embeddings stored without that
-            information), ``dimension`` and ``nodes`` (int64), most nodes first.
-        """
-        return self.fetch_frame(
-            """SELECT m.provider, m.model, n.embedding_dimension AS dimension, count(*) AS nodes
-               FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
-               WHERE n.embedding_dimension IS NOT NULL
-               GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3""",
-            dtypes={"provider": "string", "model": "string", "dimension": "int64",
-                    "nodes": "int64"})
-
-    def check_embedding_model(self, provider: str, model: str, dimension: int) -> None:
-        """Refuse to search with vectors of ``provider``/``model`` at ``dimension`` when the
-        stored vectors come from another model or have another dimension.
-
-        Embeddings stored without a model name pass if their dimension matches (there is no
-        way to tell them apart). The answer is cached until this store adds an embedding.
-
-        Raises
-        ------
-        EmbeddingError
-            Naming the stored models and the query's.
-        """
-        if self._embedding_models is None:  # plain tuples: recall checks on every query
-            stored = self.embedding_models().astype(object)
-            self._embedding_models = list(
-                stored.where(stored.notna(), None).itertuples(index=False, name=None))
-        # Unnamed vectors pass on their dimension alone; named ones must be this model's.
-        mismatched = [(p, m, d, n) for p, m, d, n in self._embedding_models
-                      if d != dimension or (p is not None and (p, m) != (provider, model))]
-        if mismatched:
-            found = "; ".join(("unknown model" if p is None else f"{p}/{m}")
-                              + f" ({d}-d, {n:,} nodes)" for p, m, d, n in mismatched)
-            raise EmbeddingError(
-                f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
-                f"vectors include {found}; vectors of different models are not comparable. "
-                "Re-embed the memories, or search with the model that made them.")
 
     def retrieve(self, node_id: int) -> dict[str, Any] | None:
         """Return a node and count the access (``access_count + 1``, ``last_accessed = now``).

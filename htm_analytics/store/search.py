@@ -80,6 +80,7 @@ class SearchMixin(LexicalSearchMixin):
         if embedding is None:
             query = validate_content(query, field="query")
         vector, dimension = self._query_vector(query, embedding, embedding_service)
+        self._check_query_model(embedding_service if embedding is None else None, dimension)
         key = ("search", query if embedding is None else vector.tobytes(), limit, frame,
                service_key(embedding_service) if embedding is None else None)
         return self._cached(key, lambda: self._vector_search(vector, dimension, limit, frame))

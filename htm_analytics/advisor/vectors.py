@@ -1,0 +1,139 @@
+"""Vector checks: HNSW cache residency and rebuild memory, padded vectors, mixed models and
+the ef_search in use."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+
+from ..store import DEFAULT_EF_SEARCH
+from ._common import (
+    Context,
+    finding,
+    literal,
+    query_text,
+    quoted,
+    size_text,
+)
+
+
+def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
+    frame = context.store.fetch_frame(query_text("hnsw_indexes"))
+    residency: dict[str, float] = {}
+    if not frame.empty and context.store.fetch_frame(
+            "SELECT to_regclass('pg_buffercache') IS NOT NULL").iloc[0, 0]:
+        cached = context.store.fetch_frame(query_text("hnsw_residency"))
+        residency = dict(zip(cached["index"], cached["cached_pages"] / cached["pages"]))
+    for _, index in frame.iterrows():
+        name = quoted(index["schema"], index["index"])
+        size, buffers = int(index["size_bytes"]), int(index["shared_buffers_bytes"])
+        if size > buffers:
+            yield finding(
+                "hnsw_cache", "warning", f"{index['schema']}.{index['index']}",
+                f"{size_text(size)} index, shared_buffers {size_text(buffers)}",
+                "Searches walk the graph in random order: pages outside shared buffers come "
+                "from the OS cache or disk. Raise shared_buffers above the index size, or "
+                "index at the native dimension (smaller).",
+                [f"SELECT pg_size_pretty(pg_relation_size({literal(name)}::regclass)), "
+                 "current_setting('shared_buffers')"])
+        elif index["index"] in residency and residency[index["index"]] \
+                < context.limits.hnsw_min_cached_fraction:
+            yield finding(
+                "hnsw_cache", "info", f"{index['schema']}.{index['index']}",
+                f"{residency[index['index']]:.0%} of the {size_text(size)} index is in shared "
+                f"buffers (pg_buffercache); shared_buffers {size_text(buffers)} would hold it",
+                "The first searches after a restart read the graph from disk; prewarm it.",
+                ["CREATE EXTENSION IF NOT EXISTS pg_prewarm",
+                 f"SELECT pg_prewarm({literal(name)}::regclass)"])
+        dimension = int(index["dimension"]) if pd.notna(index["dimension"]) else 0
+        # One graph element: the vector (4d + 8 bytes), its layer-0 neighbours (2m candidates
+        # of 16 bytes) and about 100 bytes of header (pgvector's hnsw.h).
+        needed = int(index["indexed_rows"]) * (4 * dimension + 8 + 32 * int(index["m"]) + 100)
+        if needed > int(index["maintenance_work_mem_bytes"]):
+            megabytes = -(-needed * 5 // 4 // 2**20)  # a quarter more as margin
+            yield finding(
+                "hnsw_build_memory", "warning", f"{index['schema']}.{index['index']}",
+                f"a rebuild needs about {size_text(needed)} for {int(index['indexed_rows']):,} "
+                f"vectors of {dimension} dimensions (m={index['m']}); maintenance_work_mem is "
+                f"{index['maintenance_work_mem']}",
+                "A graph that does not fit is built far slower (pgvector notes 'hnsw graph no "
+                "longer fits into maintenance_work_mem'). Raise it for the rebuild's session.",
+                [f"SET maintenance_work_mem = {literal(f'{megabytes}MB')}",
+                 f"REINDEX INDEX CONCURRENTLY {name}"])
+
+
+def vectors(context: Context) -> Iterator[dict[str, str]]:
+    if not (context.tables["table"] == "nodes").any():
+        return
+    dimensions = context.store.fetch_frame(query_text("vector_dimensions"))
+    for _, row in dimensions.iterrows():
+        dimension = int(row["dimension"])
+        if row["has_native_index"] or dimension >= 2000:
+            continue
+        yield finding(
+            "padded_vectors", "warning", "public.nodes",
+            f"{int(row['vectors']):,} vectors of {dimension} dimensions are searched through "
+            "the reference schema's index on vectors zero-padded to 2000",
+            f"Index them at their own dimension: 2-5x faster builds and searches (README); "
+            f"searches use it automatically (LongTermMemory.create_native_index({dimension})).",
+            [f"CREATE INDEX CONCURRENTLY IF NOT EXISTS "
+             f"{quoted(f'idx_nodes_embedding_{dimension}')} ON {quoted('public', 'nodes')} "
+             f"USING hnsw ((subvector(embedding, 1, {dimension})::vector({dimension})) "
+             f"vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
+             f"WHERE embedding_dimension = {dimension}"])
+    models = context.store.embedding_models()
+    if len(models) > 1:
+        described = "; ".join(
+            ("unknown model" if pd.isna(provider) else f"{provider}/{model}")
+            + f" ({dimension}-d): {nodes:,}" for provider, model, dimension, nodes
+            in models[["provider", "model", "dimension", "nodes"]].astype(object).itertuples(
+                index=False, name=None))
+        # models() is sorted by nodes, most first: the others are the ones to clear.
+        clear = []
+        for provider, model, dimension, _ in models[["provider", "model", "dimension", "nodes"]]\
+                .astype(object).iloc[1:].itertuples(index=False, name=None):
+            made_by = ("NOT EXISTS (SELECT 1 FROM node_embedding_models m WHERE m.node_id = "
+                       "nodes.id)" if pd.isna(provider) else
+                       "id IN (SELECT node_id FROM node_embedding_models WHERE provider = "
+                       f"{literal(provider)} AND model = {literal(model)})")
+            clear.append("UPDATE nodes SET embedding = NULL, embedding_dimension = NULL "
+                         f"WHERE embedding_dimension = {int(dimension)} AND {made_by}")
+        yield finding(
+            "mixed_embeddings", "warning", "public.nodes",
+            f"stored vectors come from {len(models)} models or dimensions: {described}",
+            "Vectors of different models are not comparable: searches with the main model "
+            "fail the model check (HTM.recall, search) or rank the others at random. "
+            "Re-embed the smaller groups with the main model; or clear their vectors (the "
+            "UPDATE keeps the memories, without vectors, until they are re-embedded). The "
+            "first statement lists the memories per model.",
+            ["SELECT m.provider, m.model, n.embedding_dimension, count(*) FROM nodes n "
+             "LEFT JOIN node_embedding_models m ON m.node_id = n.id "
+             "WHERE n.embedding IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 4 DESC", *clear])
+
+
+def ef_search(advice: Any) -> Iterator[dict[str, str]]:
+    chosen, target = advice.ef_search, advice.target_recall
+    in_use = DEFAULT_EF_SEARCH
+    evidence = f"{advice.evidence}; searches of this toolkit run at ef_search {in_use} " \
+               "(raised to the result limit)"
+    if chosen is None:
+        yield finding(
+            "ef_search", "warning", advice.index,
+            evidence, f"No swept setting reached recall {target:g}: rebuild the index with a "
+                      "larger m or ef_construction (htm-analytics bench build).",
+            ["SELECT indexrelid::regclass, pg_size_pretty(pg_relation_size(indexrelid)) "
+             "FROM pg_index WHERE indexrelid = " + literal(advice.index) + "::regclass"])
+        return
+    if chosen == in_use:
+        return
+    severity = "warning" if chosen > in_use else "info"
+    why = (f"ef_search {in_use} misses the target recall {target:g}" if chosen > in_use else
+           f"ef_search {chosen} already reaches recall {target:g}, faster than {in_use}")
+    yield finding(
+        "ef_search", severity, advice.index, evidence,
+        f"{why}. Clients that use the server setting (the reference Ruby code) get it from "
+        "the database default; per session, SET hnsw.ef_search.",
+        [f"SET hnsw.ef_search = {int(chosen)}",
+         f"ALTER DATABASE {quoted(advice.database)} SET hnsw.ef_search = {int(chosen)}"])

@@ -1,0 +1,125 @@
+"""The report's advice: the advisor's findings (shown first) and the HNSW tuning section."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+
+from .advisor import advise
+from .store import LongTermMemory
+from .tuning import plot_recall_by_ef, plot_recall_latency
+from .tuning_advice import (
+    EfSearchAdvice,
+    concurrency_sweep,
+    plot_concurrency,
+    recommend_ef_search,
+)
+
+if TYPE_CHECKING:
+    from .report import Section
+
+__all__ = ["advisor_section", "hnsw_section", "findings_html", "findings_markdown"]
+
+_SEVERITY_COLOURS = {"critical": "#b00020", "warning": "#b35900", "info": "#3b6ea5"}
+
+
+def findings_html(findings: pd.DataFrame) -> str:
+    """The findings as an escaped HTML list: severity, object, evidence, what to do, SQL."""
+    if findings.empty:
+        return "<p>No findings: nothing to fix.</p>"
+    items = []
+    for row in findings.itertuples(index=False):
+        colour = _SEVERITY_COLOURS.get(str(row.severity), "#555")
+        items.append(
+            f"<li class='finding'><span class='severity' style='background:{colour}'>"
+            f"{html.escape(str(row.severity))}</span> <b>{html.escape(str(row.check))}</b> "
+            f"<code>{html.escape(str(row.object))}</code><br>"
+            f"<span class='evidence'>{html.escape(str(row.evidence))}</span><br>"
+            f"{html.escape(str(row.recommendation))}"
+            f"<pre>{html.escape(str(row.sql))}</pre></li>")
+    return "<ol class='advice'>" + "".join(items) + "</ol>"
+
+
+def findings_markdown(findings: pd.DataFrame) -> str:
+    """The findings as a Markdown list with the SQL in code blocks."""
+    if findings.empty:
+        return "No findings: nothing to fix."
+    parts = []
+    for number, row in enumerate(findings.itertuples(index=False), start=1):
+        parts.append(f"{number}. **{row.severity}** `{row.check}` `{row.object}`: "
+                     f"{row.evidence}. {row.recommendation}\n\n   ```sql\n   "
+                     + str(row.sql).replace("\n", "\n   ") + "\n   ```")
+    return "\n\n".join(parts)
+
+
+def advisor_section(store: LongTermMemory, ef_advice: EfSearchAdvice | None,
+                    section_type: type[Section]) -> Section:
+    """The report's first section: what to do, most severe first."""
+    findings = advise(store, ef_search_advice=ef_advice)
+    counts = findings["severity"].value_counts()
+    summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("critical", "warning", "info"))
+    headline = [f"Advisor: {summary} finding(s)."]
+    headline += [f"{str(row.severity).capitalize()}: {row.check} on {row.object}: "
+                 f"{str(row.recommendation).split('.')[0]}."
+                 for row in findings.itertuples() if row.severity != "info"][:5]
+    section = section_type(
+        "advice", "What to do",
+        text=("Findings of the health and tuning advisor (htm-analytics advise), most severe "
+              "first, each with the SQL that fixes it or shows more. Nothing was run: review "
+              "each statement and run them one at a time (CONCURRENTLY refuses to run inside "
+              "a transaction block). Usage statistics count since "
+              f"{findings.attrs['statistics_note']}."),
+        findings=headline, data={"findings": findings})
+    section.html = findings_html(findings)
+    section.markdown = findings_markdown(findings)
+    return section
+
+
+def hnsw_section(store: LongTermMemory, *, sweep_queries: int, section_type: type[Section],
+                 figure_type: Any) -> tuple[Section, EfSearchAdvice]:
+    """The ef_search recommendation, its recall/latency curve and a concurrency sweep."""
+    advice = recommend_ef_search(store, queries=sweep_queries, repeats=2)
+    sweep = advice.sweep
+    first = sweep.iloc[0]
+    if advice.ef_search is None:
+        text = f"{advice.evidence}. Consider a larger m or ef_construction."
+        headline = f"HNSW: no ef_search reached recall {advice.target_recall:g}."
+    else:
+        text = (f"The smallest ef_search reaching recall {advice.target_recall:g} is "
+                f"{advice.ef_search} ({advice.latency_p50_ms:.2f} ms p50). Measured with "
+                f"{advice.evidence.split('; ', 1)[1]}; latency by the client on one "
+                "connection.")
+        headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
+                    f"{advice.target_recall:g} ({advice.recall:.3f}, "
+                    f"{advice.latency_p50_ms:.2f} ms p50).")
+    section = section_type("hnsw", "HNSW recall and latency", text=text, findings=[headline],
+                           tables=[("ef_search sweep", sweep[[
+                               "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
+                               "latency_p95_ms", "qps", "returned_mean", "used_index"]])],
+                           data={"recall_sweep": sweep})
+    section.figures.append(figure_type.from_axes(
+        plot_recall_latency(sweep), f"Recall@{first['k']} against queries per second for each "
+                                    f"hnsw.ef_search (labels), on {first['index']}."))
+    section.figures.append(figure_type.from_axes(
+        plot_recall_by_ef(sweep), "Mean and 5th-percentile recall by ef_search."))
+    if advice.ef_search is not None:
+        threads = concurrency_sweep(store, ef_search=advice.ef_search, k=advice.k,
+                                    queries=min(sweep_queries, int(first["rows"])))
+        section.data["concurrency"] = threads
+        best = threads.iloc[int(threads["qps"].to_numpy().argmax())]
+        section.text += (f"\n\nUnder concurrent clients at ef_search {advice.ef_search}: "
+                         f"{threads['qps'].iloc[0]:,.0f} queries/s with one thread, at most "
+                         f"{best['qps']:,.0f} with {int(best['threads'])} "
+                         f"({best['speedup']:.1f}x), p95 {best['latency_p95_ms']:.2f} ms there."
+                         " Each thread has its own pooled connection; the server's cores "
+                         "bound the speedup.")
+        section.tables.append(("Concurrent searches (threads each with their own connection)",
+                               threads))
+        section.figures.append(figure_type.from_axes(
+            plot_concurrency(threads),
+            f"Queries per second (bars) and p95 latency (line) with 1-8 client threads at "
+            f"ef_search {advice.ef_search}; {int(threads['queries'].iloc[0])} searches per "
+            "run."))
+    return section, advice

@@ -1,0 +1,9 @@
+-- Stored vectors per dimension, and whether a native-dimension HNSW index covers them.
+SELECT embedding_dimension AS dimension,
+       count(*) AS vectors,
+       to_regclass(format('public.idx_nodes_embedding_%s', embedding_dimension)) IS NOT NULL
+           AS has_native_index
+FROM nodes
+WHERE embedding IS NOT NULL AND embedding_dimension IS NOT NULL
+GROUP BY embedding_dimension
+ORDER BY vectors DESC

@@ -1,0 +1,230 @@
+"""Tuning advice: the smallest ``ef_search`` reaching a target recall, and how it holds up
+under concurrent clients."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._plotting import axes_or_new
+from .errors import ValidationError
+from .store import LongTermMemory
+from .tuning import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
+from .validation import validate_positive_int
+
+__all__ = ["EfSearchAdvice", "recommend_ef_search", "concurrency_sweep",
+           "plot_concurrency"]
+
+DEFAULT_THREADS = (1, 2, 4, 8)
+
+
+@dataclass
+class EfSearchAdvice:
+    """The result of :func:`recommend_ef_search`.
+
+    Attributes
+    ----------
+    ef_search : int or None
+        The smallest swept setting whose mean recall reaches the target; None if none did.
+    target_recall : float
+    k : int
+    recall, latency_p50_ms : float
+        Measured at that setting (NaN when none reached the target).
+    index, database : str
+        The index swept and the database it lives in.
+    evidence : str
+        One sentence: what was measured and how.
+    sweep : pandas.DataFrame
+        The :func:`~htm_analytics.benchmark_recall` result behind it.
+    """
+
+    ef_search: int | None
+    target_recall: float
+    k: int
+    recall: float
+    latency_p50_ms: float
+    index: str
+    database: str
+    evidence: str
+    sweep: pd.DataFrame = field(repr=False)
+
+
+def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: int = 10, *,
+                        queries: int = 200, repeats: int = 2,
+                        ef_search: Sequence[int] = DEFAULT_EF_SEARCH_SWEEP, seed: int = 0,
+                        progress: bool = False) -> EfSearchAdvice:
+    """The smallest ``hnsw.ef_search`` whose recall@k reaches ``target_recall``.
+
+    Runs :func:`~htm_analytics.benchmark_recall` on ``queries`` held-out stored vectors (exact
+    ground truth) over the ``ef_search`` values and picks the smallest meeting the target on
+    average.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+    target_recall : float
+        Between 0 and 1.
+    k : int
+        Neighbours per query.
+    queries, repeats, ef_search, seed, progress
+        Passed to :func:`~htm_analytics.benchmark_recall`.
+
+    Returns
+    -------
+    EfSearchAdvice
+    """
+    _require_store(store)
+    if isinstance(target_recall, bool) or not isinstance(target_recall, (int, float)) \
+            or not 0 < target_recall <= 1:
+        raise ValidationError("must be a number in (0, 1]", field="target_recall")
+    sweep = benchmark_recall(store, queries=queries, k=k, ef_search=ef_search,
+                             repeats=repeats, seed=seed, progress=progress)
+    sweep = sweep.sort_values("ef_search").reset_index(drop=True)
+    reached = sweep[sweep["recall_mean"] >= target_recall]
+    first = sweep.iloc[0]
+    how = (f"{int(first['queries'])} held-out stored vectors x {repeats} repeats, k={k}, "
+           f"ef_search {', '.join(str(v) for v in sweep['ef_search'])} on {first['index']} "
+           f"({int(first['rows']):,} vectors of {int(first['dimension'])} dimensions), recall "
+           "against an exact ground truth")
+    database = str(store.server_info["database"])
+    if reached.empty:
+        best = sweep.iloc[int(sweep["recall_mean"].to_numpy().argmax())]
+        return EfSearchAdvice(None, float(target_recall), k, float("nan"), float("nan"),
+                              str(first["index"]), database,
+                              f"no ef_search reached recall {target_recall:g} (best "
+                              f"{best['recall_mean']:.3f} at {int(best['ef_search'])}); {how}",
+                              sweep)
+    chosen = reached.iloc[0]
+    return EfSearchAdvice(int(chosen["ef_search"]), float(target_recall), k,
+                          float(chosen["recall_mean"]), float(chosen["latency_p50_ms"]),
+                          str(first["index"]), database,
+                          f"ef_search {int(chosen['ef_search'])} is the smallest reaching "
+                          f"recall@{k} {target_recall:g} (measured {chosen['recall_mean']:.3f},"
+                          f" p50 {chosen['latency_p50_ms']:.2f} ms); {how}", sweep)
+
+
+def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
+                      threads: Sequence[int] = DEFAULT_THREADS, queries: int = 200,
+                      repeats: int = 1, seed: int = 0) -> pd.DataFrame:
+    """Throughput and latency of vector searches at one ``ef_search`` under concurrent clients.
+
+    For each thread count, that many threads each take their own connection from the store's
+    pool (grown to fit, :meth:`~htm_analytics.LongTermMemory.ensure_pool_size`), wait for each
+    other, then run their share of ``queries`` held-out stored vectors ``repeats`` times
+    through the live HNSW index. QPS is all queries over the wall time of the run; latency is
+    per query, as each client saw it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per thread count: ``threads``, ``ef_search``, ``k``, ``queries`` (int64:
+        searches run), ``qps``, ``latency_p50_ms``, ``latency_p95_ms`` (float64),
+        ``speedup`` (float64: QPS over the first row's).
+    """
+    _require_store(store)
+    ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
+    k = validate_positive_int(k, field="k", maximum=1000)
+    queries = validate_positive_int(queries, field="queries")
+    repeats = validate_positive_int(repeats, field="repeats", maximum=100)
+    counts = [validate_positive_int(t, field="threads", maximum=64) for t in threads]
+    if not counts:
+        raise ValidationError("needs at least one thread count", field="threads")
+    store.ensure_pool_size(max(counts))
+    with store.tuning_session() as session:
+        dimension = _dimension(session, None)
+        ids, vectors = session.stored_vectors(dimension)
+    if queries > len(ids):
+        raise ValidationError(f"asked for {queries} queries but only {len(ids)} vectors are "
+                              "stored", field="queries")
+    chosen = vectors[np.random.default_rng(seed).choice(len(ids), size=queries, replace=False)]
+    rows = []
+    for count in counts:
+        seconds, wall = _run_clients(store, chosen, count, dimension=dimension, k=k,
+                                     ef_search=ef_search, repeats=repeats)
+        milliseconds = seconds * 1000.0
+        rows.append({"threads": count, "ef_search": ef_search, "k": k,
+                     "queries": len(milliseconds), "qps": len(milliseconds) / wall,
+                     "latency_p50_ms": float(np.percentile(milliseconds, 50)),
+                     "latency_p95_ms": float(np.percentile(milliseconds, 95))})
+    frame = pd.DataFrame(rows)
+    frame["speedup"] = frame["qps"] / frame["qps"].iloc[0]
+    return frame.astype({"threads": "int64", "ef_search": "int64", "k": "int64",
+                         "queries": "int64", "qps": "float64", "latency_p50_ms": "float64",
+                         "latency_p95_ms": "float64", "speedup": "float64"})
+
+
+def _require_store(store: Any) -> None:
+    if not isinstance(store, LongTermMemory):
+        raise ValidationError("needs a live LongTermMemory", field="store")
+
+
+def _run_clients(store: LongTermMemory, queries: np.ndarray, count: int, *, dimension: int,
+                 k: int, ef_search: int, repeats: int) -> tuple[np.ndarray, float]:
+    """Per-query seconds of every client, and the wall time from the common start."""
+    shares = np.array_split(queries, count)
+    results: list[np.ndarray | None] = [None] * count
+    errors: list[BaseException] = []
+    ready = threading.Barrier(count + 1)
+
+    def client(position: int) -> None:
+        try:
+            with store.tuning_session() as session:
+                ready.wait()
+                run = session.knn(shares[position], dimension=dimension, k=k,
+                                  ef_search=ef_search, repeats=repeats)
+                results[position] = run["seconds"].ravel()
+        except BaseException as exc:  # re-raised in the caller's thread
+            errors.append(exc)
+            ready.abort()
+
+    workers = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(count)]
+    for worker in workers:
+        worker.start()
+    with contextlib.suppress(threading.BrokenBarrierError):  # a worker failed to start
+        ready.wait()
+    started = time.perf_counter()
+    for worker in workers:
+        worker.join()
+    wall = time.perf_counter() - started
+    if errors:
+        raise errors[0]
+    return np.concatenate([r for r in results if r is not None]), wall
+
+
+def plot_concurrency(df: pd.DataFrame, *, ax: Any = None) -> Any:
+    """QPS (bars) and p95 latency (line, right axis) per number of client threads.
+
+    Parameters
+    ----------
+    df : pandas.DataFrame
+        A result of :func:`concurrency_sweep`.
+    ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The QPS axes (the latency axes is its twin).
+    """
+    ax = axes_or_new(ax, (6, 3.2))
+    labels = df["threads"].astype(str)
+    ax.bar(labels, df["qps"], color="#4c72b0", label="queries per second")
+    ax.set_xlabel("client threads")
+    ax.set_ylabel("queries per second")
+    latency = ax.twinx()
+    latency.plot(labels, df["latency_p95_ms"], color="#c44e52", marker="o",
+                 label="p95 latency")
+    latency.set_ylabel("p95 latency (ms)")
+    latency.set_ylim(bottom=0)
+    ef = int(df["ef_search"].iloc[0]) if len(df) else 0
+    ax.set_title(f"Concurrent searches at ef_search {ef}: throughput and p95 latency")
+    handles = ax.get_legend_handles_labels()
+    twin = latency.get_legend_handles_labels()
+    ax.legend(handles[0] + twin[0], handles[1] + twin[1], loc="upper left", fontsize="small")
+    return ax
