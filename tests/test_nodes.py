@@ -293,3 +293,25 @@ def test_timeframe_validation(ltm: LongTermMemory) -> None:
     for bad in ("last week", (now,), 5, (now, "tomorrow")):
         with pytest.raises(ValidationError):
             ltm.search_fulltext(query="x", timeframe=bad)  # type: ignore[arg-type]
+
+
+def test_atomic_commits_several_calls_together_or_nothing(ltm: LongTermMemory,
+                                                          db: psycopg.Connection) -> None:
+    robot = ltm.register_robot("atomic")
+    with pytest.raises(RuntimeError), ltm.atomic():
+        node = ltm.add(content="written, then rolled back", robot_id=robot)["node_id"]
+        ltm.add_tag(node_id=node, tag="atomic:test")
+        # Visible inside the block (one connection), invisible to others until the end.
+        assert ltm.exists(node)
+        assert db.execute("SELECT count(*) FROM nodes WHERE id = %s", (node,)).fetchone()[0] == 0
+        raise RuntimeError("the caller fails midway")
+    assert db.execute("SELECT count(*) FROM nodes").fetchone()[0] == 0
+    assert db.execute("SELECT count(*) FROM tags WHERE name LIKE 'atomic%'").fetchone()[0] == 0
+    with ltm.atomic():
+        first = ltm.add(content="kept with its tag", robot_id=robot)["node_id"]
+        with ltm.atomic():  # nested: a savepoint of the same transaction
+            ltm.add_tag(node_id=first, tag="atomic:kept")
+        with pytest.raises(ValidationError), ltm.atomic():  # a failed savepoint only
+            ltm.add_tag(node_id=first, tag="NOT A TAG")
+    assert db.execute("SELECT count(*) FROM nodes").fetchone()[0] == 1
+    assert ltm.get_node_tags(first) == ["atomic", "atomic:kept"]

@@ -14,9 +14,10 @@ from pathlib import Path
 import pandas as pd
 import psycopg
 import pytest
+from fixtures_db import temporary_database
 from peer_helpers import store_fingerprint, writes_so_far
 
-from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics import DatabaseError, LongTermMemory, ValidationError
 from htm_analytics.peers import (
     ghostkg_memory_state,
     ghostkg_retrievability_curves,
@@ -287,3 +288,37 @@ def test_cli_import(tmp_path: Path, database_url: str, db: psycopg.Connection) -
     assert rows["edges"]["imported"] == len(data["edges"])
     assert db.execute("SELECT count(*) FROM import_records").fetchone()[0] == \
         rows["(total)"]["imported"] + rows["(total)"]["rejected"]
+
+
+def test_an_import_killed_midway_resumes_exactly(tmp_path: Path, server_url: str,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "agents.db"
+    build_ghostkg(path)
+    totals = ("SELECT (SELECT count(*) FROM nodes), (SELECT sum(remember_count) FROM "
+              "robot_nodes), (SELECT count(*) FROM import_records), "
+              "(SELECT count(*) FROM memory_events)")
+    with temporary_database(server_url, "htm_ghostkg_clean") as url, LongTermMemory(url) as ltm:
+        import_ghostkg(path, ltm, chunk_rows=50)
+        with psycopg.connect(url) as conn:
+            clean = conn.execute(totals).fetchone()
+    recording = LongTermMemory.record_imports
+    calls = {"n": 0}
+
+    def killed_on_the_third_chunk(self: LongTermMemory, *args: object, **kwargs: object) -> int:
+        calls["n"] += 1
+        if calls["n"] == 3:  # after that chunk's memories were written, before its records
+            raise DatabaseError("the import was killed")
+        return recording(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    with temporary_database(server_url, "htm_ghostkg_killed") as url, LongTermMemory(url) as ltm:
+        monkeypatch.setattr(LongTermMemory, "record_imports", killed_on_the_third_chunk)
+        with pytest.raises(DatabaseError, match="killed"):
+            import_ghostkg(path, ltm, chunk_rows=50)
+        monkeypatch.setattr(LongTermMemory, "record_imports", recording)
+        with psycopg.connect(url) as conn:
+            partial = conn.execute(totals).fetchone()
+        import_ghostkg(path, ltm, chunk_rows=50)  # run again
+        with psycopg.connect(url) as conn:
+            resumed = conn.execute(totals).fetchone()
+    assert calls["n"] == 3 and partial[2] > 0 and partial != clean
+    assert resumed == clean  # nothing lost, nothing remembered twice

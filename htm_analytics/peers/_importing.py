@@ -392,11 +392,15 @@ def _import_chunk(store: LongTermMemory, system: str, spec: TableSpec,
             records.append({"key": row.key, "record": row.record,
                             "robot_id": robot_ids.get(row.robot or "")})
     try:
-        if memories:
-            records.extend(_remember(store, memories, robot_ids, embedding_model, part, now))
-        if events:
-            records.extend(_events(store, system, events, robot_ids, part))
-        recorded = store.record_imports(system, spec.table, records)
+        # One transaction: an import killed midway leaves no memory without its record, so
+        # the next run neither skips it nor remembers it twice.
+        with store.atomic():
+            if memories:
+                records.extend(_remember(store, memories, robot_ids, embedding_model, part,
+                                         now))
+            if events:
+                records.extend(_events(store, system, events, robot_ids, part))
+            recorded = store.record_imports(system, spec.table, records)
         part.imported += recorded - (part.rejected - rejected_before)
     except HTMError:
         raise

@@ -8,6 +8,7 @@ Every other module of the store is a mixin over :class:`StoreBase`: it runs its 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Self
@@ -94,6 +95,7 @@ class StoreBase:
             raise DatabaseConnectionError(
                 f"could not open a connection pool to {self.url}: {exc}") from exc
         self._cache = QueryCache(cache_size, cache_ttl)
+        self._atomic = threading.local()  # the cursor of this thread's atomic() block
         self._has_shared_generation: bool | None = None
         self._closed = False
 
@@ -150,10 +152,18 @@ class StoreBase:
 
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
-        """A cursor in one transaction: committed on success, rolled back on any error."""
+        """A cursor in one transaction: committed on success, rolled back on any error.
+
+        Inside :meth:`atomic` (on this thread) it is a savepoint of the atomic transaction.
+        """
         if self._closed:
             raise DatabaseError("this LongTermMemory is closed")
+        outer: psycopg.Cursor[dict[str, Any]] | None = getattr(self._atomic, "cursor", None)
         try:
+            if outer is not None:
+                with outer.connection.transaction():
+                    yield outer
+                return
             with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
                 yield cur
         except psycopg.Error as exc:
@@ -161,6 +171,29 @@ class StoreBase:
         except psycopg_pool.PoolTimeout as exc:
             raise DatabaseConnectionError(
                 f"no pooled connection to {self.url} became free: {exc}") from exc
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """Run the store calls made inside the block, on this thread, in one transaction.
+
+        Everything is committed when the block ends, or nothing if it raises: for writes that
+        belong together across several calls (an importer's memories and the records of
+        their source rows). Calls inside run on one pooled connection, each as a savepoint;
+        an ``atomic`` inside another is a savepoint too. Other threads are not affected.
+        """
+        if getattr(self._atomic, "cursor", None) is not None:
+            with self._transaction():
+                yield
+            return
+        # An explicit transaction block, so that the calls inside are its savepoints.
+        with self._transaction() as cur, cur.connection.transaction():
+            self._atomic.cursor = cur
+            try:
+                yield
+            finally:
+                self._atomic.cursor = None
+        # Searches that ran while the block was uncommitted may have cached what it changed.
+        self._cache.clear()
 
     def _fetch(self, query: str | sql.Composable, params: Any = None) -> list[dict[str, Any]]:
         with self._transaction() as cur:
