@@ -275,6 +275,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         info = source.server_info
         facts["server"] = (f"PostgreSQL {info['server_version']}, pgvector "
                            f"{info['pgvector_version']}, schema version {info['schema_version']}")
+        facts["database"] = source.schema_info.describe()
         where = source.url
     else:
         snapshot_info = source.info  # type: ignore[attr-defined]
@@ -326,8 +327,8 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     trends = remember_trends(source, freq=freq)
     by_robot = remember_trends(source, freq=freq, by="robot")
     exact = trends.attrs.get("exact", True)
-    how = ("exact, from the memory_events log written with every remember" if exact else
-           "approximated from first/last remember times: this database predates the event log")
+    how = ("exact: the memory_events log agrees with robot_nodes" if exact else
+           "approximate: " + trends.attrs.get("reason", "no event log in this database"))
     section = Section("trends", "Remembering over time",
                       text=f"Remembers per period ({how}). New: content no robot had; "
                            "shared: a robot's first remember of content another robot had; "

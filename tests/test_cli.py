@@ -20,7 +20,7 @@ def test_init_db_then_status(empty_database_url: str) -> None:
     runner = CliRunner()
     first = runner.invoke(cli, ["--db", empty_database_url, "init-db"])
     assert first.exit_code == 0, first.output
-    assert f"applied migrations {list(range(1, SCHEMA_VERSION + 1))}" in first.output
+    assert "applied migrations [1, " in first.output and f"{SCHEMA_VERSION}]" in first.output
     again = runner.invoke(cli, ["--db", empty_database_url, "init-db"])
     assert "already up to date" in again.output
     status = runner.invoke(cli, ["--db", empty_database_url, "status"])

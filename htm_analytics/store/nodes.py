@@ -19,7 +19,7 @@ from ..validation import (
     validate_tag,
 )
 from ._base import StoreBase
-from ._common import LOG_EVENTS, NODE_COLUMNS, content_hash, embedding_model_names, to_numpy
+from ._common import NODE_COLUMNS, content_hash, embedding_model_names, to_numpy
 from .tagging import TAG_NODE, ensure_tags
 
 __all__ = ["NodesMixin"]
@@ -31,6 +31,28 @@ ON CONFLICT (content_hash) DO NOTHING
 RETURNING id"""
 
 _FIND_NODE_BY_HASH = "SELECT id FROM nodes WHERE content_hash = %s"
+
+# The seed-era gem hashed content as given, white space included; the toolkit hashes it
+# stripped. A node stored unstripped is found by its trigram index (no full scan), checked on
+# the stripped text; the given text's own hash is tried first.
+_FIND_TWIN = """
+SELECT id FROM (
+    SELECT id, 0 AS preference FROM nodes WHERE content_hash = ANY(%(hashes)s::text[])
+    UNION ALL
+    (SELECT id, 1 FROM nodes
+     WHERE %(probe)s AND content LIKE %(pattern)s
+       AND btrim(content, E' \\t\\n\\r\\f\\x0b') = %(content)s
+     ORDER BY id LIMIT 1)) AS twins
+ORDER BY preference, id LIMIT 1"""
+
+# Whether any stored content has leading or trailing white space: asked once per store,
+# on its first add, to know whether the probe above is ever needed.
+_ANY_UNSTRIPPED = """
+SELECT EXISTS (SELECT 1 FROM nodes WHERE content ~ '^[[:space:]]|[[:space:]]$') AS found"""
+
+_RESTORE_SOFT_DELETED = """
+UPDATE nodes SET deleted_at = NULL, updated_at = CURRENT_TIMESTAMP
+WHERE id = %s AND deleted_at IS NOT NULL"""
 
 _RECORD_EMBEDDING_MODEL = """
 INSERT INTO node_embedding_models (node_id, provider, model, dimension)
@@ -52,6 +74,10 @@ ON CONFLICT (robot_id, node_id) DO UPDATE
 RETURNING id, robot_id, node_id, first_remembered_at, last_remembered_at, remember_count,
           created_at, updated_at"""
 
+# The current gem soft-deletes links too: remembering again brings the link back.
+_LINK_ROBOT_RESTORING = _LINK_ROBOT.replace(
+    "updated_at = CURRENT_TIMESTAMP\n", "updated_at = CURRENT_TIMESTAMP, deleted_at = NULL\n")
+
 
 _RETRIEVE = f"""
 UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
@@ -60,9 +86,18 @@ RETURNING {NODE_COLUMNS},
        CASE WHEN embedding_dimension IS NOT NULL
             THEN subvector(embedding, 1, embedding_dimension) END AS embedding"""
 
+# The current gem keeps working memory per robot and soft-deletes: the same row, read there.
+_RETRIEVE_GEM = _RETRIEVE.replace(
+    "in_working_memory", "EXISTS (SELECT 1 FROM robot_nodes w WHERE w.node_id = nodes.id "
+    "AND w.working_memory AND w.deleted_at IS NULL) AS in_working_memory").replace(
+    "WHERE id = %s", "WHERE id = %s AND deleted_at IS NULL")
+
 
 class NodesMixin(StoreBase):
     """Adding, reading and deleting nodes (see :class:`~htm_analytics.LongTermMemory`)."""
+
+    # Whether stored content has unstripped text (seed-era gem); None until the first add.
+    _unstripped_content: bool | None = None
 
     def add(
         self,
@@ -112,6 +147,7 @@ class NodesMixin(StoreBase):
             Empty content, NUL bytes, a bad embedding, a negative token count or an unknown
             robot.
         """
+        given = content
         content = validate_content(content)
         robot_id = validate_id(robot_id, field="robot_id")
         if isinstance(token_count, bool) or not isinstance(token_count, (int, np.integer)) \
@@ -126,32 +162,40 @@ class NodesMixin(StoreBase):
         tag_names = list(dict.fromkeys(a for t in tags for a in tag_ancestors(validate_tag(t))))
         digest = content_hash(content)
         with self._transaction() as cur:
-            row = cur.execute(_INSERT_NODE, {
-                "content": content, "hash": digest, "token_count": int(token_count),
-                "embedding": vector, "dimension": dimension}).fetchone()
-            is_new = row is not None
-            stored_vector = is_new and vector is not None
+            row = self._find_twin(cur, content, given)
+            is_new = False
             if row is None:
-                # A committed twin exists (ON CONFLICT waited for any concurrent insert, and
-                # this new statement's snapshot sees it).
-                row = cur.execute(_FIND_NODE_BY_HASH, (digest,)).fetchone()
+                row = cur.execute(_INSERT_NODE, {
+                    "content": content, "hash": digest, "token_count": int(token_count),
+                    "embedding": vector, "dimension": dimension}).fetchone()
+                is_new = row is not None
                 if row is None:
-                    raise DatabaseError("deduplication lost its node; please retry")
+                    # A committed twin exists (ON CONFLICT waited for any concurrent insert,
+                    # and this new statement's snapshot sees it).
+                    row = cur.execute(_FIND_NODE_BY_HASH, (digest,)).fetchone()
+                    if row is None:
+                        raise DatabaseError("deduplication lost its node; please retry")
+            stored_vector = is_new and vector is not None
+            if not is_new:
                 if vector is not None:
                     cur.execute(_FILL_MISSING_EMBEDDING, {
                         "embedding": vector, "dimension": dimension, "node_id": row["id"]})
                     stored_vector = cur.rowcount == 1
+                if self.schema_info.soft_deletes:  # the gem's add restores a forgotten twin
+                    cur.execute(_RESTORE_SOFT_DELETED, (row["id"],))
             node_id = int(row["id"])
             try:
+                link = (_LINK_ROBOT_RESTORING if self.schema_info.has_column(
+                    "robot_nodes", "deleted_at") else _LINK_ROBOT)
                 robot_node = cur.execute(
-                    _LINK_ROBOT, {"robot_id": robot_id, "node_id": node_id}).fetchone()
+                    link, {"robot_id": robot_id, "node_id": node_id}).fetchone()
             except pg_errors.ForeignKeyViolation as exc:
                 raise ValidationError(
                     f"no robot with id {robot_id}; register it first with register_robot()",
                     field="robot_id") from exc
-            cur.execute(LOG_EVENTS, {"kind": "remember", "robot_id": robot_id,
-                                      "node_ids": [node_id]})
-            if stored_vector and provider is not None:
+            self._log_events(cur, "remember", robot_id, [node_id])
+            if stored_vector and provider is not None \
+                    and self.schema_info.has_table("node_embedding_models"):
                 cur.execute(_RECORD_EMBEDDING_MODEL, {
                     "node_id": node_id, "provider": provider, "model": model,
                     "dimension": dimension})
@@ -164,6 +208,26 @@ class NodesMixin(StoreBase):
         if vector is not None:
             self._embedding_models = None
         return {"node_id": node_id, "is_new": is_new, "robot_node": dict(robot_node or {})}
+
+    def _find_twin(self, cur: Any, content: str, given: str) -> dict[str, Any] | None:
+        """The node already holding ``content`` stored unstripped (seed-era gem), if any.
+
+        Only asked when some stored content is unstripped (checked once per store) or the
+        caller's text was; a plain hash match is left to the insert's ON CONFLICT.
+        """
+        if self._unstripped_content is None:
+            self._unstripped_content = bool(cur.execute(_ANY_UNSTRIPPED).fetchone()["found"])
+        if not self._unstripped_content and given == content:
+            return None
+        pattern = "%" + content.replace("\\", "\\\\").replace("%", "\\%").replace(
+            "_", "\\_") + "%"
+        probe = (self._unstripped_content and len(content) >= 3
+                 and self.schema_info.has_content_trigram_index)
+        hashes = list(dict.fromkeys([content_hash(content), content_hash(given)]))
+        row: dict[str, Any] | None = cur.execute(_FIND_TWIN, {
+            "hashes": hashes, "probe": probe, "pattern": pattern, "content": content,
+        }).fetchone()
+        return row
 
     def embedding_models(self) -> pd.DataFrame:
         """Which models produced the stored embeddings.
@@ -220,11 +284,12 @@ class NodesMixin(StoreBase):
         """
         node_id = validate_id(node_id, field="node_id")
         with self._transaction() as cur:
-            row = cur.execute(_RETRIEVE, (node_id,)).fetchone()
+            gem = self.schema_info.working_memory_column == "robot_nodes.working_memory" \
+                and self.schema_info.soft_deletes
+            row = cur.execute(_RETRIEVE_GEM if gem else _RETRIEVE, (node_id,)).fetchone()
             if row is None:
                 return None
-            cur.execute(LOG_EVENTS, {"kind": "retrieve", "robot_id": None,
-                                      "node_ids": [node_id]})
+            self._log_events(cur, "retrieve", None, [node_id])
         if row["embedding"] is not None:
             row["embedding"] = to_numpy(row["embedding"])
         return row
@@ -240,11 +305,20 @@ class NodesMixin(StoreBase):
 
     def node_ids_by_content(self, contents: Sequence[str]) -> list[int | None]:
         """The node id storing each text (compared by SHA-256 of the stripped text), or None."""
-        hashes = [content_hash(validate_content(c)) for c in contents]
+        stripped = [validate_content(c) for c in contents]
+        hashes = [content_hash(c) for c in stripped]
+        given = [content_hash(c) if isinstance(c, str) else h for c, h in zip(contents, hashes)]
         rows = self._fetch("SELECT content_hash, id FROM nodes WHERE content_hash = ANY(%s)",
-                           (hashes,))
+                           (list(set(hashes + given)),))
         found = {r["content_hash"]: int(r["id"]) for r in rows}
-        return [found.get(h) for h in hashes]
+        result = [found.get(h, found.get(g)) for h, g in zip(hashes, given)]
+        missing = [i for i, node in enumerate(result) if node is None]
+        if missing:
+            with self._transaction() as cur:  # stored unstripped by the seed-era gem?
+                for i in missing:
+                    twin = self._find_twin(cur, stripped[i], contents[i])
+                    result[i] = int(twin["id"]) if twin else None
+        return result
 
     def exists(self, node_id: int) -> bool:
         """Whether a node with this id exists."""
@@ -262,7 +336,6 @@ class NodesMixin(StoreBase):
             deleted = cur.execute("DELETE FROM nodes WHERE id = %s RETURNING id",
                                   (node_id,)).fetchone()
             if deleted:
-                cur.execute(LOG_EVENTS, {"kind": "delete", "robot_id": None,
-                                          "node_ids": [node_id]})
+                self._log_events(cur, "delete", None, [node_id])
         self._cache.clear()
         return deleted is not None

@@ -150,7 +150,7 @@ class SearchMixin(TaggingMixin):
             with cur.connection.pipeline():  # settings and query in one round trip
                 self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, limit),
                                       filtered=frame is not None)
-                cur.execute(statement, params)
+                cur.execute(self._read(statement), params)
             rows = cur.fetchall()
         if frame:  # relaxed_order may return neighbours slightly out of order
             rows.sort(key=lambda r: -r["similarity"])
@@ -258,7 +258,7 @@ class SearchMixin(TaggingMixin):
                 # The operators read the threshold from a setting: set it for this
                 # transaction only.
                 cur.execute("SELECT set_config(%s, %s, true)", (setting, str(float(threshold))))
-                return cur.execute(statement, params).fetchall()
+                return cur.execute(self._read(statement), params).fetchall()
 
         return self._cached(("search_fuzzy", query, limit, frame, float(threshold), method),
                             compute)
@@ -345,7 +345,7 @@ class SearchMixin(TaggingMixin):
                 with cur.connection.pipeline():
                     self._search_settings(cur, ef_search=ef_search,
                                           filtered=frame is not None)
-                    cur.execute(statement, params)
+                    cur.execute(self._read(statement), params)
                 rows = cur.fetchall()
             for row in rows:
                 if fusion == "rrf":
