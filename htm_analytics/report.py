@@ -38,7 +38,14 @@ from .trends import (
 )
 from .tuning import benchmark_recall, plot_recall_by_ef, plot_recall_latency
 
-__all__ = ["Figure", "Section", "Report", "build_report"]
+__all__ = ["Figure", "Section", "Report", "build_report", "MIN_SWEEP_VECTORS",
+           "TOP_ROBOTS"]
+
+MIN_SWEEP_VECTORS = 50
+"""Fewer stored vectors than this: the report skips the HNSW sweep (and says so)."""
+
+TOP_ROBOTS = 30
+"""The report's overlap matrix shows the robots holding the most memories, at most this many."""
 
 
 @dataclass
@@ -438,10 +445,16 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     if not benchmark:
         return
     with source.tuning_session() as session:
-        has_vectors = bool(session.vector_dimensions())
-    if not has_vectors:
+        stored = max(session.vector_dimensions().values(), default=0)
+    if stored < MIN_SWEEP_VECTORS:
+        if stored:
+            yield Section("hnsw", "HNSW recall and latency",
+                          text=f"Not measured: {stored} stored vectors of the most common "
+                               f"dimension; a recall sweep needs at least {MIN_SWEEP_VECTORS}.")
         return
-    sweep = benchmark_recall(source, queries=sweep_queries, repeats=2, progress=False)
+    # Held-out queries are stored vectors: never more than there are.
+    sweep = benchmark_recall(source, queries=min(sweep_queries, stored), repeats=2,
+                             progress=False)
     first = sweep.iloc[0]
     how = (f"{first['queries']} held-out stored vectors x 2 repeats, k={first['k']}, index "
            f"{first['index']} (m={first['m']}, ef_construction={first['ef_construction']}, "

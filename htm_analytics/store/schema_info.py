@@ -156,8 +156,12 @@ class SchemaInfo:
                         f"FROM public.nodes x{where})")
         for table in ("robot_nodes", "tags", "node_tags"):
             if self.has_column(table, "deleted_at"):
-                ctes.append(f"{table} AS NOT MATERIALIZED "
-                            f"(SELECT x.* FROM public.{table} x{live.format(a='x')})")
+                # links of a soft-deleted memory go with it
+                of_live_node = "" if table == "tags" or not self.soft_deletes else (
+                    " AND EXISTS (SELECT 1 FROM public.nodes d WHERE d.id = x.node_id"
+                    " AND d.deleted_at IS NULL)")
+                ctes.append(f"{table} AS NOT MATERIALIZED (SELECT x.* FROM public.{table} x"
+                            f"{live.format(a='x')}{of_live_node})")
         if not self.has_table("node_search_vectors"):
             ctes.append("node_search_vectors AS NOT MATERIALIZED (SELECT s.id AS node_id, "
                         "to_tsvector('english', s.content) AS content_tsv "
