@@ -39,13 +39,17 @@ from .trends import (
 from .tuning import benchmark_recall, plot_recall_by_ef, plot_recall_latency
 
 __all__ = ["Figure", "Section", "Report", "build_report", "MIN_SWEEP_VECTORS",
-           "TOP_ROBOTS"]
+           "TOP_ROBOTS", "TOP_TREND_ROBOTS"]
 
 MIN_SWEEP_VECTORS = 50
 """Fewer stored vectors than this: the report skips the HNSW sweep (and says so)."""
 
 TOP_ROBOTS = 30
-"""The report's overlap matrix shows the robots holding the most memories, at most this many."""
+"""The report's robot tables and overlap matrix show at most this many robots (most memories
+first), so that its size does not grow with the number of robots."""
+
+TOP_TREND_ROBOTS = 10
+"""Robots drawn in the per-robot trend chart."""
 
 
 @dataclass
@@ -311,12 +315,18 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
                   tables=[("Rows per table (count(*) when the report was built)", counts)],
                   data={"table_counts": counts})
 
-    activity = robot_activity(source)
-    overlap = robot_overlap(source)
+    all_activity = robot_activity(source)  # most memories first
+    activity = all_activity.head(TOP_ROBOTS)
+    top_robots = activity["robot"].tolist()
+    shown = ("" if len(all_activity) <= TOP_ROBOTS else
+             f" Tables and charts show the {TOP_ROBOTS} robots holding the most memories, of "
+             f"{len(all_activity):,}.")
+    # Robots in scope are named explicitly: never an all-robots matrix, whatever their number.
+    overlap = robot_overlap(source, robots=top_robots) if top_robots else robot_overlap(source)
     section = Section("robots", "Robots and the hive mind",
                       text="A memory is stored once and shared by every robot that remembers "
                            "it. shared_fraction is the part of a robot's memories that at "
-                           "least one other robot remembers too.",
+                           "least one other robot remembers too." + shown,
                       tables=[("Per robot: memories, summed remember counts, shared memories "
                                "(robot_nodes)", activity.drop(columns=["robot_id"]))],
                       data={"activity": activity, "overlap": overlap})
@@ -332,7 +342,8 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
     yield section
 
     trends = remember_trends(source, freq=freq)
-    by_robot = remember_trends(source, freq=freq, by="robot")
+    by_robot = remember_trends(source, freq=freq, by="robot",
+                               robots=top_robots[:TOP_TREND_ROBOTS] or None)
     exact = trends.attrs.get("exact", True)
     how = ("exact: the memory_events log agrees with robot_nodes" if exact else
            "approximate: " + trends.attrs.get("reason", "no event log in this database"))
@@ -347,7 +358,9 @@ def _sections(source: MemorySource, *, live: bool, benchmark: bool, sweep_querie
             f"Remembers per period ({freq}), stacked by kind; {how}."))
         section.figures.append(Figure.from_axes(
             plot_remember_trends(by_robot),
-            "Cumulative new memories per robot (the robot that first remembered them)."))
+            "Cumulative new memories per robot (the robot that first remembered them)"
+            + (f"; the {TOP_TREND_ROBOTS} robots holding the most memories."
+               if len(top_robots) > TOP_TREND_ROBOTS else ".")))
     distribution = remember_count_distribution(source)
     reinforced = most_reinforced(source, limit=10)
     section.data.update(distribution=distribution, most_reinforced=reinforced)

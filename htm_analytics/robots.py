@@ -48,8 +48,8 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
     full = pd.MultiIndex.from_product([names, names], names=["robot1", "robot2"])
     frame = pairs.set_index(["robot1", "robot2"])[["shared_nodes"]].reindex(full, fill_value=0)
     frame = frame.reset_index()
-    frame["nodes1"] = frame["robot1"].map(sizes)
-    frame["nodes2"] = frame["robot2"].map(sizes)
+    frame["nodes1"] = frame["robot1"].map(sizes).astype("int64")  # typed even when empty
+    frame["nodes2"] = frame["robot2"].map(sizes).astype("int64")
     union = frame["nodes1"] + frame["nodes2"] - frame["shared_nodes"]
     frame["jaccard"] = frame["shared_nodes"] / union
     return frame.astype({"robot1": "string", "robot2": "string", "shared_nodes": "int64",
@@ -100,11 +100,13 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
     ``**kwargs`` go to :meth:`matplotlib.axes.Axes.imshow`. Returns the Axes.
     """
     matrix = df.pivot(index="robot1", columns="robot2", values=value)
-    ax = axes_or_new(ax, (1.5 + 0.6 * len(matrix), 1.0 + 0.6 * len(matrix)))
+    # Capped: the figure of a thousand robots must not take gigabytes.
+    ax = axes_or_new(ax, (min(1.5 + 0.6 * len(matrix), 20.0), min(1.0 + 0.6 * len(matrix), 20.0)))
     image = ax.imshow(matrix.to_numpy(dtype=float), cmap=kwargs.pop("cmap", "viridis"),
                       **kwargs)
-    ax.set_xticks(range(len(matrix.columns)), matrix.columns, rotation=45, ha="right")
-    ax.set_yticks(range(len(matrix.index)), matrix.index)
+    if len(matrix) <= 60:  # beyond, labels overlap: the axes keep positions only
+        ax.set_xticks(range(len(matrix.columns)), matrix.columns, rotation=45, ha="right")
+        ax.set_yticks(range(len(matrix.index)), matrix.index)
     if annotate and len(matrix) <= 20:
         for (i, j), v in np.ndenumerate(matrix.to_numpy(dtype=float)):
             ax.text(j, i, f"{v:.2f}" if value == "jaccard" else f"{v:.0f}", ha="center",
@@ -118,7 +120,7 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
 def plot_robot_activity(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Stacked bars per robot of a :func:`robot_activity` result: memories only it remembers
     and memories shared with other robots. Returns the Axes."""
-    ax = axes_or_new(ax, (7, max(2.0, 0.3 * len(df))))
+    ax = axes_or_new(ax, (7, min(max(2.0, 0.3 * len(df)), 20.0)))
     names = df["robot"].tolist()
     own = df["nodes"] - df["shared_nodes"]
     ax.barh(names, own, label="only this robot", **kwargs)
