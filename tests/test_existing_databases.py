@@ -289,3 +289,18 @@ def test_the_toolkit_writes_the_gem_schema_as_the_gem_does(
                                  ).fetchone()[0]
     assert nodes == len(CONTENTS)
     assert flags == 1 + 1  # the gem's own flag and this one
+
+
+def test_the_documented_uninstall_leaves_the_gem_schema_as_it_was(
+        server_url: str, roles: dict[str, str]) -> None:
+    docs = (Path(__file__).parents[1] / "docs" / "production.md").read_text()
+    removal = docs.split("## Removing the additions")[1].split("```sql")[1].split("```")[0]
+    with gem_database(server_url, "gem", roles, populate=False) as url:
+        before = footprint(url)["objects"]
+        LongTermMemory(url, init_schema=True).close()
+        installed = footprint(url)["objects"]
+        assert "r:memory_events" in installed and "trigger:htm_analytics_log_remember" \
+            in installed
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(removal.encode())
+        assert footprint(url)["objects"] == before
