@@ -175,7 +175,11 @@ def test_every_analysis_through_a_select_only_role_writes_nothing(
         assert len(ha.most_reinforced(store, limit=5)) == len(live_positions)
         popular = ha.popular_tags(store, limit=10)
         assert ("database:mysql" in set(popular.iloc[:, 0])) is (era == "seed")
-        ha.tag_hierarchy(store)
+        # The gem attaches no ancestors: the tree implies them from the names.
+        tree = ha.tag_hierarchy(store).set_index("tag")
+        assert not tree.loc["database", "stored"]
+        assert tree.loc["database", "cumulative_nodes"] == (1 if era == "gem" else 2)
+        assert len(store.nodes_by_topic("database")) == (1 if era == "gem" else 2)
         ha.tag_cooccurrence(store, min_shared=1)
         assert len(ha.index_usage(store)) and len(ha.table_health(store))
 
