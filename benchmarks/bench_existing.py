@@ -2,8 +2,8 @@
 
 1. ``add`` of new content per row, in a memory where no content is stored unstripped (the
    hash alone decides) and in the same memory once the seed-era gem has stored one text
-   unstripped (each add of new content then also probes the trigram index for an unstripped
-   twin), interleaved.
+   unstripped (each add of new content then also probes the seed's full-text index for an
+   unstripped twin), interleaved.
 2. The one scan a store makes, on its first add, to learn whether any content is unstripped.
 3. Vector and full-text search, top 10, on the toolkit's schema and through the live-rows view
    of the current gem's schema (soft deletes), as the store runs them.
@@ -72,7 +72,7 @@ def main() -> None:
                     times[name].append(took)
         print("add of new content, p50 (the first add, which includes the one-off scan, apart)")
         for name, label in (("plain", "no unstripped content"),
-                            ("padded", "unstripped content present (trigram probe)")):
+                            ("padded", "unstripped content present (full-text probe)")):
             print(f"  {label:45s} {p50_ms(times[name]):6.2f} ms  (first add "
                   f"{first[name] * 1000:.1f} ms)")
         print(f"  ratio padded / plain: {p50_ms(times['padded']) / p50_ms(times['plain']):.2f}x")

@@ -278,6 +278,15 @@ def test_the_toolkit_writes_the_gem_schema_as_the_gem_does(
         # Stored unstripped by the gem: found, not stored twice.
         again = store.add(content="PostgreSQL is our primary database", robot_id=robot)
         assert again["is_new"] is False and again["robot_node"]["remember_count"] == 4
+        long_text = ("The deploy pipeline builds the containers, runs the integration tests "
+                     "against a disposable PostgreSQL, and promotes the images to staging.")
+        with psycopg.connect(as_role(url, roles["writer"]), autocommit=True) as conn:
+            padded = "\n" + long_text + "\n\n"
+            stored = conn.execute(
+                "INSERT INTO nodes (content, content_hash) VALUES (%s, %s) RETURNING id",
+                (padded, hashlib.sha256(padded.encode()).hexdigest())).fetchone()[0]
+        assert store.add(content=long_text, robot_id=robot)["node_id"] == stored
+        assert store.node_ids_by_content([long_text, "never stored"]) == [stored, None]
         # Soft-deleted: remembering it again restores it, as the gem's add does.
         restored = store.add(content="MySQL was our database before 2020", robot_id=robot)
         assert restored["is_new"] is False and store.exists(restored["node_id"])
@@ -291,7 +300,7 @@ def test_the_toolkit_writes_the_gem_schema_as_the_gem_does(
             nodes = conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
             flags = conn.execute("SELECT count(*) FROM robot_nodes WHERE working_memory"
                                  ).fetchone()[0]
-    assert nodes == len(CONTENTS)
+    assert nodes == len(CONTENTS) + 1  # and the long text: none stored twice
     assert flags == 1 + 1  # the gem's own flag and this one
 
 

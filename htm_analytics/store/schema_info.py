@@ -36,7 +36,8 @@ SELECT (SELECT coalesce(jsonb_object_agg(c.relname, (
        CASE WHEN to_regclass('public.nodes') IS NOT NULL
             THEN has_table_privilege('public.nodes', 'INSERT') END AS can_write,
        EXISTS (SELECT 1 FROM pg_indexes WHERE schemaname = 'public' AND tablename = 'nodes'
-                 AND indexdef LIKE '%%gin_trgm_ops%%') AS has_content_trigram_index
+                 AND indexdef LIKE '%%USING gin (to_tsvector(''english''::regconfig, content))%%')
+           AS has_content_fulltext_index
 """
 
 _TABLES = ["robots", "nodes", "robot_nodes", "tags", "node_tags", *_ADDITIONS]
@@ -54,14 +55,15 @@ class SchemaInfo:
         The highest toolkit migration applied (``htm_analytics_migrations``), None if none.
     can_write : bool
         Whether the role may insert into ``nodes``.
-    has_content_trigram_index : bool
-        Whether ``nodes.content`` has a trigram index (used to find unstripped content).
+    has_content_fulltext_index : bool
+        Whether ``nodes`` has the seed's GIN index on ``to_tsvector('english', content)``
+        (used to find content stored unstripped).
     """
 
     columns: dict[str, tuple[str, ...]]
     additions_version: int | None
     can_write: bool
-    has_content_trigram_index: bool = False
+    has_content_fulltext_index: bool = False
 
     def has_table(self, table: str) -> bool:
         """Whether ``public.<table>`` exists."""
@@ -181,11 +183,11 @@ def detect_schema(conn: psycopg.Connection[Any]) -> SchemaInfo:
     """Read the catalog once: tables, columns, toolkit migrations, write privilege."""
     row = conn.execute(_DETECT, {"tables": _TABLES}).fetchone()
     assert row is not None
-    columns_json, can_read_migrations, can_write, trigram = row
+    columns_json, can_read_migrations, can_write, fulltext = row
     version = None
     if can_read_migrations:
         found = conn.execute("SELECT max(version) FROM public.htm_analytics_migrations").fetchone()
         version = found[0] if found else None
     return SchemaInfo(columns={t: tuple(c or ()) for t, c in (columns_json or {}).items()},
                       additions_version=version, can_write=bool(can_write),
-                      has_content_trigram_index=bool(trigram))
+                      has_content_fulltext_index=bool(fulltext))
