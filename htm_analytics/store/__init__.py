@@ -19,6 +19,7 @@ from .databases import (
 )
 from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION, apply_migrations
+from .schema_info import SchemaInfo
 from .search import DEFAULT_EF_SEARCH, SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
 from .tracing import SQL_LOGGER, Tracer
 from .tuning_session import TuningSession
@@ -35,6 +36,7 @@ __all__ = [
     "SQL_LOGGER",
     "VECTOR_STRATEGIES",
     "LongTermMemory",
+    "SchemaInfo",
     "SearchStrategy",
     "TextMatch",
     "Timeframe",

@@ -44,10 +44,12 @@ SELECT id FROM (
      WHERE %(probe)s
        AND to_tsvector('english', content) @@ plainto_tsquery('english', %(words)s)
        AND btrim(content, E' \\t\\n\\r\\f\\x0b') = %(content)s
-     ORDER BY id LIMIT 1)) AS twins
+     LIMIT 1)) AS twins
 ORDER BY preference, id LIMIT 1"""
 
 _PROBE_CHARACTERS = 100  # the first words only: a short query is as selective, and faster
+# (no ORDER BY in the probe: with one, the planner may walk the primary key instead of the
+# full-text index, computing to_tsvector row by row)
 
 # Whether any stored content has leading or trailing white space: asked once per store,
 # on its first add, to know whether the probe above is ever needed.

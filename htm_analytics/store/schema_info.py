@@ -29,7 +29,9 @@ SELECT (SELECT coalesce(jsonb_object_agg(c.relname, (
             WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)), '{}')
         FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
         WHERE ns.nspname = 'public' AND c.relkind IN ('r', 'p')
-          AND c.relname = ANY(%(tables)s::text[])) AS columns,
+          AND c.relname = ANY(%(tables)s::text[])
+          -- a table this role may not read is, to it, absent
+          AND has_table_privilege(c.oid, 'SELECT')) AS columns,
        CASE WHEN to_regclass('public.htm_analytics_migrations') IS NOT NULL
             THEN has_table_privilege('public.htm_analytics_migrations', 'SELECT') END
            AS can_read_migrations,
@@ -50,7 +52,8 @@ class SchemaInfo:
     Attributes
     ----------
     columns : dict of str to tuple of str
-        The columns of each HTM table and toolkit addition present in ``public``.
+        The columns of each HTM table and toolkit addition present in ``public`` and readable
+        by this role.
     additions_version : int or None
         The highest toolkit migration applied (``htm_analytics_migrations``), None if none.
     can_write : bool
