@@ -292,6 +292,15 @@ def test_the_toolkit_writes_the_gem_schema_as_the_gem_does(
         assert restored["is_new"] is False and store.exists(restored["node_id"])
         assert store.mark_in_working_memory([again["node_id"]], robot_id=robot) == 1
         assert store.retrieve(again["node_id"])["in_working_memory"] is True
+        with ha.HTM("gem-a", store=store) as htm:  # a robot's step writes the gem's flags
+            noted = htm.remember("Nginx fronts the API")
+            recalled = htm.recall("Kafka order events", strategy="fulltext", raw=True)
+            assert [r["content"] for r in recalled] == [CONTENTS[2]]
+        with psycopg.connect(url) as conn:
+            held = {n for (n,) in conn.execute(
+                "SELECT node_id FROM robot_nodes WHERE robot_id = %s AND working_memory",
+                (robot,))}
+        assert {noted, recalled[0]["id"], again["node_id"]} <= held
         chunks = list(store.iter_table_chunks("nodes"))
         metadata = chunks[0].set_index("content")["metadata"]
         assert json.loads(metadata[CONTENTS[1]]) == {"source": "chat"}
@@ -300,8 +309,10 @@ def test_the_toolkit_writes_the_gem_schema_as_the_gem_does(
             nodes = conn.execute("SELECT count(*) FROM nodes").fetchone()[0]
             flags = conn.execute("SELECT count(*) FROM robot_nodes WHERE working_memory"
                                  ).fetchone()[0]
-    assert nodes == len(CONTENTS) + 1  # and the long text: none stored twice
-    assert flags == 1 + 1  # the gem's own flag and this one
+    assert nodes == len(CONTENTS) + 2  # the long text and Nginx: none stored twice
+    # gem-a holds PostgreSQL (marked), Nginx (remembered) and Kafka (flagged by the gem, and
+    # recalled again: the same row); no other robot's row was touched.
+    assert flags == 3
 
 
 def test_the_documented_uninstall_leaves_the_gem_schema_as_it_was(

@@ -109,13 +109,16 @@ class ActivityMixin(StoreBase):
     def mark_evicted(self, node_ids: Sequence[int], *, robot_id: int | None = None) -> int:
         """Flag nodes as no longer in working memory (``in_working_memory = false``).
 
-        ``robot_id``, when given, is recorded in the event log. Returns the rows updated.
+        ``robot_id``, when given, is recorded in the event log. Where the schema keeps the flag
+        per robot (the current gem's ``robot_nodes.working_memory``), that robot's rows are
+        updated (every robot's without ``robot_id``). Returns the rows updated.
         """
         return self._set_working_memory(node_ids, False, robot_id, "evict")
 
     def mark_in_working_memory(self, node_ids: Sequence[int], *,
                                robot_id: int | None = None) -> int:
-        """Flag nodes as held in working memory (``in_working_memory = true``)."""
+        """Flag nodes as held in working memory (``in_working_memory = true``; on the current
+        gem's schema, ``robot_nodes.working_memory`` of ``robot_id``'s rows)."""
         return self._set_working_memory(node_ids, True, robot_id, None)
 
     def update_working_memory(self, robot_id: int, *, held: Sequence[int] = (),
@@ -125,7 +128,8 @@ class ActivityMixin(StoreBase):
 
         ``recalled`` nodes count an access (as :meth:`track_access` with ``event="recall"``),
         ``held`` nodes are flagged in working memory, ``evicted`` ones out (logged as
-        ``evict`` events), and the robot's ``last_active`` is set. Each node row is rewritten
+        ``evict`` events), and the robot's ``last_active`` is set. On the current gem's schema
+        the flags are this robot's ``robot_nodes.working_memory``. Each node row is rewritten
         at most once and only if a value changes: the reference schema indexes every column
         touched here, so each rewrite adds entries to every index of ``nodes``, the HNSW
         index included.
