@@ -328,3 +328,17 @@ def test_the_documented_uninstall_leaves_the_gem_schema_as_it_was(
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(removal.encode())
         assert footprint(url)["objects"] == before
+
+
+def test_a_store_opened_before_the_triggers_does_not_count_twice(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:  # as if 007 came later
+        conn.execute("DELETE FROM htm_analytics_migrations WHERE version >= 7")
+    with LongTermMemory(database_url) as store:
+        assert not store.schema_info.event_triggers  # it logs itself, triggers present
+        robot = store.register_robot("early")
+        node = store.add(content="opened before init-db", robot_id=robot)["node_id"]
+        store.add(content="opened before init-db", robot_id=robot)
+        store.delete(node)
+    with psycopg.connect(database_url) as conn:
+        events = dict(conn.execute("SELECT kind, count(*) FROM memory_events GROUP BY 1"))
+    assert events == {"remember": 2, "delete": 1}

@@ -163,6 +163,15 @@ class StoreBase:
             return
         cur.execute(LOG_EVENTS, {"kind": kind, "robot_id": robot_id, "node_ids": node_ids})
 
+    def _claim_event_logging(self, cur: psycopg.Cursor[Any]) -> None:
+        """When this store logs remembers and deletes itself, tell the triggers not to.
+
+        The triggers of migration 7 may have been installed after this store opened (by
+        ``init-db`` elsewhere); without this, this transaction's events would count twice.
+        """
+        if self.schema_info.has_event_log and not self.schema_info.event_triggers:
+            cur.execute("SELECT set_config('htm_analytics.events_written', 'on', true)")
+
     def _configure_connection(self, conn: psycopg.Connection[Any]) -> None:
         conn.cursor_factory = self._cursor_class
         register_vector(conn)

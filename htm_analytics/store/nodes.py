@@ -168,6 +168,7 @@ class NodesMixin(StoreBase):
         tag_names = list(dict.fromkeys(a for t in tags for a in tag_ancestors(validate_tag(t))))
         digest = content_hash(content)
         with self._transaction() as cur:
+            self._claim_event_logging(cur)
             row = self._find_twin(cur, content, given)
             is_new = False
             if row is None:
@@ -339,6 +340,7 @@ class NodesMixin(StoreBase):
         """
         node_id = validate_id(node_id, field="node_id")
         with self._transaction() as cur:
+            self._claim_event_logging(cur)
             deleted = cur.execute("DELETE FROM nodes WHERE id = %s RETURNING id",
                                   (node_id,)).fetchone()
             if deleted:
