@@ -52,7 +52,8 @@ def prefix_read(statement: str | sql.Composable, prefix: str) -> str | sql.Compo
     if not prefix:
         return statement
     text = statement.as_string(None) if isinstance(statement, sql.Composable) else statement
-    body = text[_LEADING_COMMENTS.match(text).end():]  # type: ignore[union-attr]
+    leading = _LEADING_COMMENTS.match(text)
+    body = text[leading.end():] if leading else text
     if match := _WITH.match(body):
         return f"WITH{match.group(1) or ''} {prefix}, {body[match.end():]}"
     if body[:6].upper() == "SELECT":
