@@ -98,7 +98,8 @@ def main() -> None:
     titles, title_vectors = read_dev_queries(rows=args.steps)
     embedder = LookupEmbedder(extra["content"].tolist() + titles["title"].tolist(),
                               np.concatenate([vectors[args.rows:], title_vectors]))
-    with scratch_database(server, "htm_bench") as url, LongTermMemory(url, cache_size=0) as ltm:
+    with scratch_database(server, "htm_bench") as url, LongTermMemory(url, cache_size=0,
+                                                                        init_schema=True) as ltm:
         info = ltm.server_info
         ltm.bulk_add(loaded["content"].tolist(), robots="agent",
                      embeddings=vectors[: args.rows], tags=loaded["tags"].tolist(),

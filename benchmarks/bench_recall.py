@@ -36,7 +36,7 @@ def corpus_database(server: str, rows: int | None, reload: bool) -> str:
         url = create_database(server, DATABASE, replace=reload)
     else:
         url = with_database(server, DATABASE)
-    with ha.LongTermMemory(url) as store:
+    with ha.LongTermMemory(url, init_schema=True) as store:
         if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
             frame, vectors = read_corpus(rows=rows)
             started = time.perf_counter()

@@ -80,7 +80,7 @@ def main() -> None:
     bulk, extra = frame.iloc[: args.rows], frame.iloc[args.rows:]
     queries, query_vectors = read_dev_queries(rows=args.queries)
     with scratch_database(server, "htm_bench") as url, \
-            LongTermMemory(url, cache_size=0, pool_size=2) as ltm:
+            LongTermMemory(url, cache_size=0, pool_size=2, init_schema=True) as ltm:
             info = ltm.server_info
             print(f"PostgreSQL {info['server_version']}, pgvector {info['pgvector_version']}; "
                   f"{args.rows} bulk rows, {args.per_row} per-row adds, "
@@ -101,7 +101,7 @@ def main() -> None:
             per_row_seconds = time.perf_counter() - start
             bulk_rate, row_rate = args.rows / bulk_seconds, args.per_row / per_row_seconds
             with scratch_database(server, "htm_bench_raw") as raw_url:
-                LongTermMemory(raw_url).close()  # the same schema, empty
+                LongTermMemory(raw_url, init_schema=True).close()  # the same schema, empty
                 unique = bulk.drop_duplicates("content")
                 raw_seconds = raw_load(raw_url, unique["content"].tolist(),
                                        vectors[: args.rows][unique.index.to_numpy()])

@@ -217,7 +217,7 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
 @click.pass_context
 def init_db(ctx: click.Context) -> None:
     """Create the extensions and the memory schema (safe to run again)."""
-    with _open_store(ctx) as store:
+    with _open_store(ctx, init_schema=True) as store:
         applied = store.server_info["migrations_applied"]
         click.echo(f"database: {store.url}")
         click.echo(f"PostgreSQL {store.server_info['server_version']}, "
@@ -274,7 +274,8 @@ def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
             click.echo(f"postgresql: {info['server_version']}")
             click.echo(f"pgvector:   {info['pgvector_version']}")
             click.echo(f"pg_trgm:    {info['pg_trgm_version']}")
-            click.echo(f"schema:     version {info['schema_version']}\n")
+            click.echo(f"schema:     version {info['schema_version']}")
+            click.echo(f"found:      {store.schema_info.describe()}\n")
         emit(store.table_counts(), fmt)
         if indexes:
             if fmt == "table":
@@ -354,8 +355,8 @@ def trends(ctx: click.Context, fmt: str, **options: Any) -> None:
     with _open_store(ctx, init_schema=False) as store:
         frame = remember_trends(store, **options)
     if not frame.attrs.get("exact", True):
-        click.echo("note: no event log in this database; history approximated from "
-                   "first/last remember times", err=True)
+        click.echo("note: " + frame.attrs.get("reason", "history approximated from "
+                                              "first/last remember times"), err=True)
     emit(frame, fmt)
 
 

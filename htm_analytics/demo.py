@@ -57,7 +57,7 @@ def demo_database_url(server_url: str | None = None, *, fresh: bool = False,
         url = create_database(server, database, replace=fresh)
     else:
         url = with_database(server, database)
-    with LongTermMemory(url) as store:
+    with LongTermMemory(url, init_schema=True) as store:  # the demo's own database
         if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
             load_demo(store)
     return url

@@ -66,7 +66,8 @@ class HTM:
         self.token_counter = token_counter or count_tokens
         self._clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self._owns_store = not isinstance(store, LongTermMemory)
-        self.store = store if isinstance(store, LongTermMemory) else LongTermMemory(store)
+        self.store = store if isinstance(store, LongTermMemory) else LongTermMemory(
+            store, init_schema=store is None)
         self.robot_name = robot_name or f"robot_{uuid.uuid4().hex[:8]}"
         self.robot_id = self.store.register_robot(self.robot_name)
         self.store.update_robot_activity(self.robot_id)

@@ -39,7 +39,18 @@ from .trends import (
     remember_trends,
 )
 
-__all__ = ["Figure", "Section", "Report", "build_report"]
+__all__ = ["Figure", "Section", "Report", "build_report", "MIN_SWEEP_VECTORS",
+           "TOP_ROBOTS", "TOP_TREND_ROBOTS"]
+
+MIN_SWEEP_VECTORS = 50
+"""Fewer stored vectors than this: the report skips the HNSW sweep (and says so)."""
+
+TOP_ROBOTS = 30
+"""The report's robot tables and overlap matrix show at most this many robots (most memories
+first), so that its size does not grow with the number of robots."""
+
+TOP_TREND_ROBOTS = 10
+"""Robots drawn in the per-robot trend chart."""
 
 
 @dataclass
@@ -311,6 +322,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         info = source.server_info
         facts["server"] = (f"PostgreSQL {info['server_version']}, pgvector "
                            f"{info['pgvector_version']}, schema version {info['schema_version']}")
+        facts["database"] = source.schema_info.describe()
         where = source.url
     else:
         snapshot_info = source.info  # type: ignore[attr-defined]
@@ -325,11 +337,17 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         ef_advice = None
         if benchmark:
             with source.tuning_session() as session:
-                has_vectors = bool(session.vector_dimensions())
-            if has_vectors:
-                hnsw, ef_advice = hnsw_section(source, sweep_queries=sweep_queries,
+                stored = max(session.vector_dimensions().values(), default=0)
+            if stored >= MIN_SWEEP_VECTORS:
+                # Held-out queries are stored vectors: never more than there are.
+                hnsw, ef_advice = hnsw_section(source, sweep_queries=min(sweep_queries, stored),
                                                section_type=Section, figure_type=Figure)
                 sections.append(hnsw)
+            elif stored:
+                sections.append(Section(
+                    "hnsw", "HNSW recall and latency",
+                    text=f"Not measured: {stored} stored vectors of the most common dimension; "
+                         f"a recall sweep needs at least {MIN_SWEEP_VECTORS}."))
         if advice:
             sections.insert(0, advisor_section(source, ef_advice, Section))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
@@ -350,12 +368,18 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
                   tables=[("Rows per table (count(*) when the report was built)", counts)],
                   data={"table_counts": counts})
 
-    activity = robot_activity(source)
-    overlap = robot_overlap(source)
+    all_activity = robot_activity(source)  # most memories first
+    activity = all_activity.head(TOP_ROBOTS)
+    top_robots = activity["robot"].tolist()
+    shown = ("" if len(all_activity) <= TOP_ROBOTS else
+             f" Tables and charts show the {TOP_ROBOTS} robots holding the most memories, of "
+             f"{len(all_activity):,}.")
+    # Robots in scope are named explicitly: never an all-robots matrix, whatever their number.
+    overlap = robot_overlap(source, robots=top_robots) if top_robots else robot_overlap(source)
     section = Section("robots", "Robots and the hive mind",
                       text="A memory is stored once and shared by every robot that remembers "
                            "it. shared_fraction is the part of a robot's memories that at "
-                           "least one other robot remembers too.",
+                           "least one other robot remembers too." + shown,
                       tables=[("Per robot: memories, summed remember counts, shared memories "
                                "(robot_nodes)", activity.drop(columns=["robot_id"]))],
                       data={"activity": activity, "overlap": overlap})
@@ -371,10 +395,11 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
     yield section
 
     trends = remember_trends(source, freq=freq)
-    by_robot = remember_trends(source, freq=freq, by="robot")
+    by_robot = remember_trends(source, freq=freq, by="robot",
+                               robots=top_robots[:TOP_TREND_ROBOTS] or None)
     exact = trends.attrs.get("exact", True)
-    how = ("exact, from the memory_events log written with every remember" if exact else
-           "approximated from first/last remember times: this database predates the event log")
+    how = ("exact: the memory_events log agrees with robot_nodes" if exact else
+           "approximate: " + trends.attrs.get("reason", "no event log in this database"))
     section = Section("trends", "Remembering over time",
                       text=f"Remembers per period ({how}). New: content no robot had; "
                            "shared: a robot's first remember of content another robot had; "
@@ -386,7 +411,9 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             f"Remembers per period ({freq}), stacked by kind; {how}."))
         section.figures.append(Figure.from_axes(
             plot_remember_trends(by_robot),
-            "Cumulative new memories per robot (the robot that first remembered them)."))
+            "Cumulative new memories per robot (the robot that first remembered them)"
+            + (f"; the {TOP_TREND_ROBOTS} robots holding the most memories."
+               if len(top_robots) > TOP_TREND_ROBOTS else ".")))
     distribution = remember_count_distribution(source)
     reinforced = most_reinforced(source, limit=10)
     section.data.update(distribution=distribution, most_reinforced=reinforced)

@@ -105,10 +105,11 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
     ``**kwargs`` go to :meth:`matplotlib.axes.Axes.imshow`. Returns the Axes.
     """
     matrix = df.pivot(index="robot1", columns="robot2", values=value)
-    # Room for the names too: long robot names would squeeze the matrix to nothing.
+    # Room for the names too (long names would squeeze the matrix to nothing), but capped:
+    # the figure of a thousand robots must not take gigabytes.
     longest = max((len(str(name)) for name in matrix.index), default=0)
-    ax = axes_or_new(ax, (2.5 + 0.7 * len(matrix) + 0.08 * longest,
-                          1.5 + 0.6 * len(matrix) + 0.06 * longest))
+    ax = axes_or_new(ax, (min(2.5 + 0.7 * len(matrix) + 0.08 * longest, 20.0),
+                          min(1.5 + 0.6 * len(matrix) + 0.06 * longest, 20.0)))
     values = matrix.to_numpy(dtype=float, copy=True)
     if list(matrix.index) == list(matrix.columns):
         # A robot's overlap with itself is trivially complete: blank it so that the colour
@@ -116,8 +117,9 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
         np.fill_diagonal(values, np.nan)
     cmap = matplotlib.colormaps[kwargs.pop("cmap", "viridis")].with_extremes(bad="#eeeeee")
     image = ax.imshow(values, cmap=cmap, **kwargs)
-    ax.set_xticks(range(len(matrix.columns)), matrix.columns, rotation=45, ha="right")
-    ax.set_yticks(range(len(matrix.index)), matrix.index)
+    if len(matrix) <= 60:  # beyond, labels overlap: the axes keep positions only
+        ax.set_xticks(range(len(matrix.columns)), matrix.columns, rotation=45, ha="right")
+        ax.set_yticks(range(len(matrix.index)), matrix.index)
     if annotate and len(matrix) <= 20:
         middle = (np.nanmin(values) + np.nanmax(values)) / 2 if np.isfinite(values).any() \
             else 0.0
@@ -134,7 +136,7 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
 def plot_robot_activity(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Stacked bars per robot of a :func:`robot_activity` result: memories only it remembers
     and memories shared with other robots. Returns the Axes."""
-    ax = axes_or_new(ax, (7, max(2.0, 0.3 * len(df))))
+    ax = axes_or_new(ax, (7, min(max(2.0, 0.3 * len(df)), 20.0)))
     names = df["robot"].tolist()
     own = df["nodes"] - df["shared_nodes"]
     ax.barh(names, own, label="only this robot", **kwargs)

@@ -34,10 +34,12 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
                     fill_gaps: bool = True) -> pd.DataFrame:
     """Remembers per period: new content, content shared from another robot, reinforcement.
 
-    Exact when the event log (``memory_events``) has remembers. A database written before the
-    log existed has only first/last remember times and a count per robot and node: then each
-    pair's first remember is placed at ``first_remembered_at`` and its other ``remember_count
-    - 1`` at ``last_remembered_at``, and ``result.attrs["exact"]`` is False.
+    Exact when the event log (``memory_events``) holds, for every robot and node, as many
+    remembers as ``robot_nodes.remember_count``. Where it does not (no log, remembers written
+    before it existed or by a writer it did not see), that pair's first remember is placed at
+    ``first_remembered_at`` and its other ``remember_count - 1`` at ``last_remembered_at``;
+    then ``result.attrs["exact"]`` is False, ``attrs["missing_remembers"]`` says by how many
+    remembers the log differs and ``attrs["reason"]`` says why.
 
     Parameters
     ----------
@@ -78,11 +80,12 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     frame = source.analytics_frame(
         "remember_trends", params,
         {"period": "datetime64[us, UTC]", "group": "string", **dict.fromkeys(_COUNTS, "int64"),
-         "exact": "boolean"})
+         "exact": "boolean", "missing_remembers": "int64"})
     exact = bool(frame["exact"].all())
+    missing = int(frame["missing_remembers"].max()) if len(frame) else 0
     keys = ["period"] if by is None else ["period", by]
     frame = frame.rename(columns={"group": by} if by else {}).drop(
-        columns=["exact"] + ([] if by else ["group"]))
+        columns=["exact", "missing_remembers"] + ([] if by else ["group"]))
     if fill_gaps and len(frame):
         periods = pd.date_range(frame["period"].min(), frame["period"].max(), freq=pandas_freq,
                                 unit="us")
@@ -102,7 +105,20 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
                           "cumulative_memories": "int64", "cumulative_remembers": "int64",
                           **({by: "string"} if by else {})})
     frame.attrs["exact"] = exact
+    frame.attrs["missing_remembers"] = missing
+    if not exact:
+        frame.attrs["reason"] = _inexact_reason(missing)
     return frame
+
+
+def _inexact_reason(missing: int) -> str:
+    if missing == 0:
+        return ("the event log disagrees with robot_nodes on some memories; their history is "
+                "approximated from first/last remember times")
+    return (f"the event log {'lacks' if missing > 0 else 'has'} {abs(missing):,} remembers "
+            f"{'counted in' if missing > 0 else 'more than'} robot_nodes (written before the "
+            "log existed or by a writer it did not see); their history is approximated from "
+            "first/last remember times")
 
 
 @share_docs

@@ -31,6 +31,7 @@ def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     """A private embedded server: (URL of its htm database, its handle)."""
     data_dir = tmp_path_factory.mktemp("fault-server") / "pgdata"
     url = embedded_server_url(data_dir)
+    LongTermMemory(url, init_schema=True).close()  # the schema, once, for the tests below
     yield url, _embedded_server(Path(data_dir).resolve())
 
 

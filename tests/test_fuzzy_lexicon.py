@@ -85,7 +85,7 @@ def test_without_the_lexicon_fuzzy_search_scans_as_before(database_url: str) -> 
         robot = store.register_robot("plain")
         for text in ("connection pooling for PostgreSQL", "pool of threads", "vector search"):
             store.add(content=text, robot_id=robot)
-        assert store.server_info["has_lexicon"] is False
+        assert not store.schema_info.has_table("node_lexicon")
         rows = store.search_fuzzy(query="conection poolin")
         assert [r["content"] for r in rows][:1] == ["connection pooling for PostgreSQL"]
         assert rows == store.search_fuzzy(query="conection poolin", exhaustive=True)

@@ -26,7 +26,7 @@ def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
                          r"<figcaption>([^<]+)</figcaption>", html)
     assert len(figures) >= 10 and all(len(caption) > 30 for caption in figures)
     assert html.count("<table") >= 8 and html.count("<caption>") >= 7
-    assert "exact, from the memory_events log" in html
+    assert "exact: the memory_events log agrees with robot_nodes" in html
     assert "smallest ef_search reaching recall 0.95" in html
     assert "demo memory loaded" in demo["log"] and "report written" in demo["log"]
     findings = re.search(r"<h2>Key findings</h2><ul class='findings'>(.*?)</ul>", html)

@@ -221,8 +221,12 @@ def test_migrations_adopt_an_existing_seed_database(empty_database_url: str) -> 
         conn.execute(seed.encode())
         conn.execute("INSERT INTO robots (name) VALUES ('legacy')")
         conn.execute("INSERT INTO nodes (content, content_hash) VALUES ('old memory', 'h')")
-    with LongTermMemory(empty_database_url) as ltm:
+    with LongTermMemory(empty_database_url) as ltm:  # opening installs nothing
+        assert ltm.server_info["schema_version"] is None
+        assert ltm.schema_info.era == "seed" and ltm.schema_info.additions == ()
+    with LongTermMemory(empty_database_url, init_schema=True) as ltm:
         assert ltm.server_info["schema_version"] == SCHEMA_VERSION
+        assert ltm.schema_info.event_triggers
         assert ltm.table_counts().set_index("table")["rows"].to_dict() == {
             "robots": 1, "nodes": 1, "robot_nodes": 0, "tags": 0, "node_tags": 0,
             "memory_events": 0}

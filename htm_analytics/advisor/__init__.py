@@ -50,8 +50,9 @@ def statistics_age(store: LongTermMemory) -> tuple[pd.Timestamp | None, float | 
     """
     row = store.fetch_frame(query_text("statistics_age")).iloc[0]
     since, what = row["stats_reset"], "statistics were reset"
-    if pd.isna(since):
-        since, what = row["database_created"], "the database was created (never reset)"
+    if pd.isna(since) and row["can_read_files"]:
+        since = store.fetch_frame(query_text("database_created")).iloc[0]["database_created"]
+        what = "the database was created (never reset)"
     if since is None or pd.isna(since):
         return None, None, "statistics never reset; their age is unknown to this user"
     since = pd.Timestamp(since)

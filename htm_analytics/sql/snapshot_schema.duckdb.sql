@@ -4,7 +4,7 @@ CREATE TABLE robots (id BIGINT, name VARCHAR, created_at TIMESTAMPTZ, last_activ
 CREATE TABLE nodes (id BIGINT, content VARCHAR, content_hash VARCHAR, access_count INTEGER,
                     created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ, last_accessed TIMESTAMPTZ,
                     token_count INTEGER, in_working_memory BOOLEAN, embedding_dimension INTEGER,
-                    embedding FLOAT[]);
+                    embedding FLOAT[], metadata VARCHAR);
 CREATE TABLE robot_nodes (id BIGINT, robot_id BIGINT, node_id BIGINT,
                           first_remembered_at TIMESTAMPTZ, last_remembered_at TIMESTAMPTZ,
                           remember_count INTEGER, created_at TIMESTAMPTZ, updated_at TIMESTAMPTZ);

@@ -21,6 +21,7 @@ from .databases import (
 )
 from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION, apply_migrations
+from .schema_info import SchemaInfo
 from .search import SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
 from .tracing import SQL_LOGGER, Tracer
 from .tuning_session import TuningSession
@@ -37,6 +38,7 @@ __all__ = [
     "SQL_LOGGER",
     "VECTOR_STRATEGIES",
     "LongTermMemory",
+    "SchemaInfo",
     "SearchStrategy",
     "TextMatch",
     "Timeframe",

@@ -32,13 +32,35 @@ from ..errors import (
 )
 from ..frames import coerce_frame, load_analytics_query
 from ..validation import validate_positive_int
+from ._common import LOG_EVENTS
 from .cache_generation import has_shared_generation, read_shared_generation
 from .schema import apply_migrations, native_index_dimensions
+from .schema_info import SchemaInfo, detect_schema
 from .tracing import Tracer, tracing_cursor_class
 
 __all__ = ["StoreBase"]
 
 Rows = list[dict[str, Any]]
+
+_LEADING_COMMENTS = re.compile(r"^(?:\s+|--[^\n]*\n)*")
+_WITH = re.compile(r"^WITH(\s+RECURSIVE)?\s", re.IGNORECASE)
+
+
+def prefix_read(statement: str | sql.Composable, prefix: str) -> str | sql.Composable:
+    """``statement`` (a SELECT or WITH ... SELECT) with the CTEs of ``prefix`` before its own.
+
+    Other statements, and every statement when ``prefix`` is empty, come back unchanged.
+    """
+    if not prefix:
+        return statement
+    text = statement.as_string(None) if isinstance(statement, sql.Composable) else statement
+    leading = _LEADING_COMMENTS.match(text)
+    body = text[leading.end():] if leading else text
+    if match := _WITH.match(body):
+        return f"WITH{match.group(1) or ''} {prefix}, {body[match.end():]}"
+    if body[:6].upper() == "SELECT":
+        return f"WITH {prefix} {body}"
+    return statement
 
 
 class StoreBase:
@@ -52,7 +74,7 @@ class StoreBase:
         query_timeout: int = 30_000,
         cache_size: int = 1000,
         cache_ttl: float = 300,
-        init_schema: bool = True,
+        init_schema: bool = False,
         tracer: Tracer | None = None,
     ) -> None:
         if pool_size is not None:
@@ -73,7 +95,9 @@ class StoreBase:
         self._cursor_class = tracing_cursor_class(tracer)
         self._url = resolve_database_url(config_or_url)
         self.url = mask_url(self._url)
+        self.schema_info: SchemaInfo
         self.server_info = self._prepare_database(init_schema)
+        self._read_prefix = self.schema_info.read_prefix()
         self._native_dimensions = set(self.server_info.pop("native_dimensions"))
         # cache of embedding_models() as (provider, model, dimension, nodes) tuples
         self._embedding_models: list[tuple[Any, Any, int, int]] | None = None
@@ -116,13 +140,10 @@ class StoreBase:
                                   AS pg_trgm_version,
                               to_regclass('public.nodes') IS NOT NULL AS has_schema,
                               to_regclass('public.htm_analytics_migrations') IS NOT NULL
-                                  AS has_migrations,
-                              to_regclass('public.node_lexicon') IS NOT NULL
-                                  AS has_lexicon""").fetchone()
+                                  AS has_migrations""").fetchone()
                 assert info is not None
                 names = ["server_version", "server_version_num", "database",
-                         "pgvector_version", "pg_trgm_version", "has_schema", "has_migrations",
-                         "has_lexicon"]
+                         "pgvector_version", "pg_trgm_version", "has_schema", "has_migrations"]
                 result = dict(zip(names, info))
                 if result["pgvector_version"] is None:
                     raise SchemaError(
@@ -131,16 +152,35 @@ class StoreBase:
                 if not result.pop("has_schema"):
                     raise SchemaError(f"the HTM tables do not exist in {self.url}; run "
                                       "`htm-analytics init-db`")
-                result["schema_version"] = None
-                if result.pop("has_migrations"):
-                    row = conn.execute(
-                        "SELECT max(version) FROM htm_analytics_migrations").fetchone()
-                    result["schema_version"] = row[0] if row else None
+                result.pop("has_migrations")
+                self.schema_info = detect_schema(conn)
+                result["schema_version"] = self.schema_info.additions_version
                 result["native_dimensions"] = native_index_dimensions(conn)
                 result["migrations_applied"] = applied
                 return result
         except psycopg.Error as exc:
             raise translate_database_error(exc, url=self.url) from exc
+
+    def _log_events(self, cur: psycopg.Cursor[Any], kind: str, robot_id: int | None,
+                    node_ids: list[int]) -> None:
+        """Append events to the log, where there is one and the database does not already.
+
+        From migration 7 on, triggers log remembers and deletes for every writer; logging them
+        here too would count them twice.
+        """
+        info = self.schema_info
+        if not info.has_event_log or (kind in ("remember", "delete") and info.event_triggers):
+            return
+        cur.execute(LOG_EVENTS, {"kind": kind, "robot_id": robot_id, "node_ids": node_ids})
+
+    def _claim_event_logging(self, cur: psycopg.Cursor[Any]) -> None:
+        """When this store logs remembers and deletes itself, tell the triggers not to.
+
+        The triggers of migration 7 may have been installed after this store opened (by
+        ``init-db`` elsewhere); without this, this transaction's events would count twice.
+        """
+        if self.schema_info.has_event_log and not self.schema_info.event_triggers:
+            cur.execute("SELECT set_config('htm_analytics.events_written', 'on', true)")
 
     def _configure_connection(self, conn: psycopg.Connection[Any]) -> None:
         conn.cursor_factory = self._cursor_class
@@ -194,10 +234,13 @@ class StoreBase:
                 self._atomic.cursor = None
         # Searches that ran while the block was uncommitted may have cached what it changed.
         self._cache.clear()
+    def _read(self, query: str | sql.Composable) -> Any:
+        """A read statement as this database needs it: see :meth:`SchemaInfo.read_prefix`."""
+        return prefix_read(query, self._read_prefix)
 
     def _fetch(self, query: str | sql.Composable, params: Any = None) -> list[dict[str, Any]]:
         with self._transaction() as cur:
-            cur.execute(query, params)  # type: ignore[arg-type]
+            cur.execute(self._read(query), params)
             return cur.fetchall() if cur.description else []
 
     def fetch_frame(self, query: str | sql.Composable, params: Any = None,
@@ -209,7 +252,7 @@ class StoreBase:
         with :meth:`pandas.DataFrame.astype`.
         """
         with self._transaction() as cur:
-            cur.execute(query, params)  # type: ignore[arg-type]
+            cur.execute(self._read(query), params)
             columns = [c.name for c in cur.description or []]
             frame = pd.DataFrame(cur.fetchall(), columns=columns)
         return coerce_frame(frame, dtypes) if dtypes else frame

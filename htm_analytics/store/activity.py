@@ -11,7 +11,6 @@ from psycopg.types.json import Jsonb
 from ..errors import NotFoundError, ValidationError
 from ..validation import validate_content, validate_id, validate_ids, validate_json
 from ._base import StoreBase
-from ._common import LOG_EVENTS
 
 __all__ = ["ActivityMixin", "lock_robot_name"]
 
@@ -25,6 +24,17 @@ SET access_count = n.access_count + c.recalled::int,
 FROM unnest(%(ids)s::bigint[], %(recalled)s::boolean[], %(held)s::boolean[])
      AS c(id, recalled, held)
 WHERE n.id = c.id AND (c.recalled OR n.in_working_memory IS DISTINCT FROM c.held)"""
+
+# The current gem keeps the flag per robot, on robot_nodes: accesses go to nodes, flags there.
+_COUNT_RECALLS = """
+UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
+WHERE id = ANY(%(ids)s::bigint[])"""
+
+_SET_ROBOT_WORKING_MEMORY = """
+UPDATE robot_nodes AS rn SET working_memory = c.held
+FROM unnest(%(ids)s::bigint[], %(held)s::boolean[]) AS c(id, held)
+WHERE rn.node_id = c.id AND (rn.robot_id = %(robot_id)s OR %(robot_id)s::bigint IS NULL)
+  AND c.held IS NOT NULL AND rn.working_memory IS DISTINCT FROM c.held"""
 
 
 def lock_robot_name(cur: psycopg.Cursor[Any], name: str) -> None:
@@ -54,6 +64,12 @@ class ActivityMixin(StoreBase):
             row = cur.execute("""UPDATE robots SET last_active = CURRENT_TIMESTAMP
                                  WHERE id = (SELECT min(id) FROM robots WHERE name = %s)
                                  RETURNING id""", (name,)).fetchone()
+            if row is None and not self.schema_info.has_column("robots", "metadata"):
+                if metadata:
+                    raise ValidationError("this database's robots table has no metadata "
+                                          "column (current HTM gem schema)", field="metadata")
+                row = cur.execute("INSERT INTO robots (name) VALUES (%s) RETURNING id",
+                                  (name,)).fetchone()
             if row is None:
                 row = cur.execute(
                     "INSERT INTO robots (name, metadata) VALUES (%s, %s) RETURNING id",
@@ -89,20 +105,22 @@ class ActivityMixin(StoreBase):
                            WHERE id = ANY(%s::bigint[])""", (ids,))
             updated = cur.rowcount
             if robot_id is not None:
-                cur.execute(LOG_EVENTS, {"kind": event, "node_ids": ids,
-                                          "robot_id": validate_id(robot_id, field="robot_id")})
+                self._log_events(cur, event, validate_id(robot_id, field="robot_id"), ids)
             return updated
 
     def mark_evicted(self, node_ids: Sequence[int], *, robot_id: int | None = None) -> int:
         """Flag nodes as no longer in working memory (``in_working_memory = false``).
 
-        ``robot_id``, when given, is recorded in the event log. Returns the rows updated.
+        ``robot_id``, when given, is recorded in the event log. Where the schema keeps the flag
+        per robot (the current gem's ``robot_nodes.working_memory``), that robot's rows are
+        updated (every robot's without ``robot_id``). Returns the rows updated.
         """
         return self._set_working_memory(node_ids, False, robot_id, "evict")
 
     def mark_in_working_memory(self, node_ids: Sequence[int], *,
                                robot_id: int | None = None) -> int:
-        """Flag nodes as held in working memory (``in_working_memory = true``)."""
+        """Flag nodes as held in working memory (``in_working_memory = true``; on the current
+        gem's schema, ``robot_nodes.working_memory`` of ``robot_id``'s rows)."""
         return self._set_working_memory(node_ids, True, robot_id, None)
 
     def update_working_memory(self, robot_id: int, *, held: Sequence[int] = (),
@@ -112,7 +130,8 @@ class ActivityMixin(StoreBase):
 
         ``recalled`` nodes count an access (as :meth:`track_access` with ``event="recall"``),
         ``held`` nodes are flagged in working memory, ``evicted`` ones out (logged as
-        ``evict`` events), and the robot's ``last_active`` is set. Each node row is rewritten
+        ``evict`` events), and the robot's ``last_active`` is set. On the current gem's schema
+        the flags are this robot's ``robot_nodes.working_memory``. Each node row is rewritten
         at most once and only if a value changes: the reference schema indexes every column
         touched here, so each rewrite adds entries to every index of ``nodes``, the HNSW
         index included.
@@ -137,13 +156,22 @@ class ActivityMixin(StoreBase):
                         (robot_id,))
             if cur.rowcount == 0:
                 raise NotFoundError(f"no robot with id {robot_id}")
-            if ids:
+            if ids and self._flags_on_robot_nodes:
+                if recalled_ids:
+                    cur.execute(_COUNT_RECALLS, {"ids": sorted(recalled_ids)})
+                cur.execute(_SET_ROBOT_WORKING_MEMORY, {"ids": ids, "held": flags,
+                                                        "robot_id": robot_id})
+            elif ids:
                 cur.execute(_UPDATE_WORKING_MEMORY, {
                     "ids": ids, "recalled": [i in recalled_ids for i in ids], "held": flags})
             for kind, node_ids in (("recall", recalled_ids), ("evict", evicted_ids)):
                 if node_ids:
-                    cur.execute(LOG_EVENTS, {"kind": kind, "robot_id": robot_id,
-                                              "node_ids": sorted(node_ids)})
+                    self._log_events(cur, kind, robot_id, sorted(node_ids))
+
+    @property
+    def _flags_on_robot_nodes(self) -> bool:
+        """Whether working memory is kept per robot (``robot_nodes.working_memory``)."""
+        return self.schema_info.working_memory_column == "robot_nodes.working_memory"
 
     def _set_working_memory(self, node_ids: Sequence[int], flag: bool, robot_id: int | None,
                             event: str | None) -> int:
@@ -153,10 +181,13 @@ class ActivityMixin(StoreBase):
         if not ids:
             return 0
         with self._transaction() as cur:
-            cur.execute("UPDATE nodes SET in_working_memory = %s WHERE id = ANY(%s::bigint[])",
-                        (flag, ids))
+            if self._flags_on_robot_nodes:
+                cur.execute(_SET_ROBOT_WORKING_MEMORY, {"ids": ids, "held": [flag] * len(ids),
+                                                        "robot_id": robot_id})
+            else:
+                cur.execute("UPDATE nodes SET in_working_memory = %s "
+                            "WHERE id = ANY(%s::bigint[])", (flag, ids))
             updated = cur.rowcount
             if event:
-                cur.execute(LOG_EVENTS, {"kind": event, "robot_id": robot_id,
-                                          "node_ids": ids})
+                self._log_events(cur, event, robot_id, ids)
             return updated

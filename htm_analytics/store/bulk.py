@@ -124,7 +124,8 @@ class BulkMixin(StoreBase):
             except psycopg.errors.ProgramLimitExceeded as exc:
                 raise content_too_large(exc, "contents") from exc
             created = {r["content_hash"] for r in new}
-            if provider is not None and rows.embeddings is not None:
+            if provider is not None and rows.embeddings is not None \
+                    and self.schema_info.has_table("node_embedding_models"):
                 cur.execute("""INSERT INTO node_embedding_models (node_id, provider, model,
                                                                   dimension)
                                SELECT unnest(%s::bigint[]), %s, %s, %s""",
@@ -134,6 +135,9 @@ class BulkMixin(StoreBase):
                 JOIN nodes n ON n.content_hash = s.content_hash ORDER BY s.ord""").fetchall()
             if len(mapping) != n:
                 raise ConcurrencyError(_DELETED_DURING_LOAD)
+            # This load logs each remember at its own time below; the log triggers (migration
+            # 7) would place them at first/last remember times only.
+            cur.execute("SELECT set_config('htm_analytics.events_written', 'on', true)")
             cur.execute("""
                 INSERT INTO robot_nodes AS rn (robot_id, node_id, first_remembered_at,
                     last_remembered_at, remember_count, created_at, updated_at)
@@ -167,11 +171,12 @@ class BulkMixin(StoreBase):
                 cur.execute("""INSERT INTO node_tags (node_id, tag_id, created_at)
                                SELECT node_id, tag_id, created_at FROM htm_bulk_tags
                                ON CONFLICT (node_id, tag_id) DO NOTHING""")
-            cur.execute("""
-                INSERT INTO memory_events (occurred_at, kind, robot_id, node_id)
-                SELECT s.remembered_at, 'remember', s.robot_id, n.id
-                FROM htm_bulk_staging s JOIN nodes n ON n.content_hash = s.content_hash
-                ORDER BY s.remembered_at, s.ord""")
+            if self.schema_info.has_event_log:
+                cur.execute("""
+                    INSERT INTO memory_events (occurred_at, kind, robot_id, node_id)
+                    SELECT s.remembered_at, 'remember', s.robot_id, n.id
+                    FROM htm_bulk_staging s JOIN nodes n ON n.content_hash = s.content_hash
+                    ORDER BY s.remembered_at, s.ord""")
             for statement in rebuild:
                 create_index(cur, statement)
             if rebuild:

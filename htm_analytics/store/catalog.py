@@ -23,11 +23,12 @@ _STATISTICS_TABLES = (*MEMORY_TABLES, "node_search_vectors", "node_embedding_mod
 
 # What a snapshot keeps of each table (htm_analytics.snapshot creates the matching tables).
 _EXPORT_COLUMNS = {
-    "robots": "id, name, created_at, last_active, metadata::text AS metadata",
+    "robots": "id, name, created_at, last_active, {metadata} AS metadata",
     "nodes": """id, content, content_hash, access_count, created_at, updated_at, last_accessed,
                 token_count, in_working_memory, embedding_dimension,
                 CASE WHEN embedding_dimension IS NOT NULL
-                     THEN subvector(embedding, 1, embedding_dimension) END AS embedding""",
+                     THEN subvector(embedding, 1, embedding_dimension) END AS embedding,
+                {metadata} AS metadata""",
     "robot_nodes": """id, robot_id, node_id, first_remembered_at, last_remembered_at,
                       remember_count, created_at, updated_at""",
     "tags": "id, name, created_at",
@@ -47,19 +48,21 @@ class CatalogMixin(StoreBase):
         dict
             ``total_nodes``, ``nodes_by_robot`` ({robot_id: nodes}), ``total_tags``,
             ``oldest_memory``, ``newest_memory``, ``active_robots`` (robots registered),
+            (live rows only: soft-deleted ones are counted in ``soft_deleted_nodes``, present
+            only where the schema soft-deletes),
             ``robot_activity`` ([{id, name, last_active}]), ``database_size`` (bytes), and
             ``cache`` ({hits, misses, hit_rate, size}) only when the cache is enabled.
         """
         with self._transaction() as cur:
-            totals = cur.execute("""
+            totals = cur.execute(self._read("""
                 SELECT (SELECT count(*) FROM nodes) AS total_nodes,
                        (SELECT count(*) FROM tags) AS total_tags,
                        (SELECT min(created_at) FROM nodes) AS oldest_memory,
                        (SELECT max(created_at) FROM nodes) AS newest_memory,
                        (SELECT count(*) FROM robots) AS active_robots,
-                       pg_database_size(current_database()) AS database_size""").fetchone()
-            by_robot = cur.execute("""SELECT robot_id, count(*) AS n FROM robot_nodes
-                                      GROUP BY robot_id ORDER BY robot_id""").fetchall()
+                       pg_database_size(current_database()) AS database_size""")).fetchone()
+            by_robot = cur.execute(self._read("""SELECT robot_id, count(*) AS n FROM robot_nodes
+                                      GROUP BY robot_id ORDER BY robot_id""")).fetchall()
             activity = cur.execute("""SELECT id, name, last_active FROM robots
                                       ORDER BY last_active DESC NULLS LAST, id""").fetchall()
         assert totals is not None
@@ -73,9 +76,24 @@ class CatalogMixin(StoreBase):
             "robot_activity": activity,
             "database_size": totals["database_size"],
         }
+        if self.schema_info.soft_deletes:
+            result["soft_deleted_nodes"] = int(self._soft_deleted()["nodes"])
         if self._cache.enabled:
             result["cache"] = self._cache.stats()
         return MemoryStats(result)
+
+    def _soft_deleted(self) -> dict[str, int]:
+        """Soft-deleted rows per table (the current gem's ``deleted_at``), live ones left out."""
+        tables = [t for t in ("robot_nodes", "nodes", "tags", "node_tags")
+                  if self.schema_info.has_column(t, "deleted_at")]
+        if not tables:
+            return {}
+        query = sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT {name} AS table, count(*) AS rows FROM public.{table} "
+                    "WHERE deleted_at IS NOT NULL").format(
+                name=sql.Literal(t), table=sql.Identifier(t)) for t in tables)
+        with self._transaction() as cur:  # the real tables: no live-rows prefix here
+            return {r["table"]: int(r["rows"]) for r in cur.execute(query).fetchall()}
 
     def table_counts(self) -> pd.DataFrame:
         """Rows in each table of the memory schema.
@@ -83,7 +101,10 @@ class CatalogMixin(StoreBase):
         Returns
         -------
         pandas.DataFrame
-            ``table`` (str) and ``rows`` (int64), one row per table, in schema order.
+            ``table`` (str) and ``rows`` (int64), one row per table, in schema order: live
+            rows; where the schema soft-deletes (``deleted_at``), rows such as
+            ``"nodes (soft-deleted)"`` follow with the deleted ones. ``memory_events`` counts 0
+            where the toolkit's additions are not installed.
         """
         counts = self._fetch("""
             SELECT 'robots' AS table, count(*) AS rows, 1 AS position FROM robots
@@ -93,6 +114,8 @@ class CatalogMixin(StoreBase):
             UNION ALL SELECT 'node_tags', count(*), 5 FROM node_tags
             UNION ALL SELECT 'memory_events', count(*), 6 FROM memory_events
             ORDER BY position""")
+        counts += [{"table": f"{table} (soft-deleted)", "rows": rows}
+                   for table, rows in self._soft_deleted().items()]
         return pd.DataFrame(counts, columns=["table", "rows"]).astype(
             {"table": "string", "rows": "int64"})
 
@@ -160,18 +183,22 @@ class CatalogMixin(StoreBase):
         """Yield a memory table's rows as DataFrames of at most ``chunk_rows`` rows, by id.
 
         Embeddings come back at their own dimension (the zero padding removed) as float32
-        arrays; ``robots.metadata`` as JSON text. All chunks are read in one transaction, so
+        arrays; ``robots.metadata`` and ``nodes.metadata`` as JSON text (NULL where the schema has
+        no such column); soft-deleted rows left out. All chunks are read in one transaction, so
         together they are one consistent picture of the table.
         """
         if table not in _EXPORT_COLUMNS:
             raise ValidationError(f"must be one of {', '.join(MEMORY_TABLES)}", field="table")
         chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")
+        metadata = ("metadata::text" if self.schema_info.has_column(table, "metadata")
+                    else "NULL::text")
         query = sql.SQL("SELECT {} FROM {} ORDER BY id").format(
-            sql.SQL(_EXPORT_COLUMNS[table]), sql.Identifier(table))
+            sql.SQL(_EXPORT_COLUMNS[table].replace("{metadata}", metadata)),
+            sql.Identifier(table))
         # A named cursor streams from the server instead of loading the table at once.
         with self._transaction() as cur, \
                 cur.connection.cursor(name=f"export_{table}", binary=True) as stream:
-                stream.execute(query)
+                stream.execute(self._read(query))
                 columns = [c.name for c in stream.description or []]
                 while rows := stream.fetchmany(chunk_rows):
                     frame = pd.DataFrame(rows, columns=columns)

@@ -125,7 +125,7 @@ class LexicalSearchMixin(SearchBase):
                 with cur.connection.pipeline():
                     self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, depth),
                                           filtered=frame is not None)
-                    cur.execute(statement, params)
+                    cur.execute(self._read(statement), params)
                 rows = cur.fetchall()
             return rows
 
@@ -161,4 +161,4 @@ class LexicalSearchMixin(SearchBase):
             cur.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true), "
                         "set_config('enable_seqscan', 'off', true)",
                         (str(FUZZY_WORD_SIMILARITY),))
-            return cur.execute(statement, params).fetchall()
+            return cur.execute(self._read(statement), params).fetchall()

@@ -40,8 +40,10 @@ class LongTermMemory(NodesMixin, ActivityMixin, SearchMixin, BulkMixin, CatalogM
     cache_ttl : float
         Seconds a cached search result stays valid.
     init_schema : bool
-        Create the extensions and tables and apply pending migrations (idempotent, additive).
-        Pass False to use a database strictly as it is.
+        Install the toolkit's additions: create the extensions and tables and apply pending
+        migrations (idempotent, additive; needs the rights of the tables' owner). Off by
+        default: opening a database for analysis writes nothing to it, whichever HTM
+        version wrote it (see ``store.schema_info`` and docs/production.md).
     tracer : callable, optional
         ``tracer(sql, params, seconds)``, called after every statement the store runs (e.g.
         ``tracer=print``). The logger ``htm_analytics.sql`` also logs each statement at DEBUG

@@ -20,7 +20,6 @@ from ..validation import (
 )
 from ._base import StoreBase
 from ._common import (
-    LOG_EVENTS,
     NODE_COLUMNS,
     content_hash,
     content_too_large,
@@ -38,6 +37,34 @@ ON CONFLICT (content_hash) DO NOTHING
 RETURNING id"""
 
 _FIND_NODE_BY_HASH = "SELECT id FROM nodes WHERE content_hash = %s"
+
+# The seed-era gem hashed content as given, white space included; the toolkit hashes it
+# stripped. A node stored unstripped is found through the seed's full-text index on its first
+# words (0.1 ms on 20k memories, where a trigram LIKE on the whole text took 31 ms; no full
+# scan), checked on the stripped text; the given text's own hash is tried first.
+_FIND_TWIN = """
+SELECT id FROM (
+    SELECT id, 0 AS preference FROM nodes WHERE content_hash = ANY(%(hashes)s::text[])
+    UNION ALL
+    (SELECT id, 1 FROM nodes
+     WHERE %(probe)s
+       AND to_tsvector('english', content) @@ plainto_tsquery('english', %(words)s)
+       AND btrim(content, E' \\t\\n\\r\\f\\x0b') = %(content)s
+     LIMIT 1)) AS twins
+ORDER BY preference, id LIMIT 1"""
+
+_PROBE_CHARACTERS = 100  # the first words only: a short query is as selective, and faster
+# (no ORDER BY in the probe: with one, the planner may walk the primary key instead of the
+# full-text index, computing to_tsvector row by row)
+
+# Whether any stored content has leading or trailing white space: asked once per store,
+# on its first add, to know whether the probe above is ever needed.
+_ANY_UNSTRIPPED = """
+SELECT EXISTS (SELECT 1 FROM nodes WHERE content ~ '^[[:space:]]|[[:space:]]$') AS found"""
+
+_RESTORE_SOFT_DELETED = """
+UPDATE nodes SET deleted_at = NULL, updated_at = CURRENT_TIMESTAMP
+WHERE id = %s AND deleted_at IS NOT NULL"""
 
 _RECORD_EMBEDDING_MODEL = """
 INSERT INTO node_embedding_models (node_id, provider, model, dimension)
@@ -59,6 +86,10 @@ ON CONFLICT (robot_id, node_id) DO UPDATE
 RETURNING id, robot_id, node_id, first_remembered_at, last_remembered_at, remember_count,
           created_at, updated_at"""
 
+# The current gem soft-deletes links too: remembering again brings the link back.
+_LINK_ROBOT_RESTORING = _LINK_ROBOT.replace(
+    "updated_at = CURRENT_TIMESTAMP\n", "updated_at = CURRENT_TIMESTAMP, deleted_at = NULL\n")
+
 
 _RETRIEVE = f"""
 UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
@@ -66,6 +97,12 @@ WHERE id = %s
 RETURNING {NODE_COLUMNS},
        CASE WHEN embedding_dimension IS NOT NULL
             THEN subvector(embedding, 1, embedding_dimension) END AS embedding"""
+
+# The current gem keeps working memory per robot and soft-deletes: the same row, read there.
+_RETRIEVE_GEM = _RETRIEVE.replace(
+    "in_working_memory", "EXISTS (SELECT 1 FROM robot_nodes w WHERE w.node_id = nodes.id "
+    "AND w.working_memory AND w.deleted_at IS NULL) AS in_working_memory").replace(
+    "WHERE id = %s", "WHERE id = %s AND deleted_at IS NULL")
 
 
 _ADD_ATTEMPTS = 5
@@ -77,6 +114,9 @@ class _NodeDeletedMeanwhile(Exception):
 
 class NodesMixin(StoreBase):
     """Adding, reading and deleting nodes (see :class:`~htm_analytics.LongTermMemory`)."""
+
+    # Whether stored content has unstripped text (seed-era gem); None until the first add.
+    _unstripped_content: bool | None = None
 
     def add(
         self,
@@ -126,6 +166,7 @@ class NodesMixin(StoreBase):
             Empty content, NUL bytes, a bad embedding, a negative token count or an unknown
             robot.
         """
+        given = content
         content = validate_content(content)
         robot_id = validate_id(robot_id, field="robot_id")
         if isinstance(token_count, bool) or not isinstance(token_count, (int, np.integer)) \
@@ -141,7 +182,7 @@ class NodesMixin(StoreBase):
         for _attempt in range(_ADD_ATTEMPTS):
             try:
                 node_id, is_new, robot_node = self._add_once(
-                    content, digest, robot_id, int(token_count), vector, dimension,
+                    content, given, digest, robot_id, int(token_count), vector, dimension,
                     (provider, model), tag_names)
                 break
             except _NodeDeletedMeanwhile:
@@ -156,38 +197,47 @@ class NodesMixin(StoreBase):
             self._embedding_models = None
         return {"node_id": node_id, "is_new": is_new, "robot_node": dict(robot_node or {})}
 
-    def _add_once(self, content: str, digest: str, robot_id: int, token_count: int,
-                  vector: np.ndarray | None, dimension: int | None,
+    def _add_once(self, content: str, given: str, digest: str, robot_id: int,
+                  token_count: int, vector: np.ndarray | None, dimension: int | None,
                   model_names: tuple[str | None, str | None],
                   tag_names: list[str]) -> tuple[int, bool, dict[str, Any] | None]:
         """One attempt of :meth:`add`, in one transaction."""
         provider, model = model_names
         with self._transaction() as cur:
-            try:
-                row = cur.execute(_INSERT_NODE, {
-                    "content": content, "hash": digest, "token_count": token_count,
-                    "embedding": vector, "dimension": dimension}).fetchone()
-            except pg_errors.ProgramLimitExceeded as exc:
-                raise content_too_large(exc, "content") from exc
-            is_new = row is not None
-            stored_vector = is_new and vector is not None
+            self._claim_event_logging(cur)
+            row = self._find_twin(cur, content, given)
+            is_new = False
             if row is None:
-                # A committed twin exists (ON CONFLICT waited for any concurrent insert, and
-                # this new statement's snapshot sees it).
-                row = cur.execute(_FIND_NODE_BY_HASH, (digest,)).fetchone()
-                if row is None:  # the twin was deleted meanwhile
-                    raise _NodeDeletedMeanwhile
+                try:
+                    row = cur.execute(_INSERT_NODE, {
+                        "content": content, "hash": digest, "token_count": token_count,
+                        "embedding": vector, "dimension": dimension}).fetchone()
+                except pg_errors.ProgramLimitExceeded as exc:
+                    raise content_too_large(exc, "content") from exc
+                is_new = row is not None
+                if row is None:
+                    # A committed twin exists (ON CONFLICT waited for any concurrent insert,
+                    # and this new statement's snapshot sees it).
+                    row = cur.execute(_FIND_NODE_BY_HASH, (digest,)).fetchone()
+                    if row is None:  # the twin was deleted meanwhile
+                        raise _NodeDeletedMeanwhile
+            stored_vector = is_new and vector is not None
+            if not is_new:
                 if vector is not None:
                     cur.execute(_FILL_MISSING_EMBEDDING, {
                         "embedding": vector, "dimension": dimension, "node_id": row["id"]})
                     stored_vector = cur.rowcount == 1
+                if self.schema_info.soft_deletes:  # the gem's add restores a forgotten twin
+                    cur.execute(_RESTORE_SOFT_DELETED, (row["id"],))
             node_id = int(row["id"])
             try:
+                link = (_LINK_ROBOT_RESTORING if self.schema_info.has_column(
+                    "robot_nodes", "deleted_at") else _LINK_ROBOT)
                 robot_node = cur.execute(
-                    _LINK_ROBOT, {"robot_id": robot_id, "node_id": node_id}).fetchone()
-                cur.execute(LOG_EVENTS, {"kind": "remember", "robot_id": robot_id,
-                                          "node_ids": [node_id]})
-                if stored_vector and provider is not None:
+                    link, {"robot_id": robot_id, "node_id": node_id}).fetchone()
+                self._log_events(cur, "remember", robot_id, [node_id])
+                if stored_vector and provider is not None \
+                        and self.schema_info.has_table("node_embedding_models"):
                     cur.execute(_RECORD_EMBEDDING_MODEL, {
                         "node_id": node_id, "provider": provider, "model": model,
                         "dimension": dimension})
@@ -205,6 +255,26 @@ class NodesMixin(StoreBase):
                     field="robot_id") from exc
         return node_id, is_new, robot_node
 
+    def _find_twin(self, cur: Any, content: str, given: str) -> dict[str, Any] | None:
+        """The node already holding ``content`` stored unstripped (seed-era gem), if any.
+
+        Only asked when some stored content is unstripped (checked once per store) or the
+        caller's text was; a plain hash match is left to the insert's ON CONFLICT.
+        """
+        if self._unstripped_content is None:
+            self._unstripped_content = bool(cur.execute(_ANY_UNSTRIPPED).fetchone()["found"])
+        if not self._unstripped_content and given == content:
+            return None
+        # Whole words only: a cut word would be another lexeme.
+        words = content if len(content) <= _PROBE_CHARACTERS else \
+            content[:_PROBE_CHARACTERS + 1].rsplit(None, 1)[0]
+        probe = self._unstripped_content and self.schema_info.has_content_fulltext_index
+        hashes = list(dict.fromkeys([content_hash(content), content_hash(given)]))
+        row: dict[str, Any] | None = cur.execute(_FIND_TWIN, {
+            "hashes": hashes, "probe": probe, "words": words, "content": content,
+        }).fetchone()
+        return row
+
     def retrieve(self, node_id: int) -> dict[str, Any] | None:
         """Return a node and count the access (``access_count + 1``, ``last_accessed = now``).
 
@@ -216,11 +286,12 @@ class NodesMixin(StoreBase):
         """
         node_id = validate_id(node_id, field="node_id")
         with self._transaction() as cur:
-            row = cur.execute(_RETRIEVE, (node_id,)).fetchone()
+            gem = self.schema_info.working_memory_column == "robot_nodes.working_memory" \
+                and self.schema_info.soft_deletes
+            row = cur.execute(_RETRIEVE_GEM if gem else _RETRIEVE, (node_id,)).fetchone()
             if row is None:
                 return None
-            cur.execute(LOG_EVENTS, {"kind": "retrieve", "robot_id": None,
-                                      "node_ids": [node_id]})
+            self._log_events(cur, "retrieve", None, [node_id])
         if row["embedding"] is not None:
             row["embedding"] = to_numpy(row["embedding"])
         return row
@@ -236,11 +307,20 @@ class NodesMixin(StoreBase):
 
     def node_ids_by_content(self, contents: Sequence[str]) -> list[int | None]:
         """The node id storing each text (compared by SHA-256 of the stripped text), or None."""
-        hashes = [content_hash(validate_content(c)) for c in contents]
+        stripped = [validate_content(c) for c in contents]
+        hashes = [content_hash(c) for c in stripped]
+        given = [content_hash(c) if isinstance(c, str) else h for c, h in zip(contents, hashes)]
         rows = self._fetch("SELECT content_hash, id FROM nodes WHERE content_hash = ANY(%s)",
-                           (hashes,))
+                           (list(set(hashes + given)),))
         found = {r["content_hash"]: int(r["id"]) for r in rows}
-        return [found.get(h) for h in hashes]
+        result = [found.get(h, found.get(g)) for h, g in zip(hashes, given)]
+        missing = [i for i, node in enumerate(result) if node is None]
+        if missing:
+            with self._transaction() as cur:  # stored unstripped by the seed-era gem?
+                for i in missing:
+                    twin = self._find_twin(cur, stripped[i], contents[i])
+                    result[i] = int(twin["id"]) if twin else None
+        return result
 
     def exists(self, node_id: int) -> bool:
         """Whether a node with this id exists."""
@@ -255,10 +335,10 @@ class NodesMixin(StoreBase):
         """
         node_id = validate_id(node_id, field="node_id")
         with self._transaction() as cur:
+            self._claim_event_logging(cur)
             deleted = cur.execute("DELETE FROM nodes WHERE id = %s RETURNING id",
                                   (node_id,)).fetchone()
             if deleted:
-                cur.execute(LOG_EVENTS, {"kind": "delete", "robot_id": None,
-                                          "node_ids": [node_id]})
+                self._log_events(cur, "delete", None, [node_id])
         self._cache.clear()
         return deleted is not None

@@ -40,7 +40,8 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[int]:
     Runs in one transaction under an advisory lock, so concurrent callers are safe and a
     failed migration leaves nothing behind. The seed migration is itself idempotent
     (``IF NOT EXISTS`` throughout), so it also adopts a database that already has the HTM
-    tables without changing them.
+    tables without changing them; on the current gem's tables (no ``in_working_memory``) it
+    is recorded without running.
 
     Parameters
     ----------
@@ -58,10 +59,17 @@ def apply_migrations(conn: psycopg.Connection[Any]) -> list[int]:
         conn.execute(_CREATE_MIGRATIONS_TABLE)
         done = {row[0] for row in conn.execute(
             "SELECT version FROM public.htm_analytics_migrations")}
+        # The current gem's nodes has no in_working_memory, which the seed script indexes:
+        # there the gem's own tables stand for the seed schema, adopted as they are.
+        gem_tables = conn.execute(
+            """SELECT to_regclass('public.nodes') IS NOT NULL AND NOT EXISTS (
+                   SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('public.nodes')
+                     AND attname = 'in_working_memory' AND NOT attisdropped)""").fetchone()
         for version, name, script in _migrations():
             if version in done:
                 continue
-            conn.execute(script.encode("utf-8"))  # bytes: a script without parameters
+            if not (version == 1 and gem_tables and gem_tables[0]):
+                conn.execute(script.encode("utf-8"))  # bytes: a script without parameters
             conn.execute(
                 "INSERT INTO public.htm_analytics_migrations (version, name) VALUES (%s, %s)",
                 (version, name),

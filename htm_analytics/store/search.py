@@ -108,7 +108,7 @@ class SearchMixin(LexicalSearchMixin):
             with cur.connection.pipeline():  # settings and query in one round trip
                 self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, limit),
                                       filtered=frame is not None)
-                cur.execute(statement, params)
+                cur.execute(self._read(statement), params)
             rows = cur.fetchall()
         if frame:  # relaxed_order may return neighbours slightly out of order
             rows.sort(key=lambda r: -r["similarity"])
@@ -233,7 +233,8 @@ class SearchMixin(LexicalSearchMixin):
         if not isinstance(exhaustive, bool):
             raise ValidationError(f"must be True or False, got {exhaustive!r}",
                                   field="exhaustive")
-        bounded = method == "word" and not exhaustive and self.server_info.get("has_lexicon")
+        bounded = (method == "word" and not exhaustive
+                   and self.schema_info.has_table("node_lexicon"))
 
         def compute() -> list[dict[str, Any]]:
             if bounded:
@@ -242,7 +243,7 @@ class SearchMixin(LexicalSearchMixin):
                 # The operators read the threshold from a setting: set it for this
                 # transaction only.
                 cur.execute("SELECT set_config(%s, %s, true)", (setting, str(float(threshold))))
-                return cur.execute(statement, params).fetchall()
+                return cur.execute(self._read(statement), params).fetchall()
 
         return self._cached(("search_fuzzy", query, limit, frame, float(threshold), method,
                              bool(bounded)), compute)
@@ -329,7 +330,7 @@ class SearchMixin(LexicalSearchMixin):
                 with cur.connection.pipeline():
                     self._search_settings(cur, ef_search=ef_search,
                                           filtered=frame is not None)
-                    cur.execute(statement, params)
+                    cur.execute(self._read(statement), params)
                 rows = cur.fetchall()
             for row in rows:
                 if fusion == "rrf":

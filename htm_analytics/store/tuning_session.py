@@ -37,6 +37,10 @@ class TuningSession:
         self._copy: str | None = None
         self._copy_index: str | None = None
 
+    def _live(self) -> list[sql.Composable]:
+        """The condition leaving out soft-deleted memories (current gem schema), if any."""
+        return [sql.SQL("n.deleted_at IS NULL")] if self._store.schema_info.soft_deletes else []
+
     # The statement that a search of each target runs; filters only apply to "live".
     def _knn_statement(self, target: str, dimension: int, k: int,
                        filters: Mapping[str, Any] | None
@@ -59,6 +63,7 @@ class TuningSession:
             index = "idx_nodes_embedding"
         conditions, params = _filter_conditions(filters)
         conditions.insert(0, sql.SQL("n.embedding_dimension = {}").format(sql.Literal(dimension)))
+        conditions += self._live()
         statement = sql.SQL("SELECT n.id FROM nodes n WHERE {} ORDER BY {} LIMIT {}").format(
             sql.SQL(" AND ").join(conditions), distance, sql.Literal(k))
         return statement, index, params
@@ -72,9 +77,10 @@ class TuningSession:
 
     def vector_dimensions(self) -> dict[int, int]:
         """Stored embeddings per dimension: ``{dimension: rows}``."""
-        rows = self._conn.execute(
-            "SELECT embedding_dimension, count(*) FROM nodes "
-            "WHERE embedding_dimension IS NOT NULL GROUP BY 1").fetchall()
+        rows = self._conn.execute(sql.SQL(
+            "SELECT embedding_dimension, count(*) FROM nodes n "
+            "WHERE embedding_dimension IS NOT NULL{} GROUP BY 1").format(
+                sql.SQL("").join(sql.SQL(" AND ") + c for c in self._live()))).fetchall()
         self._conn.commit()
         return {int(d): int(n) for d, n in rows}
 
@@ -90,6 +96,7 @@ class TuningSession:
             conditions, params = _filter_conditions(filters)
             conditions.insert(0, sql.SQL("n.embedding_dimension = {}").format(
                 sql.Literal(dimension)))
+            conditions += self._live()
             query = sql.SQL(
                 "SELECT n.id, subvector(n.embedding, 1, {d}) AS embedding FROM nodes n "
                 "WHERE {where} ORDER BY n.id").format(

@@ -1,10 +1,8 @@
--- Since when the cumulative statistics count: the last reset, or else the database's creation
--- (the modification time of its PG_VERSION file, readable by superusers and members of
--- pg_read_server_files; NULL otherwise).
+-- Since when the cumulative statistics count: the last reset. can_read_files says whether this
+-- role may read the database's creation time (database_created.sql): pg_stat_file is
+-- restricted, and a statement naming it fails for other roles even where it would not run.
 SELECT d.stats_reset,
-       CASE WHEN pg_has_role(current_user, 'pg_read_server_files', 'MEMBER')
-            THEN (pg_stat_file(format('base/%s/PG_VERSION', d.datid))).modification
-       END AS database_created,
+       has_function_privilege('pg_catalog.pg_stat_file(text)', 'EXECUTE') AS can_read_files,
        now() AS checked_at
 FROM pg_stat_database d
 WHERE d.datname = current_database()

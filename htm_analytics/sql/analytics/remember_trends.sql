@@ -27,6 +27,7 @@ SELECT date_trunc(%(unit)s::text, occurred_at) AS period,
        count(*) FILTER (WHERE robot_rank = 1 AND node_rank > 1) AS shared_remembers,
        coalesce(sum(weight) FILTER (WHERE robot_rank > 1), 0)::bigint AS repeated_remembers,
        count(DISTINCT robot_id) AS active_robots,
-       bool_and(h.exact) AS exact
+       bool_and(h.exact) AS exact,
+       max(h.missing_remembers) AS missing_remembers
 FROM grouped, history h
 GROUP BY 1, 2
