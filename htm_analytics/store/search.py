@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -20,6 +21,7 @@ from ..validation import (
     validate_timeframe,
 )
 from ._common import (
+    _TIMEFRAME,
     MAX_LIMIT,
     SEARCH_COLUMNS,
     TextMatch,
@@ -28,7 +30,8 @@ from ._common import (
     native_distance,
 )
 from ._search_sql import hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
-from .tagging import TaggingMixin
+from .search_pool import DEFAULT_EF_SEARCH, SearchPoolMixin
+from .tagging import matching_tags
 
 __all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES",
            "DEFAULT_EF_SEARCH"]
@@ -40,7 +43,26 @@ SEARCH_STRATEGIES: tuple[SearchStrategy, ...] = get_args(SearchStrategy)
 VECTOR_STRATEGIES: frozenset[SearchStrategy] = frozenset({"vector", "hybrid", "rrf"})
 """The strategies that need a query vector (``embedding`` or ``embedding_service``)."""
 
-DEFAULT_EF_SEARCH = 40
+
+
+@lru_cache(maxsize=64)
+def _vector_statement(native_dimension: int | None, filtered: bool) -> str:
+    """The vector search statement, composed once per (index, timeframe or not)."""
+    distance: sql.Composable
+    where: sql.Composable
+    if native_dimension is not None:
+        distance = native_distance(native_dimension)
+        where = sql.SQL("n.embedding_dimension = {}").format(sql.Literal(native_dimension))
+    else:
+        distance = sql.SQL("n.embedding <=> %(q)s")
+        where = sql.SQL("n.embedding IS NOT NULL")
+    timeframe = sql.SQL(_TIMEFRAME if filtered else "")
+    return sql.SQL("""
+            SELECT {columns}, 1 - ({distance}) AS similarity
+            FROM nodes n WHERE {where}{timeframe}
+            ORDER BY {distance} LIMIT %(limit)s""").format(
+        columns=sql.SQL(SEARCH_COLUMNS), distance=distance, where=where,
+        timeframe=timeframe).as_string(None)
 
 
 def _service_key(service: Any) -> tuple[str, str]:
@@ -49,7 +71,7 @@ def _service_key(service: Any) -> tuple[str, str]:
     return (f"{type(service).__module__}.{type(service).__qualname__}", str(model))
 
 
-class SearchMixin(TaggingMixin):
+class SearchMixin(SearchPoolMixin):
     """Every search (see :class:`~htm_analytics.LongTermMemory`); hybrid search uses tags."""
 
     def _query_vector(self, query: str | None, embedding: Any,
@@ -74,18 +96,21 @@ class SearchMixin(TaggingMixin):
                 embedding = embedding[0]
         return prepare_embedding(embedding, field="embedding")
 
-    def _search_settings(self, cur: psycopg.Cursor[Any], *, ef_search: int,
-                         filtered: bool) -> None:
-        """Per-transaction HNSW settings: ``SET LOCAL`` never leaks to pooled connections.
+    def _run_search(self, statement: str | sql.Composed, params: dict[str, Any], *,
+                    ef_search: int, filtered: bool,
+                    before: Callable[[psycopg.Cursor[Any]], None] | None = None
+                    ) -> list[dict[str, Any]]:
+        """Run a search statement on a search connection (see :mod:`.search_pool`).
 
-        Sequential scans are disabled too: the planner under-costs scans of TOASTed vectors
-        (every padded 2000-d vector is TOASTed), and picks an exact scan + sort that reads
-        every vector, 30k rows in, instead of the HNSW index.
+        At the default ``ef_search`` without a timeframe the statement runs alone, in
+        autocommit, as raw SQL would; otherwise the other settings are set for one
+        transaction. ``before(cur)`` runs first on the same connection (e.g. to compute a
+        parameter).
         """
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
-                    "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
-        if filtered and self.supports_iterative_scan:
-            cur.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        with self._search_cursor(ef_search=ef_search, filtered=filtered) as cur:
+            if before is not None:
+                before(cur)
+            return cur.execute(statement, params, prepare=True).fetchall()
 
     @share_docs
     def search(
@@ -129,29 +154,13 @@ class SearchMixin(TaggingMixin):
 
     def _vector_search(self, vector: np.ndarray, dimension: int, limit: int,
                        frame: tuple[dt.datetime, dt.datetime] | None) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"limit": limit}
-        distance: sql.Composable
-        where: sql.Composable
-        if dimension in self._native_dimensions:
-            distance = native_distance(dimension)
-            params["q"] = vector[:dimension]
-            where = sql.SQL("n.embedding_dimension = {}").format(sql.Literal(dimension))
-        else:
-            distance = sql.SQL("n.embedding <=> %(q)s")
-            params["q"] = vector
-            where = sql.SQL("n.embedding IS NOT NULL")
-        where = sql.SQL("{}{}").format(where, sql.SQL(bind_timeframe(params, frame)))
-        statement = sql.SQL("""
-            SELECT {columns}, 1 - ({distance}) AS similarity
-            FROM nodes n WHERE {where}
-            ORDER BY {distance} LIMIT %(limit)s""").format(
-            columns=sql.SQL(SEARCH_COLUMNS), distance=distance, where=where)
-        with self._transaction() as cur:
-            with cur.connection.pipeline():  # settings and query in one round trip
-                self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, limit),
-                                      filtered=frame is not None)
-                cur.execute(statement, params)
-            rows = cur.fetchall()
+        native = dimension in self._native_dimensions
+        params: dict[str, Any] = {"limit": limit, "q": vector[:dimension] if native else vector}
+        bind_timeframe(params, frame)
+        rows = self._run_search(_vector_statement(dimension if native else None,
+                                                  frame is not None),
+                                params, ef_search=max(DEFAULT_EF_SEARCH, limit),
+                                filtered=frame is not None)
         if frame:  # relaxed_order may return neighbours slightly out of order
             rows.sort(key=lambda r: -r["similarity"])
         return rows
@@ -326,11 +335,15 @@ class SearchMixin(TaggingMixin):
                _service_key(embedding_service) if embedding is None else vector.tobytes())
 
         def compute() -> list[dict[str, Any]]:
-            tags = self.find_query_matching_tags(query)
-            params: dict[str, Any] = {"query": query, "limit": limit, "tags": tags,
+            params: dict[str, Any] = {"query": query, "limit": limit, "tags": [],
                                       "prefilter": prefilter_limit, "q": vector,
                                       "q_padded": vector}
             where = bind_timeframe(params, frame)
+
+            def find_tags(cur: psycopg.Cursor[Any]) -> None:
+                # in the search's transaction: one round trip less than a call of its own
+                params["tags"] = matching_tags(cur, query)
+
             statement: str | sql.Composed
             if fusion == "weighted":
                 statement = hybrid_weighted_sql(tsquery, where)
@@ -341,12 +354,8 @@ class SearchMixin(TaggingMixin):
                     params["q"] = vector[:dimension]
                 statement = hybrid_rrf_sql(tsquery, where, dimension if native else None)
                 ef_search = max(DEFAULT_EF_SEARCH, prefilter_limit)
-            with self._transaction() as cur:
-                with cur.connection.pipeline():
-                    self._search_settings(cur, ef_search=ef_search,
-                                          filtered=frame is not None)
-                    cur.execute(statement, params)
-                rows = cur.fetchall()
+            rows = self._run_search(statement, params, ef_search=ef_search,
+                                    filtered=frame is not None, before=find_tags)
             for row in rows:
                 if fusion == "rrf":
                     row["sources"] = [name for name in ("vector", "fulltext", "tags")
