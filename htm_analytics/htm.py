@@ -38,6 +38,12 @@ class HTM:
         offline).
     clock : callable, optional
         Returns the current aware datetime; used for timeframe phrases and working memory.
+    buffer_writes : bool
+        Write the working-memory steps of :meth:`recall` and :meth:`remember` (access
+        counts, flags, ``recall`` and ``evict`` events) behind, in sets
+        (:meth:`LongTermMemory.buffer_working_memory`; default True): a recall then costs
+        about its search. They reach the database within a second, on :meth:`flush`,
+        on :meth:`close` and at exit. False writes each step before returning.
 
     Examples
     --------
@@ -50,7 +56,8 @@ class HTM:
                  store: LongTermMemory | str | None = None,
                  embedder: Embedder | str | None = None,
                  token_counter: Callable[[str], int] | None = None,
-                 clock: Callable[[], dt.datetime] | None = None) -> None:
+                 clock: Callable[[], dt.datetime] | None = None,
+                 buffer_writes: bool = True) -> None:
         working_memory_size = validate_positive_int(working_memory_size,
                                                     field="working_memory_size")
         self.embedder: Embedder = (embedder if embedder is not None and not isinstance(
@@ -63,6 +70,18 @@ class HTM:
         self.robot_id = self.store.register_robot(self.robot_name)
         self.store.update_robot_activity(self.robot_id)
         self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
+        self.buffer_writes = bool(buffer_writes)
+
+    def _write_step(self, *, held: Sequence[int] = (), evicted: Sequence[int] = (),
+                    recalled: Sequence[int] = ()) -> None:
+        write = (self.store.buffer_working_memory if self.buffer_writes
+                 else self.store.update_working_memory)
+        write(self.robot_id, held=held, evicted=evicted, recalled=recalled)
+
+    def flush(self) -> int:
+        """Write buffered working-memory steps now (of every robot of the store); returns
+        how many steps were written."""
+        return self.store.flush_recall_writes()
 
     @property
     def _model(self) -> tuple[str, str]:
@@ -122,7 +141,7 @@ class HTM:
                                 tags=tags)
         node_id = int(result["node_id"])
         evicted = self._hold(node_id, content, tokens) or []
-        self.store.update_working_memory(self.robot_id, held=[node_id], evicted=evicted)
+        self._write_step(held=[node_id], evicted=evicted)
         return node_id
 
     def recall(self, topic: str, *, timeframe: Any = None, limit: int = 20,
@@ -145,7 +164,8 @@ class HTM:
         raw : bool
             Return the store's rows (dicts with ids and scores) instead of the contents.
 
-        Recalled memories enter working memory and count as accessed.
+        Recalled memories enter working memory and count as accessed (written behind unless
+        ``buffer_writes=False``: see :meth:`flush`).
         """
         topic = validate_content(topic, field="topic")
         window = parse_timeframe(timeframe, now=self._clock())
@@ -169,8 +189,8 @@ class HTM:
                 held.append(int(row["id"]))
                 evicted += made_room
         # One write for the whole recall; a node evicted and then recalled stays held.
-        self.store.update_working_memory(
-            self.robot_id, recalled=[int(r["id"]) for r in rows],
+        self._write_step(
+            recalled=[int(r["id"]) for r in rows],
             held=[k for k in held if k in self.working_memory],
             evicted=[k for k in dict.fromkeys(evicted) if k not in self.working_memory])
         return list(rows) if raw else [r["content"] for r in rows]
@@ -207,9 +227,11 @@ class HTM:
         return self.working_memory.assemble_context(strategy, max_tokens)
 
     def close(self) -> None:
-        """Close the store if this HTM opened it."""
+        """Flush buffered writes; close the store if this HTM opened it."""
         if self._owns_store:
             self.store.close()
+        else:
+            self.store.flush_recall_writes()
 
     def __enter__(self) -> HTM:
         return self

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+import psycopg
 import pytest
 
-from htm_analytics import LongTermMemory
+from htm_analytics import LongTermMemory, QueryTimeoutError
 
 SETTINGS = ("SELECT current_setting('hnsw.ef_search') AS ef, "
             "current_setting('hnsw.iterative_scan') AS iterative, "
@@ -61,3 +66,89 @@ def test_default_search_is_one_traced_statement(database_url: str) -> None:
     assert rows[0]["content"] == "one traced memory"
     assert len(search_statements) == 1 and "<=>" in search_statements[0]
     assert any("hnsw.ef_search" in text for text in seen[before + 1:])  # set for ef 41
+
+
+def counts(store: LongTermMemory, ids: list[int]) -> dict[int, int]:
+    frame = store.fetch_frame("SELECT id, access_count FROM nodes WHERE id = ANY(%s)", (ids,))
+    return dict(zip(frame["id"], frame["access_count"]))
+
+
+def test_buffered_steps_from_many_threads_are_all_written(loaded: tuple) -> None:
+    store, _, ids = loaded
+    robot = store.register_robot("speed-bot")
+    store.recall_buffer.flush_interval = 0.05  # the background thread flushes meanwhile
+    store.recall_buffer.flush_every = 7
+    expected = dict.fromkeys(ids, 0)
+    plans = [[ids[(t * 13 + s * 7 + k) % 60] for k in range(5)]
+             for t in range(4) for s in range(40)]
+    for plan in plans:
+        for node in set(plan):
+            expected[node] += 1
+
+    def work(t: int) -> None:
+        for plan in plans[t * 40:(t + 1) * 40]:
+            store.buffer_working_memory(robot, recalled=plan, held=plan[:2])
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(4)))
+    store.flush_recall_writes()
+    assert counts(store, ids) == expected
+    events = store.fetch_frame("SELECT count(*) AS n FROM memory_events WHERE kind = 'recall'")
+    assert events["n"].iloc[0] == sum(expected.values())
+    assert store.recall_buffer.flushed_steps == 160 and store.recall_buffer.flushes >= 2
+
+
+def test_a_failed_flush_keeps_its_steps(database_url: str, loaded: tuple) -> None:
+    _, _, ids = loaded
+    store = LongTermMemory(database_url, query_timeout=300)
+    robot = store.register_robot("speed-bot")
+    store.recall_buffer.flush_interval = 3600  # flushed by hand only
+    store.buffer_working_memory(robot, recalled=ids[:3], held=ids[:3])
+    with psycopg.connect(database_url) as blocker:  # holds the rows: the flush times out
+        blocker.execute("SELECT id FROM nodes WHERE id = ANY(%s) FOR UPDATE", (ids[:3],))
+        with pytest.raises(QueryTimeoutError):
+            store.flush_recall_writes()
+        store.buffer_working_memory(robot, recalled=ids[:1], evicted=ids[1:2])
+    assert store.recall_buffer.pending_steps == 2
+    assert store.flush_recall_writes() == 2
+    assert counts(store, ids[:3]) == {ids[0]: 2, ids[1]: 1, ids[2]: 1}
+    flags = store.fetch_frame("SELECT id, in_working_memory FROM nodes WHERE id = ANY(%s) "
+                              "ORDER BY id", (ids[:3],))["in_working_memory"].tolist()
+    assert flags == [True, False, True]  # the later eviction wins over the earlier hold
+    store.close()
+
+
+def test_full_buffer_direct_writes_and_close_flush(database_url: str, loaded: tuple) -> None:
+    _, _, ids = loaded
+    store = LongTermMemory(database_url)
+    robot = store.register_robot("speed-bot")
+    store.recall_buffer.flush_interval = 3600
+    store.recall_buffer.max_pending = 8
+    store.buffer_working_memory(robot, recalled=ids[:3])  # 6 entries: kept
+    assert store.recall_buffer.pending_steps == 1
+    store.buffer_working_memory(robot, recalled=ids[3:4])  # 8: written before returning
+    assert store.recall_buffer.pending_steps == 0 and counts(store, ids[:4])[ids[3]] == 1
+    store.buffer_working_memory(robot, held=ids[5:6])
+    store.mark_evicted(ids[5:6])  # a direct write is not overtaken by the buffered hold
+    store.buffer_working_memory(robot, recalled=ids[6:7])
+    store.close()
+    with LongTermMemory(database_url) as reopened:
+        assert counts(reopened, ids[6:7]) == {ids[6]: 1}
+        flag = reopened.fetch_frame("SELECT in_working_memory FROM nodes WHERE id = %s",
+                                    (ids[5],))["in_working_memory"].iloc[0]
+        assert not flag
+
+
+def test_steps_left_in_an_open_store_are_written_at_exit(database_url: str,
+                                                         loaded: tuple) -> None:
+    store, _, ids = loaded
+    script = ("import sys\nfrom htm_analytics import LongTermMemory\n"
+              "store = LongTermMemory(sys.argv[1])\n"
+              "store.recall_buffer.flush_interval = 3600\n"
+              "robot = store.register_robot('exit-bot')\n"
+              "store.buffer_working_memory(robot, recalled=[int(a) for a in sys.argv[2:]])\n")
+    done = subprocess.run([sys.executable, "-c", script, database_url,
+                           *map(str, ids[10:13])], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stderr
+    assert counts(store, ids[10:13]) == dict.fromkeys(ids[10:13], 1)
