@@ -7,6 +7,8 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
+import numpy as np
+
 from .embeddings import Embedder, get_embedder
 from .errors import NotFoundError, ValidationError
 from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
@@ -143,6 +145,90 @@ class HTM:
         evicted = self._hold(node_id, content, tokens) or []
         self._write_step(held=[node_id], evicted=evicted)
         return node_id
+
+    def remember_many(self, contents: Sequence[str], *,
+                      tags: Sequence[Sequence[str]] | None = None,
+                      token_counts: Sequence[int] | None = None) -> list[int]:
+        """Remember a batch of memories at once; returns their node ids, in order.
+
+        What :meth:`remember` does for each item, with the writes batched: the contents are
+        validated, counted and checked against the working-memory budget first (nothing is
+        written if one is bad); only contents no robot has remembered are embedded, in one
+        call of the provider; the new ones are stored with one binary ``COPY`` and set-based
+        statements (:meth:`LongTermMemory.bulk_add`, one transaction) and the already known
+        ones are linked to this robot in a second one; then all enter working memory in one
+        step. Repeated contents in a batch are one node remembered several times.
+
+        Parameters
+        ----------
+        contents : sequence of str
+        tags : sequence of sequences of str, optional
+            Tags per memory (with their ancestors, as :meth:`remember`).
+        token_counts : sequence of int, optional
+            Tokens per memory (default: this robot's ``token_counter``).
+
+        Raises
+        ------
+        ValidationError
+            A bad item (its index in ``field``), or mismatched lengths.
+        EmbeddingError
+            The provider failed (nothing is written).
+        """
+        if isinstance(contents, str) or not isinstance(contents, Sequence):
+            raise ValidationError("must be a list of strings", field="contents")
+        texts = [validate_content(c, field=f"contents[{i}]") for i, c in enumerate(contents)]
+        n = len(texts)
+        if not n:
+            return []
+        tag_lists: list[list[str]] = [[] for _ in texts]
+        if tags is not None:
+            if isinstance(tags, str) or len(tags) != n:
+                raise ValidationError(f"must have one list of tags per content ({n})",
+                                      field="tags")
+            for i, row in enumerate(tags):
+                if isinstance(row, str):
+                    raise ValidationError("must be a list of tags, not one string",
+                                          field=f"tags[{i}]")
+                tag_lists[i] = [validate_tag(t, field=f"tags[{i}]") for t in row]
+        if token_counts is not None and (isinstance(token_counts, str)
+                                         or len(token_counts) != n):
+            raise ValidationError(f"must have one count per content ({n})",
+                                  field="token_counts")
+        tokens = [self._count(text, None if token_counts is None else token_counts[i])
+                  for i, text in enumerate(texts)]
+        for i, count in enumerate(tokens):
+            if count > self.working_memory.max_tokens:
+                raise ValidationError(f"{count} tokens do not fit this robot's working memory "
+                                      f"of {self.working_memory.max_tokens}",
+                                      field=f"contents[{i}]")
+        known = self.store.node_ids_by_content(texts)
+        new = [i for i in range(n) if known[i] is None]
+        old = [i for i in range(n) if known[i] is not None]
+        node_ids: list[int] = [0] * n
+        if new:
+            distinct = list(dict.fromkeys(texts[i] for i in new))
+            vectors = dict(zip(distinct, self.embedder.embed(distinct)))
+            stored = self.store.bulk_add(
+                [texts[i] for i in new], robots=self.robot_name,
+                embeddings=np.stack([vectors[texts[i]] for i in new]),
+                tags=[tag_lists[i] for i in new], token_counts=[tokens[i] for i in new],
+                embedding_model=self._model, defer_indexes=False)
+            for i, node in zip(new, stored["node_id"].tolist()):
+                node_ids[i] = int(node)
+        if old:
+            stored = self.store.bulk_add(
+                [texts[i] for i in old], robots=self.robot_name,
+                tags=[tag_lists[i] for i in old], token_counts=[tokens[i] for i in old],
+                defer_indexes=False)
+            for i, node in zip(old, stored["node_id"].tolist()):
+                node_ids[i] = int(node)
+        evicted: list[int] = []
+        for node, text, count in zip(node_ids, texts, tokens):
+            evicted += self._hold(node, text, count) or []
+        self._write_step(held=[k for k in dict.fromkeys(node_ids) if k in self.working_memory],
+                         evicted=[k for k in dict.fromkeys(evicted)
+                                  if k not in self.working_memory])
+        return node_ids
 
     def recall(self, topic: str, *, timeframe: Any = None, limit: int = 20,
                strategy: str = "vector", raw: bool = False) -> list[Any]:

@@ -1,4 +1,5 @@
-"""The fast paths keep the behaviour: search connections, buffered recall writes, threads."""
+"""The fast paths keep the behaviour: search connections, buffered recall writes, batched
+remembering, threads."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import numpy as np
 import psycopg
 import pytest
 
-from htm_analytics import LongTermMemory, QueryTimeoutError
+import htm_analytics as ha
+from htm_analytics import HTM, LongTermMemory, QueryTimeoutError, ValidationError
+from htm_analytics.embeddings import HashingEmbedder
 
 SETTINGS = ("SELECT current_setting('hnsw.ef_search') AS ef, "
             "current_setting('hnsw.iterative_scan') AS iterative, "
@@ -152,3 +155,71 @@ def test_steps_left_in_an_open_store_are_written_at_exit(database_url: str,
                           timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert done.returncode == 0, done.stderr
     assert counts(store, ids[10:13]) == dict.fromkeys(ids[10:13], 1)
+
+
+FACTS = [
+    ("PostgreSQL is our primary database for the memory store", ["database:postgresql"]),
+    ("Redis caches the session tokens for five minutes", ["database:redis", "cache"]),
+    ("The deploy pipeline runs on GitHub Actions every night", ["ci:github-actions"]),
+    ("pgvector adds HNSW indexes for vector similarity search in PostgreSQL",
+     ["database:postgresql:extensions"]),
+]
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing provider, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.texts: list[str] = []
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.texts += [texts] if isinstance(texts, str) else list(texts)
+        return super().embed(texts)
+
+
+def test_remember_many_matches_remember_one_by_one(ltm: LongTermMemory) -> None:
+    single, batch = CountingEmbedder(), CountingEmbedder()
+    one = HTM("one-by-one", store=ltm, embedder=single, working_memory_size=30)
+    many = HTM("in-batches", store=ltm, embedder=batch, working_memory_size=30)
+    known = one.remember(FACTS[0][0], tags=FACTS[0][1])
+    contents = [text for text, _ in FACTS] + [FACTS[1][0]]  # one repeated in the batch
+    tags = [t for _, t in FACTS] + [["cache"]]
+    ids = many.remember_many(contents, tags=tags)
+    assert ids[0] == known and ids[4] == ids[1] and len(set(ids)) == 4
+    assert sorted(batch.texts) == sorted(text for text, _ in FACTS[1:])  # new ones, once
+    many.flush()
+    frame = ltm.fetch_frame(
+        "SELECT rn.node_id, rn.remember_count, n.in_working_memory, n.token_count, "
+        "(SELECT count(*) FROM node_embedding_models m WHERE m.node_id = n.id) AS models "
+        "FROM robot_nodes rn JOIN nodes n ON n.id = rn.node_id WHERE rn.robot_id = %s "
+        "ORDER BY rn.node_id", (many.robot_id,))
+    counts = {i: contents.count(c) for i, c in zip(ids, contents)}
+    assert dict(zip(frame["node_id"], frame["remember_count"])) == counts
+    assert dict(zip(frame["node_id"], frame["token_count"])) == {
+        i: ha.count_tokens(c) for i, c in zip(ids, contents)}
+    assert frame["models"].tolist() == [1, 1, 1, 1]
+    assert ltm.get_node_tags(ids[3]) == ["database", "database:postgresql",
+                                         "database:postgresql:extensions"]
+    # a 30-token working memory holds the last memories that fit, flagged as held
+    held = set(many.working_memory.keys())
+    assert many.working_memory.token_count <= 30 and ids[4] in held
+    assert set(frame.loc[frame["in_working_memory"], "node_id"]) >= held
+    events = ltm.fetch_frame("SELECT count(*) AS n FROM memory_events WHERE kind = 'remember' "
+                             "AND robot_id = %s", (many.robot_id,))
+    assert events["n"].iloc[0] == 5
+
+
+def test_remember_many_validates_everything_first(ltm: LongTermMemory) -> None:
+    robot = HTM("careful", store=ltm)
+    with pytest.raises(ValidationError) as error:
+        robot.remember_many(["fine", "  "])
+    assert error.value.field == "contents[1]"
+    with pytest.raises(ValidationError) as error:
+        robot.remember_many(["a", "b"], tags=[["ok"], ["Not A Tag"]])
+    assert error.value.field == "tags[1]"
+    with pytest.raises(ValidationError) as error:
+        robot.remember_many(["a", "b"], token_counts=[1])
+    assert error.value.field == "token_counts"
+    assert robot.remember_many([]) == []
+    assert ltm.fetch_frame("SELECT count(*) AS n FROM nodes")["n"].iloc[0] == 0
