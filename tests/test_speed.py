@@ -223,3 +223,24 @@ def test_remember_many_validates_everything_first(ltm: LongTermMemory) -> None:
     assert error.value.field == "token_counts"
     assert robot.remember_many([]) == []
     assert ltm.fetch_frame("SELECT count(*) AS n FROM nodes")["n"].iloc[0] == 0
+
+
+def test_sixteen_threads_share_one_connection_per_pool_without_errors(loaded: tuple) -> None:
+    store, vectors, ids = loaded  # pool_size=1: every thread waits its turn, none fails
+    robots = [HTM(f"thread-{t}", store=store) for t in range(16)]
+
+    def work(t: int) -> tuple[list[int], int]:
+        nearest = [store.search(embedding=vectors[(t + k) % 60], limit=3)[0]["id"]
+                   for k in range(4)]
+        recalled = sum(len(robots[t].recall("postgres tuning", strategy="fulltext", limit=5))
+                       for _ in range(3))
+        return nearest, recalled
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(work, range(16)))
+    for t, (nearest, recalled) in enumerate(results):
+        assert nearest == [ids[(t + k) % 60] for k in range(4)]
+        assert recalled == 15
+    store.flush_recall_writes()
+    total = store.fetch_frame("SELECT sum(access_count) AS n FROM nodes")["n"].iloc[0]
+    assert total == 16 * 15
