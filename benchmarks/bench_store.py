@@ -212,8 +212,8 @@ def main() -> None:
             print("tracing (native search, p50)")
             print(f"  off {p50_ms(untraced_s):6.2f} ms, no-op tracer {p50_ms(traced_s):6.2f} ms,"
                   f" ratio {p50_ms(traced_s) / p50_ms(untraced_s):.2f}x; the off path costs "
-                  f"{off_us:.2f} us per statement ({2 * off_us / 10 / p50_ms(untraced_s):.3f} "
-                  "% of a search's two statements)\n")
+                  f"{off_us:.2f} us per statement ({off_us / 10 / p50_ms(untraced_s):.3f} % "
+                  "of a default search, one statement)\n")
 
             # hybrid and RRF: the store vs the same two statements run raw -------------
             titles = queries["title"].tolist()
