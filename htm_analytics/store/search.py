@@ -44,7 +44,6 @@ VECTOR_STRATEGIES: frozenset[SearchStrategy] = frozenset({"vector", "hybrid", "r
 """The strategies that need a query vector (``embedding`` or ``embedding_service``)."""
 
 
-
 @lru_cache(maxsize=64)
 def _vector_statement(native_dimension: int | None, filtered: bool) -> str:
     """The vector search statement, composed once per (index, timeframe or not)."""
