@@ -4,9 +4,14 @@
    evicted): ``LongTermMemory.update_working_memory`` (one transaction, each row rewritten
    once) vs the same step as the seed API's separate calls (``track_access``,
    ``mark_evicted``, ``mark_in_working_memory``, ``update_robot_activity``), interleaved.
-2. ``HTM.recall`` and ``HTM.remember`` end to end (query vectors: the corpus's real MiniLM
-   vectors, looked up instead of computed, so no model time is counted).
-3. Both again after the reference schema's three indexes on access columns
+   The same step written behind (``buffer_working_memory``): what the recall waits for, and
+   the database time per step of the background flushes.
+2. ``HTM.recall`` end to end, writing its step directly (``buffer_writes=False``) and
+   behind (the default), each interleaved query by query with the search it runs (query
+   vectors: the corpus's real MiniLM vectors, looked up instead of computed, so no model time
+   is counted). ``HTM.remember`` one by one, ``remember_many`` in batches of 50, and where a
+   remember's time goes (per statement, from the store's tracer).
+3. All again after the reference schema's three indexes on access columns
    (``access_count``, ``last_accessed``, ``in_working_memory``) are dropped and ``nodes`` is
    given ``fillfactor = 90``: what a user can do to make recall writes HOT.
 
@@ -70,17 +75,74 @@ def recall_steps(ltm: LongTermMemory, robot: int, ids: list[int], steps: int
     return combined, separate
 
 
-def htm_latency(htm: HTM, titles: list[str], new_texts: list[str]) -> tuple[float, float]:
-    recalls, remembers = [], []
+def buffered_steps(ltm: LongTermMemory, robot: int, ids: list[int], steps: int
+                   ) -> tuple[list[float], float]:
+    """The same steps written behind: samples of what the caller waits for, and the
+    database seconds per step of the flushes (background and final)."""
+    buffer = ltm.recall_buffer
+    seconds, flushed = buffer.flush_seconds, buffer.flushed_steps
+    samples = []
+    for step in range(1, steps + 1):
+        now, before = ids[10 * step:10 * step + 10], ids[10 * step - 10:10 * step]
+        start = time.perf_counter()
+        ltm.buffer_working_memory(robot, recalled=now, held=now, evicted=before)
+        samples.append(time.perf_counter() - start)
+    ltm.flush_recall_writes()
+    return samples, (buffer.flush_seconds - seconds) / (buffer.flushed_steps - flushed)
+
+
+def recall_vs_search(htm: HTM, titles: list[str]) -> tuple[list[float], list[float]]:
+    """``htm.recall`` and the search it runs, interleaved title by title."""
+    recalls, searches = [], []
     for title in titles:
+        vector = htm.embedder.embed(title)
+        start = time.perf_counter()
+        htm.store.search_by_strategy("vector", query=title, limit=10, embedding=vector)
+        searches.append(time.perf_counter() - start)
         start = time.perf_counter()
         htm.recall(title, limit=10)
         recalls.append(time.perf_counter() - start)
-    for text in new_texts:
+    return recalls, searches
+
+
+def remember_latency(htm: HTM, texts: list[str], batch: int = 50
+                     ) -> tuple[list[float], list[float]]:
+    """``remember`` per text, and ``remember_many`` per text in batches of ``batch``."""
+    half = len(texts) // 2
+    one_by_one = []
+    for text in texts[:half]:
         start = time.perf_counter()
         htm.remember(text)
-        remembers.append(time.perf_counter() - start)
-    return p50_ms(recalls), p50_ms(remembers)
+        one_by_one.append(time.perf_counter() - start)
+    batched = []
+    for first in range(half, len(texts), batch):
+        chunk = texts[first:first + batch]
+        start = time.perf_counter()
+        htm.remember_many(chunk)
+        batched.append((time.perf_counter() - start) / len(chunk))
+    return one_by_one, batched
+
+
+def remember_breakdown(url: str, embedder: LookupEmbedder, texts: list[str]) -> None:
+    """Where one remember's time goes: the store's statements by their first words."""
+    spent: dict[str, list[float]] = {}
+
+    def collect(text: str, _params: object, seconds: float) -> None:
+        key = " ".join(text.split()[:4])[:48]
+        if "robots_touched" in key:  # the recall buffer's thread, not the remember's wait
+            key = "(background flush of the working-memory steps)"
+        spent.setdefault(key, []).append(seconds)
+
+    with LongTermMemory(url, cache_size=0, tracer=collect) as traced, \
+            HTM("agent", store=traced, embedder=embedder) as htm:
+        spent.clear()
+        start = time.perf_counter()
+        for text in texts:
+            htm.remember(text)
+        total = (time.perf_counter() - start) / len(texts)
+    print(f"  one remember ({total * 1000:.2f} ms on average), per statement (mean ms):")
+    for key, samples in sorted(spent.items(), key=lambda kv: -sum(kv[1]))[:6]:
+        print(f"    {sum(samples) / len(texts) * 1000:6.2f}  {key}")
 
 
 def main() -> None:
@@ -91,7 +153,7 @@ def main() -> None:
 
     server = resolve_database_url()
     # About 5 % of the corpus repeats a description: read enough for distinct new texts.
-    frame, vectors = read_corpus(rows=int((args.rows + 2 * args.steps) * 1.2))
+    frame, vectors = read_corpus(rows=int((args.rows + 5 * args.steps + 100) * 1.2))
     frame = frame.drop_duplicates("content")
     vectors = vectors[frame.index.to_numpy()]
     loaded, extra = frame.iloc[: args.rows], frame.iloc[args.rows:]
@@ -111,6 +173,7 @@ def main() -> None:
               f"{args.rows} memories (padded 2000-d HNSW + native 384-d HNSW), "
               f"{args.steps} steps\n")
         texts = iter(extra["content"].tolist())
+        size = 10 * args.steps + 10
         for schema in ("reference schema", "access indexes dropped, fillfactor 90"):
             if schema != "reference schema":
                 with psycopg.connect(url, autocommit=True) as conn:
@@ -121,17 +184,36 @@ def main() -> None:
                     conn.execute("VACUUM FULL nodes")  # rewrites pages with the free space
                     print(f"  (VACUUM FULL nodes, indexes rebuilt: "
                           f"{time.perf_counter() - start:.1f} s)\n")
-                ids = ids[2 * (10 * args.steps + 10):]  # memories not yet touched
+                ids = ids[3 * size:]  # memories not yet touched
             combined, separate = recall_steps(ltm, robot, ids, args.steps)
+            behind, flush_per_step = buffered_steps(ltm, robot, ids[2 * size:3 * size],
+                                                    args.steps)
+            titles_list = titles["title"].tolist()
+            with HTM("agent", store=ltm, embedder=embedder, buffer_writes=False) as direct:
+                direct_recalls, direct_searches = recall_vs_search(direct, titles_list)
             with HTM("agent", store=ltm, embedder=embedder) as htm:
-                recall, remember = htm_latency(
-                    htm, titles["title"].tolist(), [next(texts) for _ in range(args.steps)])
+                recalls, searches = recall_vs_search(htm, titles_list)
+                one_by_one, batched = remember_latency(
+                    htm, [next(texts) for _ in range(2 * args.steps)])
             print(schema)
             print(f"  one recall's writes: update_working_memory {p50_ms(combined):6.2f} ms,"
                   f" separate calls {p50_ms(separate):6.2f} ms, ratio "
                   f"{p50_ms(separate) / p50_ms(combined):.2f}x")
-            print(f"  HTM.recall (top 10) {recall:6.2f} ms, HTM.remember {remember:6.2f} ms"
-                  " (p50)")
+            print(f"  written behind: the recall waits {p50_ms(behind):6.3f} ms (p50); the "
+                  f"flushes cost the database {flush_per_step * 1000:6.2f} ms per step "
+                  f"(direct / behind {p50_ms(combined) / (flush_per_step * 1000):.2f}x)")
+            print(f"  HTM.recall (top 10, p50), writes direct: {p50_ms(direct_recalls):6.2f} ms"
+                  f" vs its search {p50_ms(direct_searches):5.2f} ms, ratio "
+                  f"{p50_ms(direct_recalls) / p50_ms(direct_searches):.2f}x")
+            print(f"  HTM.recall (top 10, p50), written behind: {p50_ms(recalls):6.2f} ms vs"
+                  f" its search {p50_ms(searches):5.2f} ms, ratio "
+                  f"{p50_ms(recalls) / p50_ms(searches):.2f}x "
+                  f"(p95 {np.percentile(recalls, 95) * 1000:.2f} ms)")
+            print(f"  HTM.remember {p50_ms(one_by_one):6.2f} ms (p50), remember_many "
+                  f"{p50_ms(batched):6.2f} ms per memory in batches of 50, ratio "
+                  f"{p50_ms(one_by_one) / p50_ms(batched):.1f}x")
+            if schema == "reference schema":
+                remember_breakdown(url, embedder, [next(texts) for _ in range(50)])
             nodes = table_health(ltm).set_index("table").loc["nodes"]
             print(f"  updates of nodes so far: {nodes['n_tup_upd']:,}, HOT "
                   f"{nodes['n_tup_hot_upd']:,}\n")

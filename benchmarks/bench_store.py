@@ -5,7 +5,11 @@
    recreating the same indexes, no dedup, robots, tags or events).
 2. Vector search: ``LongTermMemory.search`` vs the same raw SQL on one psycopg connection,
    on the seed's padded 2000-d HNSW index and on a native 384-d index.
-3. Full-text search: ``search_fulltext`` vs raw SQL.
+   Store and raw SQL run interleaved, query by query; also the client CPU per query and the
+   cost of statement tracing when it is off.
+3. Hybrid search (weighted and RRF) vs its own two statements (matching tags, then the
+   search) run raw on a dedicated connection.
+4. Full-text search: ``search_fulltext`` vs raw SQL.
 
 Usage: python benchmarks/bench_store.py [--rows 10000] [--per-row 1000] [--queries 200]
 Uses the embedded server (or HTM_DBURL) in a scratch database that is dropped afterwards.
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import statistics
 import time
 
@@ -27,6 +32,8 @@ from htm_analytics import LongTermMemory
 from htm_analytics.connection import resolve_database_url
 from htm_analytics.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
+from htm_analytics.store._search_sql import hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
+from htm_analytics.store.tracing import _report
 
 
 def raw_load(url: str, contents: list[str], vectors: np.ndarray) -> float:
@@ -57,6 +64,36 @@ def raw_load(url: str, contents: list[str], vectors: np.ndarray) -> float:
 
 def p50_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
+
+
+def interleaved(functions, inputs) -> list[list[float]]:
+    """Samples of each function, run one after the other on each input: on a shared machine,
+    load that comes and goes hits all of them alike."""
+    samples: list[list[float]] = [[] for _ in functions]
+    for item in inputs:
+        for function, out in zip(functions, samples):
+            start = time.perf_counter()
+            function(item)
+            out.append(time.perf_counter() - start)
+    return samples
+
+
+def cpu_ms(function, inputs) -> float:
+    """Client CPU (this process) per call, in ms: less noisy than wall time."""
+    start = time.process_time()
+    for item in inputs:
+        function(item)
+    return (time.process_time() - start) / len(inputs) * 1000
+
+
+def tracing_off_cost_us(calls: int = 200_000) -> float:
+    """What the tracing cursor adds to one statement when tracing is off (microseconds):
+    two clock reads and the check for a tracer or a DEBUG logger."""
+    started = time.perf_counter()
+    for _ in range(calls):
+        begun = time.perf_counter()
+        _report(None, None, "SELECT 1", None, time.perf_counter() - begun)
+    return (time.perf_counter() - started) / calls * 1e6
 
 
 def timed(function, inputs) -> list[float]:
@@ -129,9 +166,9 @@ def main() -> None:
             for vector in padded[:20]:  # warm the caches
                 raw.execute(raw_sql, (vector, vector), prepare=True).fetchall()
                 ltm._vector_search(vector, 2000, 10, None)
-            raw_padded = timed(lambda v: raw.execute(raw_sql, (v, v), prepare=True).fetchall(),
-                               padded)
-            store_padded = timed(lambda v: ltm._vector_search(v, 2000, 10, None), padded)
+            raw_padded, store_padded = interleaved(
+                [lambda v: raw.execute(raw_sql, (v, v), prepare=True).fetchall(),
+                 lambda v: ltm._vector_search(v, 2000, 10, None)], padded)
 
             start = time.perf_counter()
             ltm.create_native_index(384)
@@ -144,10 +181,11 @@ def main() -> None:
             for vector in query_vectors[:20]:
                 raw.execute(native_sql, (vector, vector), prepare=True).fetchall()
                 ltm.search(embedding=vector, limit=10)
-            raw_native = timed(lambda v: raw.execute(native_sql, (v, v),
-                                                     prepare=True).fetchall(), query_vectors)
-            store_native = timed(lambda v: ltm.search(embedding=v, limit=10), query_vectors)
-            print("vector search, top 10, p50 latency (ef_search 40)")
+            raw_native, store_native = interleaved(
+                [lambda v: raw.execute(native_sql, (v, v), prepare=True).fetchall(),
+                 lambda v: ltm.search(embedding=v, limit=10)], query_vectors)
+            print("vector search, top 10, p50 latency (ef_search 40; store and raw SQL "
+                  "interleaved query by query)")
             print(f"  padded 2000-d index: store {p50_ms(store_padded):6.2f} ms, raw SQL "
                   f"{p50_ms(raw_padded):6.2f} ms, ratio "
                   f"{p50_ms(store_padded) / p50_ms(raw_padded):.2f}x")
@@ -155,11 +193,65 @@ def main() -> None:
                   f"{p50_ms(raw_native):6.2f} ms, ratio "
                   f"{p50_ms(store_native) / p50_ms(raw_native):.2f}x "
                   f"(index built in {native_build:.1f} s)")
-            print(f"  padded / native (store): {p50_ms(store_padded) / p50_ms(store_native):.2f}x"
-                  "\n")
+            print(f"  padded / native (store): {p50_ms(store_padded) / p50_ms(store_native):.2f}x")
+            store_cpu = cpu_ms(lambda v: ltm.search(embedding=v, limit=10), query_vectors)
+            raw_cpu = cpu_ms(lambda v: raw.execute(native_sql, (v, v), prepare=True).fetchall(),
+                             query_vectors)
+            print(f"  client CPU per query (native): store {store_cpu:.3f} ms, raw psycopg "
+                  f"{raw_cpu:.3f} ms\n")
+
+            # tracing: off (the default) vs a no-op tracer, and the off path alone
+            with LongTermMemory(url, cache_size=0, pool_size=2,
+                                tracer=lambda *_: None) as traced:
+                for vector in query_vectors[:20]:
+                    traced.search(embedding=vector, limit=10)
+                untraced_s, traced_s = interleaved(
+                    [lambda v: ltm.search(embedding=v, limit=10),
+                     lambda v: traced.search(embedding=v, limit=10)], query_vectors)
+            off_us = tracing_off_cost_us()
+            print("tracing (native search, p50)")
+            print(f"  off {p50_ms(untraced_s):6.2f} ms, no-op tracer {p50_ms(traced_s):6.2f} ms,"
+                  f" ratio {p50_ms(traced_s) / p50_ms(untraced_s):.2f}x; the off path costs "
+                  f"{off_us:.2f} us per statement ({off_us / 10 / p50_ms(untraced_s):.3f} % "
+                  "of a default search, one statement)\n")
+
+            # hybrid and RRF: the store vs the same two statements run raw -------------
+            titles = queries["title"].tolist()
+            raw.execute("SET hnsw.ef_search = 100")  # the store's: max(40, prefilter_limit)
+            print("hybrid search, top 10, prefilter 100, p50 latency (interleaved)")
+            for fusion in ("weighted", "rrf"):
+                match = "all" if fusion == "weighted" else "any"
+                tsquery = tsquery_sql(match)
+                statement = (hybrid_weighted_sql(tsquery, "") if fusion == "weighted"
+                             else hybrid_rrf_sql(tsquery, "", 384).as_string(raw))
+                pairs = list(zip(titles, query_vectors))
+
+                def run_raw(pair, statement=statement, fusion=fusion):
+                    title, vector = pair
+                    words = sorted({w for w in re.findall(r"[a-z0-9]+", title.lower())
+                                    if len(w) >= 3})
+                    tags = [r[0] for r in raw.execute(
+                        "SELECT name FROM tags WHERE regexp_split_to_array(name, '[:-]') "
+                        "&& %s::text[] ORDER BY name", (words,), prepare=True)]
+                    padded_q = np.zeros(2000, dtype=np.float32)
+                    padded_q[:384] = vector
+                    return raw.execute(statement, {
+                        "query": title, "limit": 10, "tags": tags, "prefilter": 100,
+                        "q": vector if fusion == "rrf" else padded_q, "q_padded": padded_q},
+                        prepare=True).fetchall()
+
+                def run_store(pair, fusion=fusion):
+                    return ltm.search_hybrid(query=pair[0], embedding=pair[1], limit=10,
+                                             fusion=fusion)
+                for pair in pairs[:10]:
+                    run_raw(pair), run_store(pair)
+                raw_h, store_h = interleaved([run_raw, run_store], pairs)
+                print(f"  {fusion:8s}: store {p50_ms(store_h):7.2f} ms, raw SQL "
+                      f"{p50_ms(raw_h):7.2f} ms, ratio {p50_ms(store_h) / p50_ms(raw_h):.2f}x")
+            raw.execute("RESET hnsw.ef_search")
+            print()
 
             # 3. full-text search -----------------------------------------------------------
-            titles = queries["title"].tolist()
             print("full-text search, top 10, p50 latency")
             for match, build in (("all", "plainto_tsquery('english', %(query)s)"),
                                  ("any", "replace(plainto_tsquery('english', %(query)s)"

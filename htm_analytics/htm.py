@@ -46,6 +46,12 @@ class HTM:
         offline).
     clock : callable, optional
         Returns the current aware datetime; used for timeframe phrases and working memory.
+    buffer_writes : bool
+        Write the working-memory steps of :meth:`recall` and :meth:`remember` (access
+        counts, flags, ``recall`` and ``evict`` events) behind, in sets
+        (:meth:`LongTermMemory.buffer_working_memory`; default True): a recall then costs
+        about its search. They reach the database within a second, on :meth:`flush`,
+        on :meth:`close` and at exit. False writes each step before returning.
 
     Examples
     --------
@@ -58,7 +64,8 @@ class HTM:
                  store: LongTermMemory | str | None = None,
                  embedder: Embedder | str | None = None,
                  token_counter: Callable[[str], int] | None = None,
-                 clock: Callable[[], dt.datetime] | None = None) -> None:
+                 clock: Callable[[], dt.datetime] | None = None,
+                 buffer_writes: bool = True) -> None:
         working_memory_size = validate_positive_int(working_memory_size,
                                                     field="working_memory_size")
         self.embedder: Embedder = (embedder if embedder is not None and not isinstance(
@@ -72,6 +79,18 @@ class HTM:
         self.robot_id = self.store.register_robot(self.robot_name)
         self.store.update_robot_activity(self.robot_id)
         self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
+        self.buffer_writes = bool(buffer_writes)
+
+    def _write_step(self, *, held: Sequence[int] = (), evicted: Sequence[int] = (),
+                    recalled: Sequence[int] = ()) -> None:
+        write = (self.store.buffer_working_memory if self.buffer_writes
+                 else self.store.update_working_memory)
+        write(self.robot_id, held=held, evicted=evicted, recalled=recalled)
+
+    def flush(self) -> int:
+        """Write buffered working-memory steps now (of every robot of the store); returns
+        how many steps were written."""
+        return self.store.flush_recall_writes()
 
     @property
     def _model(self) -> tuple[str, str]:
@@ -130,8 +149,92 @@ class HTM:
                                 tags=tags)
         node_id = int(result["node_id"])
         evicted = self._hold(node_id, content, tokens) or []
-        self.store.update_working_memory(self.robot_id, held=[node_id], evicted=evicted)
+        self._write_step(held=[node_id], evicted=evicted)
         return node_id
+
+    def remember_many(self, contents: Sequence[str], *,
+                      tags: Sequence[Sequence[str]] | None = None,
+                      token_counts: Sequence[int] | None = None) -> list[int]:
+        """Remember a batch of memories at once; returns their node ids, in order.
+
+        What :meth:`remember` does for each item, with the writes batched: the contents are
+        validated, counted and checked against the working-memory budget first (nothing is
+        written if one is bad); only contents no robot has remembered are embedded, in one
+        call of the provider; the new ones are stored with one binary ``COPY`` and set-based
+        statements (:meth:`LongTermMemory.bulk_add`, one transaction) and the already known
+        ones are linked to this robot in a second one; then all enter working memory in one
+        step. Repeated contents in a batch are one node remembered several times.
+
+        Parameters
+        ----------
+        contents : sequence of str
+        tags : sequence of sequences of str, optional
+            Tags per memory (with their ancestors, as :meth:`remember`).
+        token_counts : sequence of int, optional
+            Tokens per memory (default: this robot's ``token_counter``).
+
+        Raises
+        ------
+        ValidationError
+            A bad item (its index in ``field``), or mismatched lengths.
+        EmbeddingError
+            The provider failed (nothing is written).
+        """
+        if isinstance(contents, str) or not isinstance(contents, Sequence):
+            raise ValidationError("must be a list of strings", field="contents")
+        texts = [validate_content(c, field=f"contents[{i}]") for i, c in enumerate(contents)]
+        n = len(texts)
+        if not n:
+            return []
+        tag_lists: list[list[str]] = [[] for _ in texts]
+        if tags is not None:
+            if isinstance(tags, str) or len(tags) != n:
+                raise ValidationError(f"must have one list of tags per content ({n})",
+                                      field="tags")
+            for i, row in enumerate(tags):
+                if isinstance(row, str):
+                    raise ValidationError("must be a list of tags, not one string",
+                                          field=f"tags[{i}]")
+                tag_lists[i] = [validate_tag(t, field=f"tags[{i}]") for t in row]
+        if token_counts is not None and (isinstance(token_counts, str)
+                                         or len(token_counts) != n):
+            raise ValidationError(f"must have one count per content ({n})",
+                                  field="token_counts")
+        tokens = [self._count(text, None if token_counts is None else token_counts[i])
+                  for i, text in enumerate(texts)]
+        for i, count in enumerate(tokens):
+            if count > self.working_memory.max_tokens:
+                raise ValidationError(f"{count} tokens do not fit this robot's working memory "
+                                      f"of {self.working_memory.max_tokens}",
+                                      field=f"contents[{i}]")
+        known = self.store.node_ids_by_content(texts)
+        new = [i for i in range(n) if known[i] is None]
+        old = [i for i in range(n) if known[i] is not None]
+        node_ids: list[int] = [0] * n
+        if new:
+            distinct = list(dict.fromkeys(texts[i] for i in new))
+            vectors = dict(zip(distinct, self.embedder.embed(distinct)))
+            stored = self.store.bulk_add(
+                [texts[i] for i in new], robots=self.robot_name,
+                embeddings=np.stack([vectors[texts[i]] for i in new]),
+                tags=[tag_lists[i] for i in new], token_counts=[tokens[i] for i in new],
+                embedding_model=self._model, defer_indexes=False)
+            for i, node in zip(new, stored["node_id"].tolist()):
+                node_ids[i] = int(node)
+        if old:
+            stored = self.store.bulk_add(
+                [texts[i] for i in old], robots=self.robot_name,
+                tags=[tag_lists[i] for i in old], token_counts=[tokens[i] for i in old],
+                defer_indexes=False)
+            for i, node in zip(old, stored["node_id"].tolist()):
+                node_ids[i] = int(node)
+        evicted: list[int] = []
+        for node, text, count in zip(node_ids, texts, tokens):
+            evicted += self._hold(node, text, count) or []
+        self._write_step(held=[k for k in dict.fromkeys(node_ids) if k in self.working_memory],
+                         evicted=[k for k in dict.fromkeys(evicted)
+                                  if k not in self.working_memory])
+        return node_ids
 
     def recall(self, topic: str, *, timeframe: Any = None, limit: int = 20,
                strategy: str = "vector_bm25", raw: bool = False) -> list[Any]:
@@ -155,7 +258,8 @@ class HTM:
         raw : bool
             Return the store's rows (dicts with ids and scores) instead of the contents.
 
-        Recalled memories enter working memory and count as accessed.
+        Recalled memories enter working memory and count as accessed (written behind unless
+        ``buffer_writes=False``: see :meth:`flush`).
         """
         topic = validate_content(topic, field="topic")
         window = parse_timeframe(timeframe, now=self._clock())
@@ -179,8 +283,8 @@ class HTM:
                 held.append(int(row["id"]))
                 evicted += made_room
         # One write for the whole recall; a node evicted and then recalled stays held.
-        self.store.update_working_memory(
-            self.robot_id, recalled=[int(r["id"]) for r in rows],
+        self._write_step(
+            recalled=[int(r["id"]) for r in rows],
             held=[k for k in held if k in self.working_memory],
             evicted=[k for k in dict.fromkeys(evicted) if k not in self.working_memory])
         return list(rows) if raw else [r["content"] for r in rows]
@@ -217,9 +321,11 @@ class HTM:
         return self.working_memory.assemble_context(strategy, max_tokens)
 
     def close(self) -> None:
-        """Close the store if this HTM opened it."""
+        """Flush buffered writes; close the store if this HTM opened it."""
         if self._owns_store:
             self.store.close()
+        else:
+            self.store.flush_recall_writes()
 
     def __enter__(self) -> HTM:
         return self

@@ -51,6 +51,7 @@ def test_remember_stores_tags_embedding_model_and_working_memory(
                         "GROUP BY 1, 2, 3").fetchall()
     assert models == [("hashing", "hashing-256-2gram", 256, 4)]
     assert sorted(htm.working_memory.keys()) == sorted(ids)
+    assert htm.flush() == 4  # the working-memory steps are written behind
     flags = db.execute("SELECT count(*) FROM nodes WHERE in_working_memory").fetchone()
     assert flags == (4,)
     assert htm.working_memory.token_count == sum(ha.count_tokens(t) for t, _ in FACTS)
@@ -83,6 +84,7 @@ def test_recall_round_trip_for_each_strategy(htm: HTM, strategy: str,
     rows = htm.recall("PostgreSQL database", strategy=strategy, limit=3, raw=True)
     assert {"id", "content"} <= set(rows[0]) and rows[0]["id"] in ids
     assert rows[0]["id"] in htm.working_memory
+    htm.flush()
     accessed = db.execute("SELECT access_count FROM nodes WHERE id = %s", (rows[0]["id"],))
     assert accessed.fetchone()[0] == 2  # recalled twice
     events = db.execute("SELECT count(*) FROM memory_events WHERE kind = 'recall' "
@@ -100,6 +102,7 @@ def test_working_memory_evicts_the_least_valuable_and_flags_it(ltm: ha.LongTermM
     third = robot.remember("nine ten eleven twelve")
     assert robot.working_memory.token_count == 8 and robot.working_memory.node_count == 2
     assert first not in robot.working_memory
+    robot.flush()
     flags = dict(db.execute("SELECT id, in_working_memory FROM nodes").fetchall())
     assert flags == {first: False, second: True, third: True}
     evictions = db.execute("SELECT node_id FROM memory_events WHERE kind = 'evict'").fetchall()
@@ -232,6 +235,7 @@ def test_recall_into_a_small_working_memory_keeps_flags_in_step(ltm: ha.LongTerm
     assert len(found) == 4 and sum(r["token_count"] for r in found) > 25
     held = set(reader.working_memory.keys())
     assert held and reader.working_memory.token_count <= 25
+    reader.flush()
     flagged = {i for i, flag in db.execute("SELECT id, in_working_memory FROM nodes")
                if flag and i in {r["id"] for r in found}}
     # The writer's own flags aside, the recalled nodes are flagged exactly as the reader holds

@@ -8,7 +8,6 @@ ever reaches PostgreSQL as bound parameters. See ``docs/architecture.md`` for th
 """
 
 from ._common import MAX_LIMIT, TextMatch, Timeframe, content_hash
-from ._search_base import DEFAULT_EF_SEARCH
 from ._search_sql import HYBRID_SIMILARITY_WEIGHT, HYBRID_TAG_WEIGHT, RRF_K
 from .catalog import MEMORY_TABLES
 from .databases import (
@@ -23,6 +22,7 @@ from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION, apply_migrations
 from .schema_info import SchemaInfo
 from .search import SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
+from .search_pool import DEFAULT_EF_SEARCH
 from .tracing import SQL_LOGGER, Tracer
 from .tuning_session import TuningSession
 

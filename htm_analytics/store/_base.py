@@ -219,7 +219,9 @@ class StoreBase:
         Everything is committed when the block ends, or nothing if it raises: for writes that
         belong together across several calls (an importer's memories and the records of
         their source rows). Calls inside run on one pooled connection, each as a savepoint;
-        an ``atomic`` inside another is a savepoint too. Other threads are not affected.
+        an ``atomic`` inside another is a savepoint too. Other threads are not affected, and
+        searches, which run on connections of their own, see the block's writes only once
+        it has committed.
         """
         if getattr(self._atomic, "cursor", None) is not None:
             with self._transaction():

@@ -13,8 +13,8 @@ from psycopg import sql
 from ..errors import ValidationError
 
 __all__ = [
-    "Statement", "MAX_LIMIT", "Timeframe", "TextMatch", "NODE_COLUMNS", "SEARCH_COLUMNS",
-    "LOG_EVENTS",
+    "Statement", "MAX_LIMIT", "TIMEFRAME", "Timeframe", "TextMatch", "NODE_COLUMNS",
+    "SEARCH_COLUMNS", "LOG_EVENTS",
     "content_hash", "bind_timeframe", "to_numpy", "embedding_model_names",
     "lift_statement_timeout", "create_index", "native_distance", "content_too_large",
 ]
@@ -32,7 +32,8 @@ NODE_COLUMNS = """id, content, content_hash, access_count, created_at, updated_a
 
 SEARCH_COLUMNS = "n.id, n.content, n.access_count, n.created_at, n.token_count"
 
-_TIMEFRAME = " AND n.created_at BETWEEN %(start)s AND %(end)s"
+TIMEFRAME = " AND n.created_at BETWEEN %(start)s AND %(end)s"
+"""The condition a timeframe adds to a statement on ``nodes n`` (see :func:`bind_timeframe`)."""
 
 LOG_EVENTS = """
 INSERT INTO memory_events (kind, robot_id, node_id)
@@ -50,7 +51,7 @@ def bind_timeframe(params: dict[str, Any],
     if frame is None:
         return ""
     params["start"], params["end"] = frame
-    return _TIMEFRAME
+    return TIMEFRAME
 
 
 def to_numpy(value: Any) -> np.ndarray:

@@ -3,19 +3,19 @@ ones (embedding provenance), per-transaction HNSW settings, cache keys."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import psycopg
+from psycopg import sql
 
 from ..errors import EmbeddingError, HTMError, ValidationError
 from ..validation import prepare_embedding
-from .tagging import TaggingMixin
+from .search_pool import SearchPoolMixin
 
-__all__ = ["SearchBase", "DEFAULT_EF_SEARCH", "service_key"]
-
-DEFAULT_EF_SEARCH = 40
+__all__ = ["SearchBase", "service_key"]
 
 
 def service_key(service: Any) -> tuple[str, str]:
@@ -24,7 +24,7 @@ def service_key(service: Any) -> tuple[str, str]:
     return (f"{type(service).__module__}.{type(service).__qualname__}", str(model))
 
 
-class SearchBase(TaggingMixin):
+class SearchBase(SearchPoolMixin):
     """Query vectors and search settings (hybrid search also reads tags)."""
 
     def _query_vector(self, query: str | None, embedding: Any,
@@ -49,18 +49,22 @@ class SearchBase(TaggingMixin):
                 embedding = embedding[0]
         return prepare_embedding(embedding, field="embedding")
 
-    def _search_settings(self, cur: psycopg.Cursor[Any], *, ef_search: int,
-                         filtered: bool) -> None:
-        """Per-transaction HNSW settings: ``SET LOCAL`` never leaks to pooled connections.
+    def _run_search(self, statement: str | sql.Composed, params: dict[str, Any], *,
+                    ef_search: int, filtered: bool,
+                    before: Callable[[psycopg.Cursor[Any]], None] | None = None
+                    ) -> list[dict[str, Any]]:
+        """Run a search statement on a search connection (see :mod:`.search_pool`), read
+        through this database's view of the tables (:meth:`_read`).
 
-        Sequential scans are disabled too: the planner under-costs scans of TOASTed vectors
-        (every padded 2000-d vector is TOASTed), and picks an exact scan + sort that reads
-        every vector, 30k rows in, instead of the HNSW index.
+        At the default ``ef_search`` without a timeframe the statement runs alone, in
+        autocommit, as raw SQL would; otherwise the other settings are set for one
+        transaction. ``before(cur)`` runs first on the same connection (e.g. to compute a
+        parameter).
         """
-        cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
-                    "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
-        if filtered and self.supports_iterative_scan:
-            cur.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
+        with self._search_cursor(ef_search=ef_search, filtered=filtered) as cur:
+            if before is not None:
+                before(cur)
+            return cur.execute(self._read(statement), params, prepare=True).fetchall()
 
     def embedding_models(self) -> pd.DataFrame:
         """Which models produced the stored embeddings.

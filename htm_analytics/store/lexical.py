@@ -20,8 +20,9 @@ from ..display import SearchResults
 from ..errors import ValidationError
 from ..validation import validate_content, validate_positive_int, validate_timeframe
 from ._common import MAX_LIMIT, Timeframe, bind_timeframe, native_distance
-from ._search_base import DEFAULT_EF_SEARCH, SearchBase, service_key
+from ._search_base import SearchBase, service_key
 from ._search_sql import fulltext_text, search_statement, tsquery_sql
+from .search_pool import DEFAULT_EF_SEARCH
 
 __all__ = ["LexicalSearchMixin", "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
            "LEXICAL_BUDGET", "FUZZY_NEIGHBOURS", "FUZZY_WORD_SIMILARITY", "FUZZY_BUDGET",
@@ -120,16 +121,9 @@ class LexicalSearchMixin(SearchBase):
         statement = search_statement("vector_bm25", timeframe_sql, distance=distance,
                                       has_vector=has_vector)
 
-        def compute() -> list[dict[str, Any]]:
-            with self._transaction() as cur:
-                with cur.connection.pipeline():
-                    self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, depth),
-                                          filtered=frame is not None)
-                    cur.execute(self._read(statement), params)
-                rows = cur.fetchall()
-            return rows
-
-        return self._cached(key, compute)
+        return self._cached(key, lambda: self._run_search(
+            statement, params, ef_search=max(DEFAULT_EF_SEARCH, depth),
+            filtered=frame is not None))
 
     def _search_fulltext_any_bounded(self, query: str, limit: int,
                                      frame: tuple[dt.datetime, dt.datetime] | None,

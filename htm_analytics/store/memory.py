@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-from .activity import ActivityMixin
 from .bulk import BulkMixin
 from .catalog import CatalogMixin
 from .imports import ImportsMixin
 from .indexing import IndexingMixin
 from .nodes import NodesMixin
+from .recall_buffer import RecallBufferMixin
 from .search import SearchMixin
 
 __all__ = ["LongTermMemory"]
 
 
-class LongTermMemory(NodesMixin, ActivityMixin, SearchMixin, BulkMixin, CatalogMixin,
+class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, CatalogMixin,
                      IndexingMixin, ImportsMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`: ``nodes``
-    (add, retrieve, delete), ``activity`` (robots, accesses, working memory), ``search``
-    (every search), ``tagging`` (tags and topics), ``bulk`` (:meth:`bulk_add`), ``catalog``
+    (add, retrieve, delete), ``activity`` (robots, accesses, working memory),
+    ``recall_buffer`` (working-memory steps written behind, in sets), ``search``
+    (every search; ``lexical``: the bounded lexical ones; ``search_pool``: the connections
+    searches run on), ``tagging`` (tags and topics), ``bulk`` (:meth:`bulk_add`), ``catalog``
     (statistics, exports), ``indexing`` (native indexes, tuning sessions), ``imports``
     (records of imports from other memory systems), over ``_base``
     (pool, transactions, tracing, cache).
@@ -31,7 +33,8 @@ class LongTermMemory(NodesMixin, ActivityMixin, SearchMixin, BulkMixin, CatalogM
         ``password``, ``sslmode``), or None: then ``HTM_DBURL``, ``HTM_DATABASE__URL`` or
         ``DATABASE_URL`` is used, else an embedded PostgreSQL is started and reused.
     pool_size : int, optional
-        Most pooled connections (default 5).
+        Most pooled connections (default 5); searches have a pool of their own of the same
+        size, opened at the first search (see :mod:`htm_analytics.store.search_pool`).
     query_timeout : int
         Milliseconds a statement may run (PostgreSQL ``statement_timeout``) before it is
         cancelled with :class:`~htm_analytics.QueryTimeoutError`.

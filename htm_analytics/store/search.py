@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, Literal, get_args
 
 import numpy as np
+import psycopg
 from psycopg import sql
 
 from .._docs import share_docs
@@ -20,14 +22,17 @@ from ..validation import (
 from ._common import (
     MAX_LIMIT,
     SEARCH_COLUMNS,
+    TIMEFRAME,
     TextMatch,
     Timeframe,
     bind_timeframe,
     native_distance,
 )
-from ._search_base import DEFAULT_EF_SEARCH, service_key
+from ._search_base import service_key
 from ._search_sql import fulltext_text, hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
 from .lexical import LexicalSearchMixin
+from .search_pool import DEFAULT_EF_SEARCH
+from .tagging import matching_tags
 
 __all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES"]
 
@@ -39,6 +44,26 @@ SEARCH_STRATEGIES: tuple[SearchStrategy, ...] = get_args(SearchStrategy)
 VECTOR_STRATEGIES: frozenset[SearchStrategy] = frozenset({"vector", "hybrid", "rrf",
                                                            "vector_bm25"})
 """The strategies that need a query vector (``embedding`` or ``embedding_service``)."""
+
+
+@lru_cache(maxsize=64)
+def _vector_statement(native_dimension: int | None, filtered: bool) -> str:
+    """The vector search statement, composed once per (index, timeframe or not)."""
+    distance: sql.Composable
+    where: sql.Composable
+    if native_dimension is not None:
+        distance = native_distance(native_dimension)
+        where = sql.SQL("n.embedding_dimension = {}").format(sql.Literal(native_dimension))
+    else:
+        distance = sql.SQL("n.embedding <=> %(q)s")
+        where = sql.SQL("n.embedding IS NOT NULL")
+    timeframe = sql.SQL(TIMEFRAME if filtered else "")
+    return sql.SQL("""
+            SELECT {columns}, 1 - ({distance}) AS similarity
+            FROM nodes n WHERE {where}{timeframe}
+            ORDER BY {distance} LIMIT %(limit)s""").format(
+        columns=sql.SQL(SEARCH_COLUMNS), distance=distance, where=where,
+        timeframe=timeframe).as_string(None)
 
 
 class SearchMixin(LexicalSearchMixin):
@@ -87,29 +112,13 @@ class SearchMixin(LexicalSearchMixin):
 
     def _vector_search(self, vector: np.ndarray, dimension: int, limit: int,
                        frame: tuple[dt.datetime, dt.datetime] | None) -> list[dict[str, Any]]:
-        params: dict[str, Any] = {"limit": limit}
-        distance: sql.Composable
-        where: sql.Composable
-        if dimension in self._native_dimensions:
-            distance = native_distance(dimension)
-            params["q"] = vector[:dimension]
-            where = sql.SQL("n.embedding_dimension = {}").format(sql.Literal(dimension))
-        else:
-            distance = sql.SQL("n.embedding <=> %(q)s")
-            params["q"] = vector
-            where = sql.SQL("n.embedding IS NOT NULL")
-        where = sql.SQL("{}{}").format(where, sql.SQL(bind_timeframe(params, frame)))
-        statement = sql.SQL("""
-            SELECT {columns}, 1 - ({distance}) AS similarity
-            FROM nodes n WHERE {where}
-            ORDER BY {distance} LIMIT %(limit)s""").format(
-            columns=sql.SQL(SEARCH_COLUMNS), distance=distance, where=where)
-        with self._transaction() as cur:
-            with cur.connection.pipeline():  # settings and query in one round trip
-                self._search_settings(cur, ef_search=max(DEFAULT_EF_SEARCH, limit),
-                                      filtered=frame is not None)
-                cur.execute(self._read(statement), params)
-            rows = cur.fetchall()
+        native = dimension in self._native_dimensions
+        params: dict[str, Any] = {"limit": limit, "q": vector[:dimension] if native else vector}
+        bind_timeframe(params, frame)
+        rows = self._run_search(_vector_statement(dimension if native else None,
+                                                  frame is not None),
+                                params, ef_search=max(DEFAULT_EF_SEARCH, limit),
+                                filtered=frame is not None)
         if frame:  # relaxed_order may return neighbours slightly out of order
             rows.sort(key=lambda r: -r["similarity"])
         return rows
@@ -311,11 +320,15 @@ class SearchMixin(LexicalSearchMixin):
                service_key(embedding_service) if embedding is None else vector.tobytes())
 
         def compute() -> list[dict[str, Any]]:
-            tags = self.find_query_matching_tags(query)
-            params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "tags": tags,
+            params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "tags": [],
                                       "prefilter": prefilter_limit, "q": vector,
                                       "q_padded": vector}
             where = bind_timeframe(params, frame)
+
+            def find_tags(cur: psycopg.Cursor[Any]) -> None:
+                # in the search's transaction: one round trip less than a call of its own
+                params["tags"] = matching_tags(cur, query)
+
             statement: str | sql.Composed
             if fusion == "weighted":
                 statement = hybrid_weighted_sql(tsquery, where)
@@ -326,12 +339,8 @@ class SearchMixin(LexicalSearchMixin):
                     params["q"] = vector[:dimension]
                 statement = hybrid_rrf_sql(tsquery, where, dimension if native else None)
                 ef_search = max(DEFAULT_EF_SEARCH, prefilter_limit)
-            with self._transaction() as cur:
-                with cur.connection.pipeline():
-                    self._search_settings(cur, ef_search=ef_search,
-                                          filtered=frame is not None)
-                    cur.execute(self._read(statement), params)
-                rows = cur.fetchall()
+            rows = self._run_search(statement, params, ef_search=ef_search,
+                                    filtered=frame is not None, before=find_tags)
             for row in rows:
                 if fusion == "rrf":
                     row["sources"] = [name for name in ("vector", "fulltext", "tags")

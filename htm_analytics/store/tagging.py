@@ -20,7 +20,7 @@ from ..validation import (
 from ._base import StoreBase
 from ._common import MAX_LIMIT, NODE_COLUMNS, SEARCH_COLUMNS, Timeframe, bind_timeframe
 
-__all__ = ["TaggingMixin", "TAG_NODE", "ensure_tags"]
+__all__ = ["TaggingMixin", "TAG_NODE", "ensure_tags", "matching_tags"]
 
 _ENSURE_TAGS = """
 INSERT INTO tags (name) SELECT unnest(%(names)s::text[])
@@ -42,6 +42,19 @@ def ensure_tags(cur: psycopg.Cursor[dict[str, Any]], names: list[str]) -> dict[s
     return {r["name"]: int(r["id"]) for r in rows}
 
 
+_MATCHING_TAGS = """SELECT name FROM tags
+                    WHERE regexp_split_to_array(name, '[:-]') && %s::text[]
+                    ORDER BY name"""
+
+
+def matching_tags(cur: psycopg.Cursor[Any], query: str) -> list[str]:
+    """:meth:`TaggingMixin.find_query_matching_tags` on an open cursor (no validation)."""
+    words = sorted({w for w in re.findall(r"[a-z0-9]+", query.lower()) if len(w) >= 3})
+    if not words:
+        return []
+    return [r["name"] for r in cur.execute(_MATCHING_TAGS, (words,), prepare=True)]
+
+
 class TaggingMixin(StoreBase):
     """Tags and topics (see :class:`~htm_analytics.LongTermMemory`)."""
 
@@ -61,13 +74,8 @@ class TaggingMixin(StoreBase):
         if not isinstance(query, str):
             raise ValidationError(f"must be a string, got {type(query).__name__}",
                                   field="query")
-        words = sorted({w for w in re.findall(r"[a-z0-9]+", query.lower()) if len(w) >= 3})
-        if not words:
-            return []
-        rows = self._fetch("""SELECT name FROM tags
-                              WHERE regexp_split_to_array(name, '[:-]') && %s::text[]
-                              ORDER BY name""", (words,))
-        return [r["name"] for r in rows]
+        with self._transaction() as cur:
+            return matching_tags(cur, query)
 
     def add_tag(self, *, node_id: int, tag: str, ancestors: bool = True) -> list[str]:
         """Tag a node. By default every ancestor is attached too, as HTM does.

@@ -1,0 +1,257 @@
+"""The fast paths keep the behaviour: search connections, buffered recall writes, batched
+remembering, threads."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import psycopg
+import pytest
+
+import htm_analytics as ha
+from htm_analytics import HTM, LongTermMemory, QueryTimeoutError, ValidationError
+from htm_analytics.embeddings import HashingEmbedder
+from htm_analytics.store import recall_buffer
+
+SETTINGS = ("SELECT current_setting('hnsw.ef_search') AS ef, "
+            "current_setting('hnsw.iterative_scan') AS iterative, "
+            "current_setting('enable_seqscan') AS seqscan")
+
+
+def unit(rng: np.random.Generator, n: int, d: int = 8) -> np.ndarray:
+    vectors = rng.normal(size=(n, d)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def loaded(database_url: str) -> tuple[LongTermMemory, np.ndarray, list[int]]:
+    rng = np.random.default_rng(15)
+    vectors = unit(rng, 60)
+    store = LongTermMemory(database_url, pool_size=1, cache_size=0)
+    frame = store.bulk_add([f"memory {i} about postgres tuning" for i in range(60)],
+                           robots="speed-bot", embeddings=vectors,
+                           tags=[["db:postgres"]] * 60, token_counts=[5] * 60)
+    yield store, vectors, frame["node_id"].tolist()
+    store.close()
+
+
+def test_search_settings_stay_on_search_connections(loaded: tuple) -> None:
+    store, vectors, ids = loaded
+    now = dt.datetime.now(dt.UTC)
+    # a larger ef_search and the iterative scan, for one transaction each
+    wide = store.search(embedding=vectors[0], limit=50)
+    store.search(embedding=vectors[0], limit=5, timeframe=(now - dt.timedelta(days=1), now))
+    store.search_hybrid(query="postgres", embedding=vectors[0], fusion="rrf",
+                        prefilter_limit=200)
+    assert len(wide) == 50 and wide[0]["id"] == ids[0]  # limit > 40 still returns them all
+    # pool_size=1: the only connection of each pool is the one the searches used
+    assert store.fetch_frame(SETTINGS).iloc[0].tolist() == ["40", "off", "on"]
+    with store._search_cursor() as cur:
+        row = cur.execute(SETTINGS).fetchone()
+    assert row == {"ef": "40", "iterative": "off", "seqscan": "off"}  # the session's
+
+
+def test_default_search_is_one_traced_statement(database_url: str) -> None:
+    seen: list[str] = []
+    vector = unit(np.random.default_rng(1), 1)[0]
+    with LongTermMemory(database_url, tracer=lambda text, *_: seen.append(text),
+                        cache_size=0) as store:
+        store.bulk_add(["one traced memory"], robots="trace-bot", embeddings=[vector])
+        store.search(embedding=vector, limit=3)  # opens the search connection
+        before = len(seen)
+        rows = store.search(embedding=vector, limit=3)
+        search_statements = seen[before:]
+        store.search(embedding=vector, limit=41)
+    assert rows[0]["content"] == "one traced memory"
+    assert len(search_statements) == 1 and "<=>" in search_statements[0]
+    assert any("hnsw.ef_search" in text for text in seen[before + 1:])  # set for ef 41
+
+
+def counts(store: LongTermMemory, ids: list[int]) -> dict[int, int]:
+    frame = store.fetch_frame("SELECT id, access_count FROM nodes WHERE id = ANY(%s)", (ids,))
+    return dict(zip(frame["id"], frame["access_count"]))
+
+
+def test_buffered_steps_from_many_threads_are_all_written(
+        loaded: tuple, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, _, ids = loaded
+    monkeypatch.setattr(recall_buffer, "FLUSH_CHUNK", 7)
+    robot = store.register_robot("speed-bot")
+    store.recall_buffer.flush_interval = 0.05  # the background thread flushes meanwhile
+    store.recall_buffer.flush_every = 7
+    expected = dict.fromkeys(ids, 0)
+    plans = [[ids[(t * 13 + s * 7 + k) % 60] for k in range(5)]
+             for t in range(4) for s in range(40)]
+    for plan in plans:
+        for node in set(plan):
+            expected[node] += 1
+
+    def work(t: int) -> None:
+        for plan in plans[t * 40:(t + 1) * 40]:
+            store.buffer_working_memory(robot, recalled=plan, held=plan[:2])
+            time.sleep(0.001)  # leaves the background thread time to flush meanwhile
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(work, range(4)))
+    store.flush_recall_writes()
+    assert counts(store, ids) == expected
+    events = store.fetch_frame("SELECT count(*) AS n FROM memory_events WHERE kind = 'recall'")
+    assert events["n"].iloc[0] == sum(expected.values())
+    assert store.recall_buffer.flushed_steps == 160 and not store.recall_buffer.pending
+
+
+def test_a_failed_flush_keeps_what_it_did_not_write(database_url: str, loaded: tuple,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    _, _, ids = loaded
+    monkeypatch.setattr(recall_buffer, "FLUSH_CHUNK", 1)  # one statement per node
+    store = LongTermMemory(database_url, query_timeout=300)
+    robot = store.register_robot("speed-bot")
+    store.recall_buffer.flush_interval = 3600  # flushed by hand only
+    store.buffer_working_memory(robot, recalled=ids[:3], held=ids[:3])
+    with psycopg.connect(database_url) as blocker:  # holds the last row: its part times out
+        blocker.execute("SELECT id FROM nodes WHERE id = %s FOR UPDATE", (ids[2],))
+        with pytest.raises(QueryTimeoutError):
+            store.flush_recall_writes()
+        assert counts(store, ids[:3]) == {ids[0]: 1, ids[1]: 1, ids[2]: 0}  # parts written
+        store.buffer_working_memory(robot, recalled=ids[:1], evicted=ids[2:3])
+    assert store.recall_buffer.pending_steps == 2
+    assert store.flush_recall_writes() == 2
+    assert counts(store, ids[:3]) == {ids[0]: 2, ids[1]: 1, ids[2]: 1}  # none twice
+    flags = store.fetch_frame("SELECT id, in_working_memory FROM nodes WHERE id = ANY(%s) "
+                              "ORDER BY id", (ids[:3],))["in_working_memory"].tolist()
+    assert flags == [True, True, False]  # the later eviction wins over the earlier hold
+    events = store.fetch_frame("SELECT kind, count(*) AS n FROM memory_events "
+                               "WHERE kind <> 'remember' GROUP BY kind ORDER BY kind")
+    assert events.values.tolist() == [["evict", 1], ["recall", 4]]
+    store.close()
+
+
+def test_full_buffer_direct_writes_and_close_flush(database_url: str, loaded: tuple) -> None:
+    _, _, ids = loaded
+    store = LongTermMemory(database_url)
+    robot = store.register_robot("speed-bot")
+    store.recall_buffer.flush_interval = 3600
+    store.recall_buffer.max_pending = 8
+    store.buffer_working_memory(robot, recalled=ids[:3])  # 6 entries: kept
+    assert store.recall_buffer.pending_steps == 1
+    store.buffer_working_memory(robot, recalled=ids[3:4])  # 8: written before returning
+    assert store.recall_buffer.pending_steps == 0 and counts(store, ids[:4])[ids[3]] == 1
+    store.buffer_working_memory(robot, held=ids[5:6])
+    store.mark_evicted(ids[5:6])  # a direct write is not overtaken by the buffered hold
+    store.buffer_working_memory(robot, recalled=ids[6:7])
+    store.close()
+    with LongTermMemory(database_url) as reopened:
+        assert counts(reopened, ids[6:7]) == {ids[6]: 1}
+        flag = reopened.fetch_frame("SELECT in_working_memory FROM nodes WHERE id = %s",
+                                    (ids[5],))["in_working_memory"].iloc[0]
+        assert not flag
+
+
+def test_steps_left_in_an_open_store_are_written_at_exit(database_url: str,
+                                                         loaded: tuple) -> None:
+    store, _, ids = loaded
+    script = ("import sys\nfrom htm_analytics import LongTermMemory\n"
+              "store = LongTermMemory(sys.argv[1])\n"
+              "store.recall_buffer.flush_interval = 3600\n"
+              "robot = store.register_robot('exit-bot')\n"
+              "store.buffer_working_memory(robot, recalled=[int(a) for a in sys.argv[2:]])\n")
+    done = subprocess.run([sys.executable, "-c", script, database_url,
+                           *map(str, ids[10:13])], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stderr
+    assert counts(store, ids[10:13]) == dict.fromkeys(ids[10:13], 1)
+
+
+FACTS = [
+    ("PostgreSQL is our primary database for the memory store", ["database:postgresql"]),
+    ("Redis caches the session tokens for five minutes", ["database:redis", "cache"]),
+    ("The deploy pipeline runs on GitHub Actions every night", ["ci:github-actions"]),
+    ("pgvector adds HNSW indexes for vector similarity search in PostgreSQL",
+     ["database:postgresql:extensions"]),
+]
+
+
+class CountingEmbedder(HashingEmbedder):
+    """The hashing provider, counting the texts it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.texts: list[str] = []
+
+    def embed(self, texts):  # type: ignore[no-untyped-def]
+        self.texts += [texts] if isinstance(texts, str) else list(texts)
+        return super().embed(texts)
+
+
+def test_remember_many_matches_remember_one_by_one(ltm: LongTermMemory) -> None:
+    single, batch = CountingEmbedder(), CountingEmbedder()
+    one = HTM("one-by-one", store=ltm, embedder=single, working_memory_size=30)
+    many = HTM("in-batches", store=ltm, embedder=batch, working_memory_size=30)
+    known = one.remember(FACTS[0][0], tags=FACTS[0][1])
+    contents = [text for text, _ in FACTS] + [FACTS[1][0]]  # one repeated in the batch
+    tags = [t for _, t in FACTS] + [["cache"]]
+    ids = many.remember_many(contents, tags=tags)
+    assert ids[0] == known and ids[4] == ids[1] and len(set(ids)) == 4
+    assert sorted(batch.texts) == sorted(text for text, _ in FACTS[1:])  # new ones, once
+    many.flush()
+    frame = ltm.fetch_frame(
+        "SELECT rn.node_id, rn.remember_count, n.in_working_memory, n.token_count, "
+        "(SELECT count(*) FROM node_embedding_models m WHERE m.node_id = n.id) AS models "
+        "FROM robot_nodes rn JOIN nodes n ON n.id = rn.node_id WHERE rn.robot_id = %s "
+        "ORDER BY rn.node_id", (many.robot_id,))
+    counts = {i: contents.count(c) for i, c in zip(ids, contents)}
+    assert dict(zip(frame["node_id"], frame["remember_count"])) == counts
+    assert dict(zip(frame["node_id"], frame["token_count"])) == {
+        i: ha.count_tokens(c) for i, c in zip(ids, contents)}
+    assert frame["models"].tolist() == [1, 1, 1, 1]
+    assert ltm.get_node_tags(ids[3]) == ["database", "database:postgresql",
+                                         "database:postgresql:extensions"]
+    # a 30-token working memory holds the last memories that fit, flagged as held
+    held = set(many.working_memory.keys())
+    assert many.working_memory.token_count <= 30 and ids[4] in held
+    assert set(frame.loc[frame["in_working_memory"], "node_id"]) >= held
+    events = ltm.fetch_frame("SELECT count(*) AS n FROM memory_events WHERE kind = 'remember' "
+                             "AND robot_id = %s", (many.robot_id,))
+    assert events["n"].iloc[0] == 5
+
+
+def test_remember_many_validates_everything_first(ltm: LongTermMemory) -> None:
+    robot = HTM("careful", store=ltm)
+    with pytest.raises(ValidationError) as error:
+        robot.remember_many(["fine", "  "])
+    assert error.value.field == "contents[1]"
+    with pytest.raises(ValidationError) as error:
+        robot.remember_many(["a", "b"], tags=[["ok"], ["Not A Tag"]])
+    assert error.value.field == "tags[1]"
+    with pytest.raises(ValidationError) as error:
+        robot.remember_many(["a", "b"], token_counts=[1])
+    assert error.value.field == "token_counts"
+    assert robot.remember_many([]) == []
+    assert ltm.fetch_frame("SELECT count(*) AS n FROM nodes")["n"].iloc[0] == 0
+
+
+def test_sixteen_threads_share_one_connection_per_pool_without_errors(loaded: tuple) -> None:
+    store, vectors, ids = loaded  # pool_size=1: every thread waits its turn, none fails
+    robots = [HTM(f"thread-{t}", store=store) for t in range(16)]
+
+    def work(t: int) -> tuple[list[int], int]:
+        nearest = [store.search(embedding=vectors[(t + k) % 60], limit=3)[0]["id"]
+                   for k in range(4)]
+        recalled = sum(len(robots[t].recall("postgres tuning", strategy="fulltext", limit=5))
+                       for _ in range(3))
+        return nearest, recalled
+
+    with ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(work, range(16)))
+    for t, (nearest, recalled) in enumerate(results):
+        assert nearest == [ids[(t + k) % 60] for k in range(4)]
+        assert recalled == 15
+    store.flush_recall_writes()
+    total = store.fetch_frame("SELECT sum(access_count) AS n FROM nodes")["n"].iloc[0]
+    assert total == 16 * 15
