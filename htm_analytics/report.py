@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import html
 import io
 import os
 from collections.abc import Iterator, Sequence
@@ -20,6 +19,7 @@ from .evaluation import plot_retrieval_quality, retrieval_quality
 from .frames import MemorySource
 from .indexes import index_usage, plot_index_usage, table_health
 from .report_advice import advisor_section, hnsw_section
+from .report_render import REPORT_CSS, escape, html_table, markdown_table, shorten, with_size
 from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
 from .snapshot import write_parquet
 from .store import LongTermMemory
@@ -104,35 +104,35 @@ class Report:
         """The report as one HTML document: inline CSS, figures as data URIs, no external
         assets."""
         return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
-                f"<title>{_e(self.title)}</title></head><body>{self._body()}</body></html>")
+                f"<title>{escape(self.title)}</title></head><body>{self._body()}</body></html>")
 
     def _body(self) -> str:
-        parts = [f"<div class='htm-report'><style>{_CSS}</style>",
-                 f"<h1>{_e(self.title)}</h1>", self._facts_html()]
+        parts = [f"<div class='htm-report'><style>{REPORT_CSS}</style>",
+                 f"<h1>{escape(self.title)}</h1>", self._facts_html()]
         if findings := self.findings:
             parts.append("<h2>Key findings</h2><ul class='findings'>"
-                         + "".join(f"<li>{_e(f)}</li>" for f in findings) + "</ul>")
+                         + "".join(f"<li>{escape(f)}</li>" for f in findings) + "</ul>")
         parts.append("<nav><ol>")
-        parts += [f"<li><a href='#{s.key}'>{_e(s.title)}</a></li>" for s in self.sections]
+        parts += [f"<li><a href='#{s.key}'>{escape(s.title)}</a></li>" for s in self.sections]
         parts.append("</ol></nav>")
         for section in self.sections:
-            parts.append(f"<section id='{section.key}'><h2>{_e(section.title)}</h2>")
+            parts.append(f"<section id='{section.key}'><h2>{escape(section.title)}</h2>")
             if section.text:
-                parts += [f"<p>{_e(paragraph)}</p>" for paragraph in section.text.split("\n\n")]
+                parts += [f"<p>{escape(paragraph)}</p>" for paragraph in section.text.split("\n\n")]
             parts.append(section.html)
             for figure in section.figures:
                 data = base64.b64encode(figure.png).decode()
                 parts.append(f"<figure><img src='data:image/png;base64,{data}' "
-                             f"alt='{_e(figure.caption)}'><figcaption>{_e(figure.caption)}"
+                             f"alt='{escape(figure.caption)}'><figcaption>{escape(figure.caption)}"
                              f"</figcaption></figure>")
             for caption, table in section.tables:
                 parts.append(f"<div class='table-wrap'>{html_table(caption, table)}</div>")
             parts.append("</section>")
-        parts.append(f"<footer>htm_analytics {_e(_version())}</footer></div>")
+        parts.append(f"<footer>htm_analytics {escape(_version())}</footer></div>")
         return "\n".join(parts)
 
     def _facts_html(self) -> str:
-        rows = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>"
+        rows = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>"
                        for k, v in self._all_facts().items())
         return f"<table class='facts'>{rows}</table>"
 
@@ -178,7 +178,7 @@ class Report:
                 lines += [f"![{figure.caption}]({assets.name}/{name})", "",
                           f"*{figure.caption}*", ""]
             for caption, table in section.tables:
-                lines += [f"**{caption}**", "", _table_markdown(table), ""]
+                lines += [f"**{caption}**", "", markdown_table(table), ""]
         target.write_text("\n".join(lines), encoding="utf-8")
         return target
 
@@ -208,83 +208,6 @@ def _version() -> str:
         return version("htm-analytics")
     except PackageNotFoundError:
         return "(not installed)"
-
-
-def _e(text: Any) -> str:
-    return html.escape(str(text), quote=True)
-
-
-def html_table(caption: str, table: pd.DataFrame) -> str:
-    """A DataFrame as an escaped HTML table with a caption (reports and widgets)."""
-    table = table.copy()
-    for column in table.columns:
-        if pd.api.types.is_datetime64_any_dtype(table[column]):
-            times = table[column]
-            table[column] = times.dt.strftime("%Y-%m-%d %H:%M").astype(object).where(
-                times.notna(), "")
-    body = table.to_html(index=False, escape=True, border=0, na_rep="",
-                         float_format=lambda v: f"{v:,.3f}")
-    return body.replace("<table", f"<table data-caption='{_e(caption)}'", 1).replace(
-        "<thead>", f"<caption>{_e(caption)}</caption><thead>", 1)
-
-
-def _with_size(frame: pd.DataFrame, column: str) -> pd.DataFrame:
-    """``frame`` with a readable ``size`` column made from a byte count."""
-    def readable(n: float) -> str:
-        for unit in ("B", "kB", "MB", "GB"):
-            if n < 1024 or unit == "GB":
-                return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-            n /= 1024
-        return ""  # pragma: no cover
-
-    return frame.assign(size=frame[column].map(readable))
-
-
-def _table_markdown(table: pd.DataFrame) -> str:
-    def cell(value: Any) -> str:
-        if isinstance(value, float):
-            return f"{value:,.3f}"
-        return "" if pd.isna(value) else str(value).replace("|", "\\|").replace("\n", " ")
-
-    header = "| " + " | ".join(map(str, table.columns)) + " |"
-    rule = "|" + "|".join("---" for _ in table.columns) + "|"
-    rows = ["| " + " | ".join(cell(v) for v in row) + " |"
-            for row in table.itertuples(index=False)]
-    return "\n".join([header, rule, *rows])
-
-
-# Scoped to the report's own element, so that showing a report in a notebook does not restyle
-# the notebook.
-_CSS = """
-.htm-report{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
-max-width:1300px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
-.htm-report h1{font-size:1.6em}
-.htm-report h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
-.htm-report table{border-collapse:collapse;margin:1em 0;font-size:.85em}
-.htm-report th,.htm-report td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:left;
-vertical-align:top}
-.htm-report caption{caption-side:top;text-align:left;font-weight:600;padding:.3em 0}
-.htm-report table.facts th{color:#555;font-weight:600}
-.htm-report figure{margin:1em 0}.htm-report figure img{max-width:100%}
-.htm-report figcaption{font-size:.85em;color:#555}
-.htm-report footer{margin-top:3em;font-size:.8em;color:#777}
-.htm-report .table-wrap{overflow-x:auto;max-width:100%}
-.htm-report td{max-width:36em;overflow-wrap:break-word}
-.htm-report th{white-space:nowrap}
-.htm-report ol.advice{padding-left:1.5em}.htm-report li.finding{margin:.8em 0}
-.htm-report .severity{color:#fff;border-radius:3px;padding:0 .4em;font-size:.8em;
-text-transform:uppercase}
-.htm-report .evidence{color:#444}
-.htm-report pre{background:#f5f5f5;padding:.4em .6em;white-space:pre-wrap;
-overflow-wrap:anywhere;font-size:.8em;margin:.3em 0}
-"""
-
-
-def _shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame:
-    frame = frame.copy()
-    frame[column] = frame[column].astype(str).map(
-        lambda text: text if len(text) <= width else text[: width - 1] + "…")
-    return frame
 
 
 def build_report(source: MemorySource, *, title: str = "Memory report",
@@ -423,7 +346,7 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             "Memories by how many times they were remembered, all robots summed "
             "(robot_nodes.remember_count); log scale."))
     section.tables.append(("The most reinforced memories (remember counts summed over robots)",
-                           _shorten(reinforced, "content")))
+                           shorten(reinforced, "content")))
     yield section
 
     hierarchy = tag_hierarchy(source)
@@ -514,11 +437,11 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
         + "\n\nCounters are cumulative from pg_stat_user_indexes and pg_stat_user_tables.",
         tables=[("Index usage (pg_stat_user_indexes, sizes from pg_relation_size; every "
                  "column in the index_usage data)",
-                 _with_size(usage, "size_bytes")[[
+                 with_size(usage, "size_bytes")[[
                      "table", "index", "method", "is_unique", "idx_scan", "idx_tup_read",
                      "last_idx_scan", "size", "never_used"]]),
                 ("Table health (pg_stat_user_tables; every column in the table_health data)",
-                 _with_size(health, "total_bytes")[[
+                 with_size(health, "total_bytes")[[
                      "table", "n_live_tup", "n_dead_tup", "seq_scan", "idx_scan", "n_tup_upd",
                      "hot_update_fraction", "last_autovacuum", "last_autoanalyze", "size"]])],
         data={"index_usage": usage, "table_health": health})

@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._plotting import axes_or_new
 from .errors import EmbeddingError, ValidationError
 from .store import LongTermMemory, TuningSession
+from .tuning_plots import plot_recall_by_ef, plot_recall_latency
 from .validation import validate_positive_int
 
 __all__ = [
@@ -475,58 +475,3 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
 
 
 # -- plots --------------------------------------------------------------------------------------
-
-def _curves(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    keys = [c for c in ("variant", "filter", "iterative_scan") if c in df and df[c].nunique() > 1]
-    if not keys:
-        return [("", df.sort_values("ef_search"))]
-    return [(", ".join(str(v) for v in (name if isinstance(name, tuple) else (name,))),
-             rows.sort_values("ef_search"))
-            for name, rows in df.groupby(keys, sort=True)]
-
-
-def plot_recall_latency(df: pd.DataFrame, *, ax: Any = None, y: str = "qps",
-                        annotate: bool = True, **kwargs: Any) -> Any:
-    """Recall against throughput (``y='qps'``, log scale) or a latency column, one line per
-    variant/filter/iterative-scan setting, points labelled with their ``ef_search``: the
-    Pareto curve of a :func:`benchmark_recall` or :func:`benchmark_index_build` result.
-
-    ``**kwargs`` go to :meth:`matplotlib.axes.Axes.plot`. Returns the Axes.
-    """
-    ax = axes_or_new(ax, (7, 4.5))
-    for label, rows in _curves(df):
-        ax.plot(rows["recall_mean"], rows[y], marker="o", label=label or None, **kwargs)
-        if annotate:
-            for x_value, y_value, ef in zip(rows["recall_mean"], rows[y], rows["ef_search"]):
-                ax.annotate(str(ef), (x_value, y_value), textcoords="offset points",
-                            xytext=(3, 3), fontsize=7)
-    if y == "qps":
-        ax.set_yscale("log")
-    ax.set_xlabel(f"recall@{int(df['k'].iloc[0])}" if len(df) else "recall")
-    ax.set_ylabel({"qps": "queries per second (one connection)"}.get(y, y.replace("_", " ")))
-    if len(_curves(df)) > 1:
-        ax.legend(fontsize=7)
-    ax.set_title("Recall vs speed by ef_search")
-    return ax
-
-
-def plot_recall_by_ef(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
-    """Mean recall (line) and its 5th percentile (dashed) against ``ef_search`` (log 2),
-    one colour per variant/filter/iterative-scan setting. Returns the Axes."""
-    ax = axes_or_new(ax, (7, 4.5))
-    for number, (label, rows) in enumerate(_curves(df)):
-        color = f"C{number % 10}"
-        ax.plot(rows["ef_search"], rows["recall_mean"], marker="o", color=color,
-                label=label or "mean", **kwargs)
-        ax.plot(rows["ef_search"], rows["recall_p5"], linestyle="--", color=color, alpha=0.6,
-                label=f"{label} (5th percentile)" if label else "5th percentile")
-    ax.set_xscale("log", base=2)
-    settings = sorted(df["ef_search"].unique())
-    ax.set_xticks(settings, [str(ef) for ef in settings])
-    ax.minorticks_off()
-    ax.set_xlabel("hnsw.ef_search")
-    ax.set_ylabel(f"recall@{int(df['k'].iloc[0])}" if len(df) else "recall")
-    ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=7)
-    ax.set_title("Recall by ef_search")
-    return ax

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .errors import HTMError
 from .frames import MemorySource
-from .report import html_table
+from .report_render import html_table
 from .robots import robot_activity
 from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
 from .tags import tag_cooccurrence, tag_hierarchy

@@ -1,103 +1,34 @@
-"""The ``htm-analytics`` command line: thin wrappers over the store and analysis helpers."""
+"""The ``htm-analytics`` command line: thin wrappers over the store and analysis helpers.
+
+The group and the everyday commands are here; ``bench``, ``import`` and ``eval`` live in
+modules of their own, registered at the end of this one.
+"""
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
 import os
-import shutil
 import sys
 import textwrap
-from collections.abc import Callable
 from typing import Any
 
 import click
-import pandas as pd
 
-from .advisor import advise as advise_store
-from .connection import URL_ENVIRONMENT_VARIABLES, mask_url, resolve_database_url
-from .demo import DEMO_DATABASE, run_demo
-from .embeddings import get_embedder
-from .errors import HTMError, SchemaError
-from .evaluation import EVALUATED_STRATEGIES, evaluate_retrieval, read_labelled_queries
-from .indexes import index_usage, table_health
-from .report import build_report
-from .robots import robot_activity, robot_overlap
-from .snapshot import Snapshot, export_snapshot
-from .store import LongTermMemory, database_exists, database_name, with_database
-from .tags import tag_cooccurrence, tag_hierarchy
-from .trends import remember_trends
-from .tuning import DEFAULT_EF_SEARCH_SWEEP, benchmark_index_build, benchmark_recall
-from .tuning_advice import recommend_ef_search
+from ..advisor import advise as advise_store
+from ..connection import URL_ENVIRONMENT_VARIABLES, mask_url, resolve_database_url
+from ..demo import DEMO_DATABASE, run_demo
+from ..errors import HTMError, SchemaError
+from ..indexes import index_usage, table_health
+from ..report import build_report
+from ..robots import robot_activity, robot_overlap
+from ..snapshot import Snapshot, export_snapshot
+from ..store import LongTermMemory, database_exists, database_name, with_database
+from ..tags import tag_cooccurrence, tag_hierarchy
+from ..trends import remember_trends
+from ..tuning_advice import recommend_ef_search
+from ._output import emit, output_options, scope_options
 
-__all__ = ["main", "cli"]
+__all__ = ["main", "cli", "bench", "evaluate", "imports"]
 
-
-
-def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Shared ``--table/--csv/--json`` options: how a command prints its DataFrame."""
-
-    @click.option("--table", "fmt", flag_value="table", default=True,
-                  help="Print an aligned table (default).")
-    @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
-    @click.option("--json", "fmt", flag_value="json", help="Print a JSON array of objects.")
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return command(*args, **kwargs)
-
-    return wrapper
-
-
-def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Shared ``--since/--until/--robot`` options, passed on as ``timeframe`` and ``robots``."""
-
-    @click.option("--since", type=click.DateTime(), default=None,
-                  help="Only from this date or time (UTC).")
-    @click.option("--until", type=click.DateTime(), default=None,
-                  help="Only up to this date or time (UTC, inclusive).")
-    @click.option("--robot", "robots", multiple=True, help="Only this robot (repeatable).")
-    @functools.wraps(command)
-    def wrapper(*args: Any, since: Any, until: Any, robots: tuple[str, ...],
-                **kwargs: Any) -> Any:
-        timeframe = None
-        if since or until:
-            timeframe = (since or dt.datetime(1, 1, 2), until or dt.datetime(9999, 12, 30))
-        return command(*args, timeframe=timeframe, robots=list(robots) or None, **kwargs)
-
-    return wrapper
-
-
-def emit(frame: pd.DataFrame, fmt: str) -> None:
-    """Print ``frame`` as a table, CSV or JSON."""
-    if fmt == "csv":
-        click.echo(frame.to_csv(index=False), nl=False)
-    elif fmt == "json":
-        click.echo(frame.to_json(orient="records", date_format="iso", indent=2))
-    else:
-        click.echo(_readable(frame).to_string(index=False, line_width=_terminal_width())
-                   if len(frame) else "(no rows)")
-
-
-def _terminal_width() -> int:
-    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
-
-
-def _readable(frame: pd.DataFrame, text_width: int = 40) -> pd.DataFrame:
-    """A copy for the terminal: times to the minute, floats to 3 decimals, long text cut,
-    and blanks instead of NaN/NaT/<NA>."""
-    shown = pd.DataFrame(index=frame.index)
-    for column in frame.columns:
-        values = frame[column]
-        if pd.api.types.is_datetime64_any_dtype(values):
-            text = values.dt.strftime("%Y-%m-%d %H:%M")
-        elif pd.api.types.is_float_dtype(values):
-            text = values.map(lambda v: f"{v:,.3f}" if pd.notna(v) else "")
-        else:
-            text = values.map(lambda v: "" if v is None or (not isinstance(v, (list, tuple))
-                                                            and pd.isna(v)) else str(v))
-            text = text.map(lambda t: t if len(t) <= text_width else t[:text_width - 1] + "…")
-        shown[column] = text.fillna("").astype(object)
-    return shown
 
 
 def _open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
@@ -383,192 +314,6 @@ def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
     click.echo(f"snapshot written to {target}")
 
 
-def _int_list(text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
-
-
-_SUMMARY = ["variant", "filter", "iterative_scan", "ef_search", "recall_mean", "recall_p5",
-            "latency_p50_ms", "latency_p95_ms", "qps", "returned_mean", "used_index",
-            "build_seconds", "index_bytes"]
-
-
-def _emit_benchmark(frame: pd.DataFrame, fmt: str, out: str) -> None:
-    shown = frame if fmt != "table" else frame[[c for c in _SUMMARY if c in frame]]
-    emit(shown, fmt)
-    if len(frame):
-        first = frame.iloc[0]
-        click.echo(f"{first['queries']} queries x {first['repeats']} repeats over "
-                   f"{first['rows']} vectors of {first['dimension']} dimensions; "
-                   f"PostgreSQL {first['postgresql']}, pgvector {first['pgvector']}; "
-                   f"saved to {out}", err=True)
-
-
-@cli.group()
-def bench() -> None:
-    """HNSW tuning experiments: ef_search recall sweeps and index builds."""
-
-
-@bench.command("recall")
-@click.option("--queries", type=int, default=500, show_default=True,
-              help="Held-out stored vectors used as queries.")
-@click.option("--k", type=int, default=10, show_default=True)
-@click.option("--ef-search", default=",".join(map(str, DEFAULT_EF_SEARCH_SWEEP)),
-              show_default=True, help="Comma-separated settings to sweep.")
-@click.option("--repeats", type=int, default=3, show_default=True)
-@click.option("--tag", default=None, help="Also measure searches filtered to this tag.")
-@click.option("--robot", default=None, help="Also measure searches filtered to this robot.")
-@click.option("--iterative-scan", type=click.Choice(["off", "strict_order", "relaxed_order"]),
-              multiple=True, help="Iterative scan modes to compare (repeatable; default off).")
-@click.option("--force-index", is_flag=True,
-              help="Forbid exact sorts so that filtered queries walk the HNSW index.")
-@click.option("--out", default="bench-recall.csv", show_default=True,
-              help="Where to save the full result (.csv or .parquet).")
-@output_options
-@click.pass_context
-def bench_recall(ctx: click.Context, queries: int, k: int, ef_search: str, repeats: int,
-                 tag: str | None, robot: str | None, iterative_scan: tuple[str, ...],
-                 force_index: bool, out: str, fmt: str) -> None:
-    """Recall@k, latency and QPS of the live HNSW index for each ef_search."""
-    filters: list[dict[str, str] | None] = [None]
-    filters += [{"tag": tag}] if tag else []
-    filters += [{"robot": robot}] if robot else []
-    modes = [None if m == "off" else m for m in iterative_scan] or [None]
-    with _open_store(ctx, init_schema=False, pool_size=1) as store:
-        frame = benchmark_recall(store, queries=queries, k=k, ef_search=_int_list(ef_search),
-                                 repeats=repeats, filters=filters, iterative_scan=modes,
-                                 force_index=force_index, output=out,
-                                 progress=sys.stderr.isatty())
-    _emit_benchmark(frame, fmt, out)
-
-
-@bench.command("build")
-@click.option("--m", "m", default="8,16,32", show_default=True, help="HNSW m values.")
-@click.option("--ef-construction", default="32,64,128", show_default=True)
-@click.option("--queries", type=int, default=200, show_default=True)
-@click.option("--ef-search", default="10,20,40,80,160", show_default=True)
-@click.option("--out", default="bench-build.csv", show_default=True,
-              help="Where to save the full result (.csv or .parquet).")
-@output_options
-@click.pass_context
-def bench_build(ctx: click.Context, m: str, ef_construction: str, queries: int,
-                ef_search: str, out: str, fmt: str) -> None:
-    """Build HNSW variants on a copy of the vectors: build time, size, recall curve."""
-    with _open_store(ctx, init_schema=False, pool_size=1) as store:
-        frame = benchmark_index_build(store, m=_int_list(m),
-                                      ef_construction=_int_list(ef_construction),
-                                      queries=queries, ef_search=_int_list(ef_search),
-                                      output=out, progress=sys.stderr.isatty())
-    _emit_benchmark(frame, fmt, out)
-
-
-@cli.group("import")
-def import_() -> None:
-    """Import another memory system's database into the store (read-only, idempotent)."""
-
-
-def _import_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Options every importer takes; the summary is printed as a table (or CSV / JSON)."""
-
-    @click.option("--chunk-rows", type=int, default=5_000, show_default=True,
-                  help="Source rows read and written at a time (bounds memory).")
-    @output_options
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return command(*args, **kwargs)
-
-    return wrapper
-
-
-def _run_import(ctx: click.Context, importer: Callable[..., Any], source: str, fmt: str,
-                **options: Any) -> None:
-    with _open_store(ctx) as store:
-        summary = importer(source, store, progress=sys.stderr.isatty(), **options)
-    emit(summary.to_frame(), fmt)
-    click.echo(str(summary), err=True)
-
-
-def _model_option(value: str | None) -> tuple[str, str] | None:
-    if value is None:
-        return None
-    provider, _, model = value.partition("/")
-    if not provider or not model:
-        raise click.BadParameter("use PROVIDER/MODEL, e.g. openai/text-embedding-3-small")
-    return provider, model
-
-
-@import_.command("ghostkg")
-@click.argument("source", type=click.Path(exists=True, dir_okay=False))
-@_import_options
-@click.pass_context
-def import_ghostkg_command(ctx: click.Context, source: str, chunk_rows: int, fmt: str) -> None:
-    """A GhostKG SQLite file: agents, knowledge-graph edges, entities and logs."""
-    from .peers import import_ghostkg
-
-    _run_import(ctx, import_ghostkg, source, fmt, chunk_rows=chunk_rows)
-
-
-@import_.command("arandu")
-@click.argument("source", metavar="URL")
-@click.option("--embedding-model", default=None, metavar="PROVIDER/MODEL",
-              help="The model that made Arandu's vectors (it does not record it).")
-@_import_options
-@click.pass_context
-def import_arandu_command(ctx: click.Context, source: str, embedding_model: str | None,
-                          chunk_rows: int, fmt: str) -> None:
-    """An Arandu PostgreSQL database: agents, events, versioned facts, entities."""
-    from .peers import import_arandu
-
-    _run_import(ctx, import_arandu, source, fmt, chunk_rows=chunk_rows,
-                embedding_model=_model_option(embedding_model))
-
-
-@import_.command("seaf")
-@click.argument("source", metavar="URL")
-@click.option("--embedding-model", default="openai/text-embedding-3-small",
-              show_default=True, metavar="PROVIDER/MODEL",
-              help="The model that made the tools' vectors.")
-@_import_options
-@click.pass_context
-def import_seaf_command(ctx: click.Context, source: str, embedding_model: str,
-                        chunk_rows: int, fmt: str) -> None:
-    """A Self-Engineering Agent Framework database: sessions, messages, tools, executions."""
-    from .peers import import_seaf
-
-    _run_import(ctx, import_seaf, source, fmt, chunk_rows=chunk_rows,
-                embedding_model=_model_option(embedding_model))
-@cli.group("eval")
-def eval_group() -> None:
-    """Measure search quality on labelled queries."""
-
-
-@eval_group.command("retrieval")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--strategies", default=",".join(EVALUATED_STRATEGIES), show_default=True,
-              help="Comma-separated search strategies to compare.")
-@click.option("--k", type=int, default=10, show_default=True,
-              help="Results per search and metric cutoff.")
-@click.option("--embedder", default=None,
-              help="Embedding provider for queries without a vector (see get_embedder).")
-@click.option("--show", type=click.Choice(["summary", "per-query", "significance"]),
-              default="summary", show_default=True, help="Which result to print.")
-@output_options
-@click.pass_context
-def eval_retrieval(ctx: click.Context, path: str, strategies: str, k: int,
-                   embedder: str | None, show: str, fmt: str) -> None:
-    """Recall@1/5/k, MRR@k, nDCG@k and p50/p95 latency per strategy for the labelled
-    queries in PATH (JSON Lines or .csv: query, relevant node ids, optional vector)."""
-    queries = read_labelled_queries(path)
-    with _open_store(ctx, init_schema=False, pool_size=1) as store:
-        result = evaluate_retrieval(
-            store, queries, k=k, strategies=[s.strip() for s in strategies.split(",")],
-            embedding_service=get_embedder(embedder) if embedder else None)
-    emit({"summary": result.summary, "per-query": result.per_query,
-          "significance": result.significance}[show], fmt)
-
-
 def main() -> None:
     """Entry point: run the CLI, turning library errors into one clear line and exit code 1."""
     try:
@@ -583,6 +328,9 @@ def main() -> None:
         sys.exit(1)
 
 
+
+# The command groups register themselves on ``cli`` when imported.
+from . import bench, evaluate, imports  # noqa: E402
+
 if __name__ == "__main__":  # pragma: no cover
     main()
-

@@ -1,0 +1,90 @@
+"""Rendering pieces of the report: escaped HTML tables, Markdown tables, sizes, the CSS."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+
+__all__ = ["html_table", "escape", "markdown_table", "with_size", "shorten", "REPORT_CSS"]
+
+
+def escape(text: Any) -> str:
+    """Text made safe for HTML (quotes too)."""
+    return html.escape(str(text), quote=True)
+
+
+def html_table(caption: str, table: pd.DataFrame) -> str:
+    """A DataFrame as an escaped HTML table with a caption (reports and widgets)."""
+    table = table.copy()
+    for column in table.columns:
+        if pd.api.types.is_datetime64_any_dtype(table[column]):
+            times = table[column]
+            table[column] = times.dt.strftime("%Y-%m-%d %H:%M").astype(object).where(
+                times.notna(), "")
+    body = table.to_html(index=False, escape=True, border=0, na_rep="",
+                         float_format=lambda v: f"{v:,.3f}")
+    return body.replace("<table", f"<table data-caption='{escape(caption)}'", 1).replace(
+        "<thead>", f"<caption>{escape(caption)}</caption><thead>", 1)
+
+
+def with_size(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    """``frame`` with a readable ``size`` column made from a byte count."""
+    def readable(n: float) -> str:
+        for unit in ("B", "kB", "MB", "GB"):
+            if n < 1024 or unit == "GB":
+                return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+            n /= 1024
+        return ""  # pragma: no cover
+
+    return frame.assign(size=frame[column].map(readable))
+
+
+def markdown_table(table: pd.DataFrame) -> str:
+    """A DataFrame as a Markdown table (pipes escaped, floats to 3 decimals)."""
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:,.3f}"
+        return "" if pd.isna(value) else str(value).replace("|", "\\|").replace("\n", " ")
+
+    header = "| " + " | ".join(map(str, table.columns)) + " |"
+    rule = "|" + "|".join("---" for _ in table.columns) + "|"
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |"
+            for row in table.itertuples(index=False)]
+    return "\n".join([header, rule, *rows])
+
+
+# Scoped to the report's own element, so that showing a report in a notebook does not restyle
+# the notebook.
+REPORT_CSS = """
+.htm-report{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;
+max-width:1300px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
+.htm-report h1{font-size:1.6em}
+.htm-report h2{border-bottom:1px solid #ddd;padding-bottom:.2em;margin-top:2em}
+.htm-report table{border-collapse:collapse;margin:1em 0;font-size:.85em}
+.htm-report th,.htm-report td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:left;
+vertical-align:top}
+.htm-report caption{caption-side:top;text-align:left;font-weight:600;padding:.3em 0}
+.htm-report table.facts th{color:#555;font-weight:600}
+.htm-report figure{margin:1em 0}.htm-report figure img{max-width:100%}
+.htm-report figcaption{font-size:.85em;color:#555}
+.htm-report footer{margin-top:3em;font-size:.8em;color:#777}
+.htm-report .table-wrap{overflow-x:auto;max-width:100%}
+.htm-report td{max-width:36em;overflow-wrap:break-word}
+.htm-report th{white-space:nowrap}
+.htm-report ol.advice{padding-left:1.5em}.htm-report li.finding{margin:.8em 0}
+.htm-report .severity{color:#fff;border-radius:3px;padding:0 .4em;font-size:.8em;
+text-transform:uppercase}
+.htm-report .evidence{color:#444}
+.htm-report pre{background:#f5f5f5;padding:.4em .6em;white-space:pre-wrap;
+overflow-wrap:anywhere;font-size:.8em;margin:.3em 0}
+"""
+
+
+def shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame:
+    """``frame`` with the texts of ``column`` cut to ``width`` characters."""
+    frame = frame.copy()
+    frame[column] = frame[column].astype(str).map(
+        lambda text: text if len(text) <= width else text[: width - 1] + "…")
+    return frame
