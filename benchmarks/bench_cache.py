@@ -41,7 +41,7 @@ def main() -> None:
     frame, vectors = read_corpus(rows=args.rows)
     server = resolve_database_url()
     with scratch_database(server, "htm_bench_cache") as url:
-        with LongTermMemory(url) as loader:
+        with LongTermMemory(url, init_schema=True) as loader:
             remember_history(loader, frame, vectors, days=60)
         name = conninfo_to_dict(url)["dbname"]
         with scratch_database(server, "htm_bench_cache_process", template=name) as copy:

@@ -38,7 +38,8 @@ def make_source(path: Path, rows: int) -> None:
 
 
 def run(server: str, path: Path, chunk: int) -> tuple[float, float, float]:
-    with scratch_database(server, "htm_bench_import") as url, LongTermMemory(url) as store:
+    with scratch_database(server, "htm_bench_import") as url, \
+            LongTermMemory(url, init_schema=True) as store:
         tracemalloc.start()
         started = time.perf_counter()
         import_ghostkg(path, store, chunk_rows=chunk)

@@ -37,7 +37,7 @@ def corpus_database(server: str, *, reload: bool) -> str:
         url = create_database(server, DATABASE, replace=reload)
     else:
         url = with_database(server, DATABASE)
-    with ha.LongTermMemory(url) as store:
+    with ha.LongTermMemory(url, init_schema=True) as store:
         if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
             frame, vectors = read_corpus()
             started = time.perf_counter()

@@ -112,7 +112,7 @@ def main() -> None:
     titles = queries["title"].tolist()
     embedder = LookupEmbedder(titles, query_vectors)
     with scratch_database(server, "htm_bench") as url:
-        with LongTermMemory(url) as loader:
+        with LongTermMemory(url, init_schema=True) as loader:
             loader.bulk_add(frame["content"].tolist(), robots="agent", embeddings=vectors,
                             tags=frame["tags"].tolist(), embedding_model=(PROVIDER, MODEL))
             loader.create_native_index(384)

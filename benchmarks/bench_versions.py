@@ -72,7 +72,7 @@ def main() -> None:
     queries = list(title_vectors)
     texts = titles["title"].tolist()
     with scratch_database(resolve_database_url(), "htm_bench_versions") as url, \
-            LongTermMemory(url, cache_size=0) as now:
+            LongTermMemory(url, cache_size=0, init_schema=True) as now:
         now.bulk_add(frame["content"].tolist(), robots="agent", embeddings=vectors,
                      tags=frame["tags"].tolist())
         robot = now.register_robot("agent")
