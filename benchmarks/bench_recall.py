@@ -22,7 +22,7 @@ import pandas as pd
 import htm_analytics as ha
 from htm_analytics.connection import resolve_database_url
 from htm_analytics.datasets import read_corpus, remember_history
-from htm_analytics.store import create_database, database_exists, with_database
+from htm_analytics.store import ensure_database
 
 matplotlib.use("Agg")
 DATABASE = "htm_bench_corpus"
@@ -32,10 +32,7 @@ SHOWN = ["filter", "iterative_scan", "ef_search", "recall_mean", "recall_p5", "l
 
 
 def corpus_database(server: str, rows: int | None, reload: bool) -> str:
-    if reload or not database_exists(server, DATABASE):
-        url = create_database(server, DATABASE, replace=reload)
-    else:
-        url = with_database(server, DATABASE)
+    url = ensure_database(server, DATABASE, fresh=reload)
     with ha.LongTermMemory(url, init_schema=True) as store:
         if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
             frame, vectors = read_corpus(rows=rows)

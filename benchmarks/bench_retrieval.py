@@ -25,7 +25,7 @@ import pandas as pd
 import htm_analytics as ha
 from htm_analytics.connection import mask_url, resolve_database_url
 from htm_analytics.datasets import read_corpus, read_dev_queries
-from htm_analytics.store import create_database, database_exists, drop_database, with_database
+from htm_analytics.store import drop_database, ensure_database
 
 matplotlib.use("Agg")
 DATABASE = "htm_bench_retrieval"
@@ -33,10 +33,7 @@ STRATEGIES = ["vector", "fulltext", "fulltext_any", "hybrid", "rrf", "vector_bm2
 
 
 def corpus_database(server: str, *, reload: bool) -> str:
-    if reload or not database_exists(server, DATABASE):
-        url = create_database(server, DATABASE, replace=reload)
-    else:
-        url = with_database(server, DATABASE)
+    url = ensure_database(server, DATABASE, fresh=reload)
     with ha.LongTermMemory(url, init_schema=True) as store:
         if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
             frame, vectors = read_corpus()

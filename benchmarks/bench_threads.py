@@ -23,25 +23,12 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+from bench_htm import MODEL, PROVIDER, LookupEmbedder
 
 from htm_analytics import HTM, LongTermMemory
 from htm_analytics.connection import resolve_database_url
 from htm_analytics.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
-
-PROVIDER, MODEL = "sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"
-
-
-class LookupEmbedder:
-    """The dev queries' precomputed MiniLM vectors, answered as the model that made them."""
-
-    name, model, dimensions = PROVIDER, MODEL, 384
-
-    def __init__(self, texts: list[str], vectors: np.ndarray) -> None:
-        self.vectors = dict(zip(texts, vectors))
-
-    def embed(self, text: str) -> np.ndarray:
-        return self.vectors[text]
 
 
 def run_level(threads: int, ops: int, make_worker: Callable[[int], Callable[[int], object]]

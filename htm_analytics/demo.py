@@ -16,7 +16,7 @@ import pandas as pd
 from .connection import mask_url, resolve_database_url
 from .datasets import read_demo, remember_history
 from .errors import EmbeddingError, NotFoundError
-from .store import LongTermMemory, create_database, database_exists, with_database
+from .store import LongTermMemory, ensure_database
 
 __all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "run_demo",
            "DemoQueryEmbedder"]
@@ -52,11 +52,7 @@ def demo_database_url(server_url: str | None = None, *, fresh: bool = False,
                       database: str = DEMO_DATABASE) -> str:
     """URL of the demo database on ``server_url`` (default: the configured or embedded server),
     created and loaded if it is missing or empty; ``fresh`` recreates it."""
-    server = resolve_database_url(server_url)
-    if fresh or not database_exists(server, database):
-        url = create_database(server, database, replace=fresh)
-    else:
-        url = with_database(server, database)
+    url = ensure_database(resolve_database_url(server_url), database, fresh=fresh)
     with LongTermMemory(url, init_schema=True) as store:  # the demo's own database
         if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
             load_demo(store)

@@ -15,6 +15,7 @@ from .databases import (
     database_exists,
     database_name,
     drop_database,
+    ensure_database,
     scratch_database,
     with_database,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "database_exists",
     "database_name",
     "drop_database",
+    "ensure_database",
     "scratch_database",
     "with_database",
 ]

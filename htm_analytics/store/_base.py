@@ -196,21 +196,30 @@ class StoreBase:
 
         Inside :meth:`atomic` (on this thread) it is a savepoint of the atomic transaction.
         """
-        if self._closed:
-            raise DatabaseError("this LongTermMemory is closed")
+        self._check_open()
         outer: psycopg.Cursor[dict[str, Any]] | None = getattr(self._atomic, "cursor", None)
-        try:
+        with self._translated_errors():
             if outer is not None:
                 with outer.connection.transaction():
                     yield outer
                 return
             with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
                 yield cur
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise DatabaseError("this LongTermMemory is closed")
+
+    @contextmanager
+    def _translated_errors(self, connection: str = "pooled connection") -> Iterator[None]:
+        """Driver and pool errors raised inside, as the ``HTMError`` tree (by SQLSTATE)."""
+        try:
+            yield
         except psycopg.Error as exc:
             raise translate_database_error(exc, url=self.url) from exc
         except psycopg_pool.PoolTimeout as exc:
             raise DatabaseConnectionError(
-                f"no pooled connection to {self.url} became free: {exc}") from exc
+                f"no {connection} to {self.url} became free: {exc}") from exc
 
     @contextmanager
     def atomic(self) -> Iterator[None]:

@@ -19,7 +19,8 @@ from ..connection import mask_url
 from ..errors import ValidationError, translate_database_error
 from ._common import Statement
 
-__all__ = ["with_database", "database_name", "database_exists", "create_database", "drop_database",
+__all__ = ["with_database", "database_name", "database_exists", "create_database",
+           "ensure_database", "drop_database",
            "scratch_database"]
 
 
@@ -73,6 +74,13 @@ def create_database(server_url: str, name: str, *, template: str | None = None,
     if replace:
         drop_database(server_url, name)
     _admin(server_url, create)
+    return with_database(server_url, name)
+
+
+def ensure_database(server_url: str, name: str, *, fresh: bool = False) -> str:
+    """The URL of the database ``name``, created if it is missing; ``fresh`` recreates it."""
+    if fresh or not database_exists(server_url, name):
+        return create_database(server_url, name, replace=fresh)
     return with_database(server_url, name)
 
 

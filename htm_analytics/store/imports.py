@@ -7,10 +7,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
-import psycopg_pool
 from psycopg.types.json import Jsonb
 
-from ..errors import DatabaseConnectionError, DatabaseError, translate_database_error
 from ._base import StoreBase
 from ._common import lift_statement_timeout
 
@@ -97,15 +95,8 @@ class ImportsMixin(StoreBase):
     def read_only_connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection inside one read-only transaction, for analyses of other
         tables in the store's database (driver errors come out as :class:`HTMError`)."""
-        if self._closed:
-            raise DatabaseError("this LongTermMemory is closed")
-        try:
-            with self._pool.connection() as conn:
-                conn.execute("SET TRANSACTION READ ONLY")
-                yield conn
-                conn.rollback()
-        except psycopg.Error as exc:
-            raise translate_database_error(exc, url=self.url) from exc
-        except psycopg_pool.PoolTimeout as exc:
-            raise DatabaseConnectionError(
-                f"no pooled connection to {self.url} became free: {exc}") from exc
+        self._check_open()
+        with self._translated_errors(), self._pool.connection() as conn:
+            conn.execute("SET TRANSACTION READ ONLY")
+            yield conn
+            conn.rollback()

@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-import psycopg
-import psycopg_pool
 from psycopg import sql
 
 from ..errors import (
-    DatabaseConnectionError,
-    DatabaseError,
     ValidationError,
-    translate_database_error,
 )
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_positive_int
 from ._base import StoreBase
@@ -76,17 +71,10 @@ class IndexingMixin(StoreBase):
         Everything a :class:`TuningSession` changes is per transaction (``SET LOCAL``) or
         dropped when the session ends, so the connection goes back to the pool as it came.
         """
-        if self._closed:
-            raise DatabaseError("this LongTermMemory is closed")
-        try:
-            with self._pool.connection() as conn:
-                session = TuningSession(conn, self)
-                try:
-                    yield session
-                finally:
-                    session._drop_copy()
-        except psycopg.Error as exc:
-            raise translate_database_error(exc, url=self.url) from exc
-        except psycopg_pool.PoolTimeout as exc:
-            raise DatabaseConnectionError(
-                f"no pooled connection to {self.url} became free: {exc}") from exc
+        self._check_open()
+        with self._translated_errors(), self._pool.connection() as conn:
+            session = TuningSession(conn, self)
+            try:
+                yield session
+            finally:
+                session._drop_copy()

@@ -25,7 +25,7 @@ import psycopg
 import psycopg_pool
 from psycopg.rows import dict_row
 
-from ..errors import DatabaseConnectionError, DatabaseError, translate_database_error
+from ..errors import DatabaseConnectionError, DatabaseError
 from .tagging import TaggingMixin
 
 __all__ = ["SearchPoolMixin", "DEFAULT_EF_SEARCH", "SEARCH_SESSION_SETTINGS"]
@@ -94,22 +94,16 @@ class SearchPoolMixin(TaggingMixin):
                        filtered: bool = False) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
         """A cursor on a search connection, with ``ef_search`` and the iterative scan of a
         filtered search set for its use only."""
-        if self._closed:
-            raise DatabaseError("this LongTermMemory is closed")
+        self._check_open()
         pool = self._search_pool or self._open_search_pool()
-        try:
-            with pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
-                if ef_search == DEFAULT_EF_SEARCH and not filtered:
+        with self._translated_errors("search connection"), pool.connection() as conn, \
+                conn.cursor(row_factory=dict_row) as cur:
+            if ef_search == DEFAULT_EF_SEARCH and not filtered:
+                yield cur
+            else:
+                with conn.transaction():
+                    self._search_settings(cur, ef_search=ef_search, filtered=filtered)
                     yield cur
-                else:
-                    with conn.transaction():
-                        self._search_settings(cur, ef_search=ef_search, filtered=filtered)
-                        yield cur
-        except psycopg.Error as exc:
-            raise translate_database_error(exc, url=self.url) from exc
-        except psycopg_pool.PoolTimeout as exc:
-            raise DatabaseConnectionError(
-                f"no search connection to {self.url} became free: {exc}") from exc
 
     def close(self) -> None:
         """Close the connection pools. The embedded server stops when the process exits."""
