@@ -7,6 +7,7 @@ Every other module of the store is a mixin over :class:`StoreBase`: it runs its 
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -308,9 +309,10 @@ class StoreBase:
             self._pool.resize(self._pool.min_size, size)
         return self._pool.max_size
 
-    @property
+    @functools.cached_property
     def supports_iterative_scan(self) -> bool:
-        """Whether the server's pgvector (>= 0.8.0) has ``hnsw.iterative_scan``."""
+        """Whether the server's pgvector (>= 0.8.0) has ``hnsw.iterative_scan`` (filtered
+        searches ask on every call: parsed once)."""
         version = tuple(int(p) for p in re.findall(r"\d+", self.server_info["pgvector_version"]))
         return version >= (0, 8, 0)
 

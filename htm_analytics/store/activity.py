@@ -12,7 +12,7 @@ from ..errors import NotFoundError, ValidationError
 from ..validation import validate_content, validate_id, validate_ids, validate_json
 from ._base import StoreBase
 
-__all__ = ["ActivityMixin", "lock_robot_name"]
+__all__ = ["ActivityMixin", "lock_robot_name", "validate_step"]
 
 # Counts recalls and sets working-memory flags in one rewrite per node, skipping rows that
 # would not change (a NULL held flag leaves the flag as it is).
@@ -43,6 +43,19 @@ def lock_robot_name(cur: psycopg.Cursor[Any], name: str) -> None:
     # makes find-or-create safe under concurrency.
     cur.execute("SELECT pg_advisory_xact_lock(hashtext('htm_robot:' || %s))", (name,))
 
+
+
+def validate_step(robot_id: Any, held: Any, evicted: Any, recalled: Any
+                  ) -> tuple[int, set[int], set[int], set[int]]:
+    """A working-memory step's robot and node ids, checked; a node both held and evicted is
+    refused."""
+    robot_id = validate_id(robot_id, field="robot_id")
+    held_ids = set(validate_ids(held, field="held"))
+    evicted_ids = set(validate_ids(evicted, field="evicted"))
+    recalled_ids = set(validate_ids(recalled, field="recalled"))
+    if both := sorted(held_ids & evicted_ids):
+        raise ValidationError(f"nodes both held and evicted: {both}", field="evicted")
+    return robot_id, held_ids, evicted_ids, recalled_ids
 
 class ActivityMixin(StoreBase):
     """Robots, accesses and working memory (see :class:`~htm_analytics.LongTermMemory`)."""
@@ -143,12 +156,8 @@ class ActivityMixin(StoreBase):
         NotFoundError
             Unknown robot (nothing is written).
         """
-        robot_id = validate_id(robot_id, field="robot_id")
-        held_ids = set(validate_ids(held, field="held"))
-        evicted_ids = set(validate_ids(evicted, field="evicted"))
-        recalled_ids = set(validate_ids(recalled, field="recalled"))
-        if both := sorted(held_ids & evicted_ids):
-            raise ValidationError(f"nodes both held and evicted: {both}", field="evicted")
+        robot_id, held_ids, evicted_ids, recalled_ids = validate_step(
+            robot_id, held, evicted, recalled)
         ids = sorted(held_ids | evicted_ids | recalled_ids)
         flags = [True if i in held_ids else False if i in evicted_ids else None for i in ids]
         with self._transaction() as cur:

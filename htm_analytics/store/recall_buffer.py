@@ -36,9 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ValidationError
-from ..validation import validate_id, validate_ids
-from .activity import ActivityMixin
+from .activity import ActivityMixin, validate_step
 
 __all__ = ["RecallBufferMixin", "RecallBuffer", "FLUSH_RECALL_WRITES", "FLUSH_CHUNK"]
 
@@ -271,16 +269,12 @@ class RecallBufferMixin(ActivityMixin):
         if info.working_memory_column != "nodes.in_working_memory" or not info.has_event_log:
             self.update_working_memory(robot_id, held=held, evicted=evicted, recalled=recalled)
             return
-        robot_id = validate_id(robot_id, field="robot_id")
-        held_ids = validate_ids(held, field="held")
-        evicted_ids = validate_ids(evicted, field="evicted")
-        recalled_ids = validate_ids(recalled, field="recalled")
-        if both := sorted(set(held_ids) & set(evicted_ids)):
-            raise ValidationError(f"nodes both held and evicted: {both}", field="evicted")
+        robot_id, held_ids, evicted_ids, recalled_ids = validate_step(
+            robot_id, held, evicted, recalled)
         buffer = self.recall_buffer
         self._start_flusher(buffer)
         full = buffer.record(robot_id, dt.datetime.now(dt.UTC), recalled=sorted(
-            set(recalled_ids)), held=sorted(set(held_ids)), evicted=sorted(set(evicted_ids)))
+            recalled_ids), held=sorted(held_ids), evicted=sorted(evicted_ids))
         if full:
             self.flush_recall_writes()
 

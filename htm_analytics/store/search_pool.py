@@ -14,11 +14,9 @@ at its end.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import lru_cache
 from typing import Any
 
 import psycopg
@@ -44,12 +42,6 @@ _SESSION_SETTINGS = ("SELECT set_config('hnsw.ef_search', %s, false),"
 _OPENING = threading.Lock()  # only taken when a store opens its search pool
 
 
-@lru_cache(maxsize=8)
-def _has_iterative_scan(pgvector_version: str) -> bool:
-    """Whether this pgvector (>= 0.8.0) has ``hnsw.iterative_scan`` (parsed once)."""
-    return tuple(int(p) for p in re.findall(r"\d+", pgvector_version)) >= (0, 8, 0)
-
-
 class SearchPoolMixin(TaggingMixin):
     """The search connections (see the module's documentation)."""
 
@@ -64,7 +56,7 @@ class SearchPoolMixin(TaggingMixin):
         every vector, 30k rows in, instead of the HNSW index.
         """
         cur.execute(_SEARCH_SETTINGS, (str(ef_search),), prepare=True)
-        if filtered and _has_iterative_scan(self.server_info["pgvector_version"]):
+        if filtered and self.supports_iterative_scan:
             cur.execute(_ITERATIVE_SCAN, prepare=True)
 
     def _configure_search_connection(self, conn: psycopg.Connection[Any]) -> None:
