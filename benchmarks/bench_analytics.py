@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import htm_analytics as ha
-from htm_analytics.connection import resolve_database_url
 from htm_analytics.store import with_database
+from htm_analytics.store.connection import resolve_database_url
 
 CASES = [
     ("tag_cooccurrence", ha.tag_cooccurrence, {}),

@@ -21,9 +21,9 @@ import time
 import psycopg
 
 from htm_analytics import LongTermMemory
-from htm_analytics.connection import resolve_database_url
-from htm_analytics.datasets import read_corpus
+from htm_analytics.agent.datasets import read_corpus
 from htm_analytics.store import scratch_database
+from htm_analytics.store.connection import resolve_database_url
 
 
 def p50_ms(samples: list[float]) -> float:

@@ -30,9 +30,9 @@ import numpy as np
 import psycopg
 
 from htm_analytics import HTM, LongTermMemory, table_health
-from htm_analytics.connection import resolve_database_url
-from htm_analytics.datasets import read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
+from htm_analytics.store.connection import resolve_database_url
 
 PROVIDER, MODEL = "sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"
 

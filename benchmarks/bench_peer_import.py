@@ -15,9 +15,9 @@ import tracemalloc
 from pathlib import Path
 
 from htm_analytics import LongTermMemory
-from htm_analytics.connection import resolve_database_url
 from htm_analytics.peers import import_ghostkg
 from htm_analytics.store import scratch_database
+from htm_analytics.store.connection import resolve_database_url
 
 DDL = (Path(__file__).resolve().parents[1] / "tests" / "peer_schemas" / "ghostkg.sql")
 

@@ -20,9 +20,9 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import htm_analytics as ha
-from htm_analytics.connection import resolve_database_url
-from htm_analytics.datasets import read_corpus, remember_history
+from htm_analytics.agent.datasets import read_corpus, remember_history
 from htm_analytics.store import ensure_database
+from htm_analytics.store.connection import resolve_database_url
 
 matplotlib.use("Agg")
 DATABASE = "htm_bench_corpus"

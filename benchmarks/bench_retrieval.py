@@ -23,9 +23,9 @@ import numpy as np
 import pandas as pd
 
 import htm_analytics as ha
-from htm_analytics.connection import mask_url, resolve_database_url
-from htm_analytics.datasets import read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import drop_database, ensure_database
+from htm_analytics.store.connection import mask_url, resolve_database_url
 
 matplotlib.use("Agg")
 DATABASE = "htm_bench_retrieval"

@@ -29,10 +29,10 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from htm_analytics import LongTermMemory
-from htm_analytics.connection import resolve_database_url
-from htm_analytics.datasets import read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
 from htm_analytics.store._search_sql import hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
+from htm_analytics.store.connection import resolve_database_url
 from htm_analytics.store.tracing import _report
 
 
@@ -165,10 +165,10 @@ def main() -> None:
                        "WHERE embedding IS NOT NULL ORDER BY embedding <=> %s LIMIT 10")
             for vector in padded[:20]:  # warm the caches
                 raw.execute(raw_sql, (vector, vector), prepare=True).fetchall()
-                ltm._vector_search(vector, 2000, 10, None)
+                ltm.search(embedding=vector[:384], limit=10)
             raw_padded, store_padded = interleaved(
                 [lambda v: raw.execute(raw_sql, (v, v), prepare=True).fetchall(),
-                 lambda v: ltm._vector_search(v, 2000, 10, None)], padded)
+                 lambda v: ltm.search(embedding=v[:384], limit=10)], padded)
 
             start = time.perf_counter()
             ltm.create_native_index(384)

@@ -26,9 +26,9 @@ import numpy as np
 from bench_htm import MODEL, PROVIDER, LookupEmbedder
 
 from htm_analytics import HTM, LongTermMemory
-from htm_analytics.connection import resolve_database_url
-from htm_analytics.datasets import read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
+from htm_analytics.store.connection import resolve_database_url
 
 
 def run_level(threads: int, ops: int, make_worker: Callable[[int], Callable[[int], object]]
@@ -78,7 +78,7 @@ def report(label: str, threads: int, seconds: float, latencies: list[float], err
 def pool_wait_ms(store: LongTermMemory) -> float:
     """Milliseconds requests waited for a connection, both pools, since the last call."""
     total = 0.0
-    for pool in (store._pool, store._search_pool):
+    for pool in (store._pool, store._search._pool):
         if pool is not None:
             total += pool.pop_stats().get("requests_wait_ms", 0)
     return total

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from htm_analytics import LongTermMemory
-from htm_analytics.connection import resolve_database_url
-from htm_analytics.datasets import read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
+from htm_analytics.store.connection import resolve_database_url
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,10 +1,41 @@
-"""htm_analytics: the HTM memory store on PostgreSQL + pgvector, and analytics over it."""
+"""htm_analytics: the HTM memory store on PostgreSQL + pgvector, and analytics over it.
 
+The package is built in layers, each importing only from those before it: ``store`` (every
+read, write and search), ``agent`` (robots that remember and recall), ``analysis``
+(DataFrames and plots), ``peers`` (other memory systems), ``tuning``, ``advisor``, ``report``
+and ``cli``. Every public name is importable from here; see docs/architecture.md.
+"""
+
+import importlib
+from typing import Any
+
+from . import _moved
 from .advisor import AdvisorThresholds, advise
-from .cache import QueryCache
-from .connection import embedded_server_url, mask_url, resolve_database_url
-from .demo import demo_database_url, load_demo, run_demo
-from .embeddings import get_embedder
+from .agent import HTM, WorkingMemory, count_tokens, get_embedder, parse_timeframe
+from .analysis import (
+    index_usage,
+    index_usage_delta,
+    most_reinforced,
+    plot_index_usage,
+    plot_popular_tags,
+    plot_remember_count_distribution,
+    plot_remember_trends,
+    plot_robot_activity,
+    plot_robot_overlap,
+    plot_tag_cooccurrence,
+    plot_tag_graph,
+    plot_tag_hierarchy,
+    popular_tags,
+    remember_count_distribution,
+    remember_trends,
+    robot_activity,
+    robot_overlap,
+    table_health,
+    tag_cooccurrence,
+    tag_graph,
+    tag_hierarchy,
+    write_tag_graph,
+)
 from .errors import (
     ConcurrencyError,
     DatabaseConnectionError,
@@ -16,54 +47,44 @@ from .errors import (
     SchemaError,
     ValidationError,
 )
-from .evaluation import (
+from .report import Report, build_report, demo_database_url, load_demo, run_demo
+from .store import (
+    SCHEMA_VERSION,
+    LongTermMemory,
+    QueryCache,
+    Snapshot,
+    content_hash,
+    embedded_server_url,
+    export_snapshot,
+    mask_url,
+    resolve_database_url,
+)
+from .tuning import (
+    EfSearchAdvice,
     RetrievalEvaluation,
+    benchmark_index_build,
+    benchmark_recall,
+    concurrency_sweep,
     evaluate_retrieval,
+    exact_neighbors,
+    plot_concurrency,
+    plot_recall_by_ef,
+    plot_recall_latency,
     plot_retrieval,
     plot_retrieval_quality,
     read_labelled_queries,
+    recommend_ef_search,
     retrieval_quality,
 )
-from .htm import HTM
-from .indexes import index_usage, index_usage_delta, plot_index_usage, table_health
-from .report import Report, build_report
-from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
-from .snapshot import Snapshot, export_snapshot
-from .store import SCHEMA_VERSION, LongTermMemory, content_hash
-from .tags import (
-    plot_popular_tags,
-    plot_tag_cooccurrence,
-    plot_tag_graph,
-    plot_tag_hierarchy,
-    popular_tags,
-    tag_cooccurrence,
-    tag_graph,
-    tag_hierarchy,
-    write_tag_graph,
-)
-from .timeframes import parse_timeframe
-from .tokens import count_tokens
-from .trends import (
-    most_reinforced,
-    plot_remember_count_distribution,
-    plot_remember_trends,
-    remember_count_distribution,
-    remember_trends,
-)
-from .tuning import (
-    benchmark_index_build,
-    benchmark_recall,
-    exact_neighbors,
-    plot_recall_by_ef,
-    plot_recall_latency,
-)
-from .tuning_advice import (
-    EfSearchAdvice,
-    concurrency_sweep,
-    plot_concurrency,
-    recommend_ef_search,
-)
-from .working_memory import WorkingMemory
+
+_moved.install()
+
+
+def __getattr__(name: str) -> Any:
+    # ``htm_analytics.tags`` and the other modules of the previous release, as attributes.
+    if f"{__name__}.{name}" in _moved.MOVED_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __version__ = "0.1.0"
 

@@ -8,13 +8,13 @@ answer every helper with the same statement.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 from collections.abc import Mapping
 from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
+from ._sql import read_sql
 from .errors import ValidationError
 from .validation import validate_content, validate_positive_int, validate_tag, validate_timeframe
 
@@ -38,12 +38,10 @@ class MemorySource(Protocol):
 @functools.cache
 def load_analytics_query(name: str) -> str:
     """The text of ``sql/analytics/<name>.sql`` with its shared fragments included."""
-    folder = importlib.resources.files("htm_analytics").joinpath("sql", "analytics")
-    text = folder.joinpath(f"{name}.sql").read_text("utf-8")
     fragments = {"scoped": "_scoped_nodes", "remember_events": "_remember_events"}
     return _MARKER.sub(
-        lambda m: _strip_comments(folder.joinpath(f"{fragments[m.group(1)]}.sql")
-                                  .read_text("utf-8")).strip(), text)
+        lambda m: _strip_comments(read_sql("analytics", f"{fragments[m.group(1)]}.sql")).strip(),
+        read_sql("analytics", f"{name}.sql"))
 
 
 def _strip_comments(text: str) -> str:

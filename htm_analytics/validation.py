@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -15,6 +16,8 @@ __all__ = [
     "MAX_EMBEDDING_DIMENSION",
     "TAG_PATTERN",
     "validate_content",
+    "validate_number",
+    "validate_token_count",
     "validate_tag",
     "tag_ancestors",
     "validate_positive_int",
@@ -32,6 +35,7 @@ MAX_EMBEDDING_DIMENSION = 2000
 MAX_CONTENT_BYTES = 1_000_000
 MAX_TAG_LENGTH = 255
 MAX_BIGINT = 2**63 - 1
+MAX_INT = 2**31 - 1
 MAX_JSON_DEPTH = 64
 # Dates the analyses can bucket and PostgreSQL, Python and pandas all represent.
 EARLIEST = dt.datetime(1678, 1, 1, tzinfo=dt.UTC)
@@ -91,19 +95,44 @@ def tag_ancestors(tag: str) -> list[str]:
     return [":".join(parts[: i + 1]) for i in range(len(parts))]
 
 
-def validate_positive_int(value: Any, *, field: str, maximum: int | None = None) -> int:
-    """Return ``value`` if it is an int (not a bool) with ``1 <= value <= maximum``.
+def validate_number(value: Any, *, field: str, minimum: float | None = None,
+                    maximum: float | None = None, integer: bool = False,
+                    exclusive: bool = False) -> Any:
+    """Return ``value`` as an ``int`` (``integer=True``) or a ``float``, if it is a real,
+    finite number within the bounds; raise :class:`ValidationError` naming ``field``.
 
-    Without ``maximum`` the bound is PostgreSQL's ``bigint``: every such value is bound to SQL.
+    Booleans, strings, NaN and infinities are refused; NumPy scalars are accepted.
+    ``exclusive`` makes ``minimum`` a strict bound (``value > minimum``). An integer without
+    ``maximum`` is bounded by PostgreSQL's ``bigint``: every such value is bound to SQL.
     """
-    maximum = MAX_BIGINT if maximum is None else maximum
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ValidationError(f"must be a positive integer, got {value!r}", field=field)
-    if value < 1:
-        raise ValidationError(f"must be a positive integer, got {value!r}", field=field)
-    if value > maximum:
+    kinds: tuple[type, ...] = (int, np.integer) if integer else (int, float, np.integer,
+                                                                 np.floating)
+    kind = "an integer" if integer else "a number"
+    if integer and minimum == 1 and not exclusive:
+        kind = "a positive integer"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds) \
+            or (not integer and not math.isfinite(cast(float, value))):
+        raise ValidationError(f"must be {kind}, got {value!r}", field=field)
+    value = cast(float, value)
+    if integer and maximum is None:
+        maximum = MAX_BIGINT
+    if minimum is not None and (value <= minimum if exclusive else value < minimum):
+        bound = "" if kind == "a positive integer" else (
+            f" > {minimum}" if exclusive else f" >= {minimum}")
+        raise ValidationError(f"must be {kind}{bound}, got {value!r}", field=field)
+    if maximum is not None and value > maximum:
         raise ValidationError(f"must be at most {maximum}, got {value!r}", field=field)
-    return int(value)
+    return int(value) if integer else float(value)
+
+
+def validate_positive_int(value: Any, *, field: str, maximum: int | None = None) -> int:
+    """:func:`validate_number` for an integer from 1 to ``maximum`` (default ``bigint``)."""
+    return int(validate_number(value, field=field, minimum=1, maximum=maximum, integer=True))
+
+
+def validate_token_count(value: Any, *, field: str = "token_count") -> int:
+    """A token count: an integer from 0 to 2**31 - 1 (the ``token_count`` column's range)."""
+    return int(validate_number(value, field=field, minimum=0, maximum=MAX_INT, integer=True))
 
 
 def validate_id(value: Any, *, field: str) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from htm_analytics.datasets import find_corpus, read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import find_corpus, read_corpus, read_dev_queries
 
 OUT = Path(__file__).resolve().parents[1] / "htm_analytics" / "data"
 

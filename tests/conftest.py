@@ -27,13 +27,13 @@ def _close_figures() -> Iterator[None]:
 
 def pytest_configure(config: pytest.Config) -> None:
     # The corpus beside the checkout, unless the environment says where it is; otherwise
-    # htm_analytics.datasets.find_corpus searches the current directory's parents.
+    # htm_analytics.agent.datasets.find_corpus searches the current directory's parents.
     if CORPUS_DIR.is_dir():
         os.environ.setdefault("HTM_CORPUS_DIR", str(CORPUS_DIR))
 
 
 def _corpus_missing() -> str | None:
-    from htm_analytics.datasets import find_corpus
+    from htm_analytics.agent.datasets import find_corpus
 
     try:
         find_corpus()

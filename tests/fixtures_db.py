@@ -20,9 +20,8 @@ import psycopg
 import pytest
 
 from htm_analytics import HTMError, LongTermMemory
-from htm_analytics.connection import embedded_server_url
-from htm_analytics.datasets import read_corpus, remember_history
-from htm_analytics.demo import run_demo
+from htm_analytics.agent.datasets import read_corpus, remember_history
+from htm_analytics.report.demo import run_demo
 from htm_analytics.store import (
     apply_migrations,
     create_database,
@@ -30,6 +29,7 @@ from htm_analytics.store import (
     scratch_database,
     with_database,
 )
+from htm_analytics.store.connection import embedded_server_url
 
 # Unique per run: concurrent runs may share the embedded server.
 TEMPLATE = f"htm_test_template_{os.getpid()}_{uuid.uuid4().hex[:6]}"

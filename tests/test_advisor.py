@@ -7,7 +7,6 @@ import dataclasses
 import json
 import re
 import threading
-import time
 
 import numpy as np
 import psycopg
@@ -40,6 +39,22 @@ def _flush(conn: psycopg.Connection) -> None:
 def _sleep_in(url: str) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("SELECT pg_sleep(2)")
+
+
+def _wait_until_long_running(url: str, query: str, *, seconds: float) -> None:
+    """Return once ``query`` has been running for ``seconds`` in another session (the
+    server watches for it; at most 10 s)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET statement_timeout = '10s'")
+        conn.execute(psycopg.sql.SQL("""
+            DO $$ BEGIN
+                WHILE NOT EXISTS (
+                    SELECT 1 FROM pg_stat_activity WHERE query = {query} AND state = 'active'
+                    AND clock_timestamp() - query_start > {age}::interval) LOOP
+                    PERFORM pg_sleep(0.02);
+                END LOOP;
+            END $$""").format(query=psycopg.sql.Literal(query),
+                              age=psycopg.sql.Literal(f"{seconds} seconds")))
 
 
 def _found(frame, check: str, obj: str | None = None):
@@ -117,7 +132,7 @@ def test_provoked_checks_are_found_and_their_sql_runs(database_url, server_url):
         idle.execute("SELECT 'left open'")
         busy = threading.Thread(target=_sleep_in, args=(database_url,), daemon=True)
         busy.start()
-        time.sleep(1.0)
+        _wait_until_long_running(database_url, "SELECT pg_sleep(2)", seconds=0.4)
         frame = advise(store, thresholds=FAST)
         strict = advise(store, thresholds=AdvisorThresholds(min_statistics_days=0,
                                                             xid_min_left=3_000_000_000))

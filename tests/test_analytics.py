@@ -17,7 +17,7 @@ from pandas.testing import assert_frame_equal
 
 import htm_analytics as ha
 from htm_analytics import LongTermMemory, Snapshot, ValidationError, export_snapshot
-from htm_analytics.datasets import read_corpus, remember_history
+from htm_analytics.agent.datasets import read_corpus, remember_history
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from fixtures_db import temporary_database
 from psycopg import sql
 
 from htm_analytics import LongTermMemory, ValidationError
-from htm_analytics.datasets import normalize_tag, read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import normalize_tag, read_corpus, read_dev_queries
 
 
 def test_bulk_add_deduplicates_like_add(ltm: LongTermMemory, db: psycopg.Connection) -> None:
@@ -164,15 +164,19 @@ def test_corpus_vector_recall_is_real(corpus_store: tuple) -> None:
     assert len(chosen) >= 100
 
     def recall(pad: bool) -> float:
-        hits = 0
-        for i in chosen:
-            vector = query_vectors[i]
-            if pad:  # a 2000-d query vector: the seed index, not the native one
-                vector = np.concatenate([vector, np.zeros(1616, dtype=np.float32)])
-                rows = store._vector_search(vector, 2000, 10, None)
-            else:
-                rows = store.search(embedding=vector, limit=10)
-            hits += content_of_row[queries["row"][i]] in {r["content"] for r in rows}
+        if pad:  # the seed's padded index even where a native one exists, at ef_search 40
+            with store.tuning_session() as session:
+                found = session.knn(query_vectors[chosen], dimension=384, k=10, ef_search=40,
+                                    target="padded")
+            contents = store.fetch_frame("SELECT id, content FROM nodes WHERE id = ANY(%s)",
+                                         ([int(i) for ids in found["ids"] for i in ids],))
+            content_of_id = dict(zip(contents["id"], contents["content"]))
+            results = [{content_of_id[int(i)] for i in ids} for ids in found["ids"]]
+        else:
+            results = [{r["content"] for r in store.search(embedding=query_vectors[i], limit=10)}
+                       for i in chosen]
+        hits = sum(content_of_row[queries["row"][i]] in found_contents
+                   for i, found_contents in zip(chosen, results))
         return hits / len(chosen)
 
     native, padded = recall(pad=False), recall(pad=True)

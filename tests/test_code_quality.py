@@ -25,33 +25,56 @@ def test_mypy_is_clean() -> None:
     assert "Success: no issues found" in result.stdout
 
 
-def _module_imports() -> dict[str, set[str]]:
-    """Module-level imports between the package's modules (``htm_analytics.x`` names)."""
+# The layers, lowest first. A module of a layer imports from its own layer, the layers before
+# it and the shared modules at the top of the package, never from a layer after it.
+LAYERS = ("store", "agent", "analysis", "peers", "tuning", "advisor", "report", "cli")
+# The shared modules every layer may use; they import only from each other.
+SHARED = ("errors", "validation", "frames", "_docs", "_plotting", "_sql")
+# The package's own entry points: they gather the public names of every layer.
+ENTRY_POINTS = ("htm_analytics", "htm_analytics.__main__", "htm_analytics._moved")
+# Only the store opens connections or runs SQL: nothing else imports a database driver.
+DRIVERS = ("psycopg", "psycopg_pool", "pgvector", "sqlite3", "duckdb")
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in (ROOT / "htm_analytics").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """Every import of ``name``'s source, wherever it stands (functions and TYPE_CHECKING
+    blocks included), as absolute module names."""
     import ast
 
-    package = ROOT / "htm_analytics"
-    graph: dict[str, set[str]] = {}
-    for path in package.rglob("*.py"):
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-        is_package = parts[-1] == "__init__"
-        graph[name] = set()
-        for node in ast.parse(path.read_text()).body:
-            if isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = name.split(".")[: len(name.split(".")) - node.level + is_package]
-                    target = ".".join([*base, *([node.module] if node.module else [])])
-                else:
-                    target = node.module or ""
-                targets = [target]
-                if not node.module:  # `from . import x`: the submodules
-                    targets = [f"{target}.{alias.name}" for alias in node.names]
-            elif isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
             else:
-                continue
-            graph[name].update(t for t in targets if t.startswith("htm_analytics"))
-    return graph
+                target = node.module or ""
+            found.add(target)
+            # `from x import y` imports the module x.y where there is one
+            found.update(f"{target}.{alias.name}" for alias in node.names
+                         if f"{target}.{alias.name}" in modules)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return found
+
+
+def _module_imports() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
 
 
 def test_modules_import_without_cycles() -> None:
@@ -59,22 +82,78 @@ def test_modules_import_without_cycles() -> None:
 
     graph = _module_imports()
     edges = nx.DiGraph([(a, b) for a, targets in graph.items() for b in targets
-                        if b in graph and not a.startswith(b)])  # a package's own __init__
-    assert len(graph) > 40 and "htm_analytics.store.search" in graph
+                        if b in graph and a != b])
+    assert len(graph) > 60 and "htm_analytics.store.search" in graph
     assert nx.is_directed_acyclic_graph(edges), nx.find_cycle(edges)
 
 
-def test_only_the_store_talks_to_postgresql() -> None:
+def test_every_module_is_in_a_layer() -> None:
+    for name in _modules():
+        assert name in ENTRY_POINTS or _layer(name) in LAYERS or _layer(name) in SHARED, name
+
+
+def test_layers_import_only_downwards() -> None:
     graph = _module_imports()
-    surfaces = ["htm_analytics.cli", "htm_analytics.report", "htm_analytics.widgets",
-                "htm_analytics.tags", "htm_analytics.trends", "htm_analytics.robots",
-                "htm_analytics.indexes", "htm_analytics.htm", "htm_analytics.evaluation"]
-    for module in surfaces:
-        path = ROOT / module.replace(".", "/")
-        files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
-        for file in files:
-            source = file.read_text()
-            assert "import psycopg" not in source and "from psycopg" not in source, file
-        for name in (n for n in graph if n == module or n.startswith(module + ".")):
-            assert not any(t.startswith("htm_analytics.store.") and t != "htm_analytics.store"
-                           for t in graph[name]), name
+    for module, targets in graph.items():
+        if module in ENTRY_POINTS:
+            continue
+        layer = _layer(module)
+        for target in (t for t in targets if t.startswith("htm_analytics")):
+            below = _layer(target)
+            if layer in SHARED:
+                allowed = below in SHARED
+            else:
+                allowed = below in SHARED or (
+                    below in LAYERS and LAYERS.index(below) <= LAYERS.index(layer))
+            assert allowed, f"{module} ({layer}) imports {target}"
+
+
+def test_only_the_store_talks_to_databases() -> None:
+    """No module outside ``htm_analytics/store/`` imports a database driver, nor the store's
+    private modules (``store._base``, ``store._search_sql``...)."""
+    graph = _module_imports()
+    for module, targets in graph.items():
+        if _layer(module) == "store":
+            continue
+        drivers = {t for t in targets if t.split(".")[0] in DRIVERS}
+        assert not drivers, f"{module} imports {drivers}"
+        internals = {t for t in targets if t.startswith("htm_analytics.store._")}
+        assert not internals, f"{module} imports the store's modules {internals}"
+
+
+def test_the_layering_test_sees_what_it_checks() -> None:
+    """The checks above are only as good as the import graph: it must hold the imports
+    made in functions and under TYPE_CHECKING, and edges between sibling modules."""
+    graph = _module_imports()
+    assert "htm_analytics.store.memory" in graph["htm_analytics.agent.datasets"] \
+        or "htm_analytics.store" in graph["htm_analytics.agent.datasets"]  # TYPE_CHECKING
+    assert "htm_analytics.peers" in graph["htm_analytics.cli.imports"]  # inside a function
+    assert "htm_analytics.tuning.plots" in graph["htm_analytics.tuning.benchmark"]
+
+
+def test_modules_of_the_previous_release_import_with_a_warning() -> None:
+    """Each moved module imports by its old path (and as an attribute of the package), is the
+    module at its new path, and says where it moved."""
+    script = """
+import importlib, json, warnings
+import htm_analytics
+from htm_analytics._moved import MOVED_MODULES
+found = {}
+for old, new in MOVED_MODULES.items():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    found[old] = [module is importlib.import_module(new),
+                  [str(w.message) for w in caught if w.category is DeprecationWarning],
+                  getattr(htm_analytics, old.rpartition(".")[2]) is module]
+print(json.dumps(found))
+"""
+    import json
+
+    result = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                            text=True, timeout=120, check=True)
+    found = json.loads(result.stdout)
+    assert len(found) >= 20
+    for old, (same, warnings, attribute) in found.items():
+        assert same and attribute, old
+        assert len(warnings) == 1 and "moved to htm_analytics." in warnings[0], old

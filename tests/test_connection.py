@@ -99,8 +99,9 @@ def test_a_url_of_a_stopped_embedded_server_starts_it() -> None:
     os.chmod(root, 0o755)  # as root the server runs as another user, who must reach it
     try:
         first = subprocess.run(
-            [sys.executable, "-c", "import sys, pathlib; from htm_analytics.connection import "
-             "embedded_server_url as start; print(start(pathlib.Path(sys.argv[1])))",
+            [sys.executable, "-c", "import sys, pathlib; "
+             "from htm_analytics.store import embedded_server_url as start; "
+             "print(start(pathlib.Path(sys.argv[1])))",
              str(root / "pgdata")], capture_output=True, text=True, check=True)
         url = first.stdout.strip()
         with pytest.raises(psycopg.OperationalError):

@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
@@ -17,12 +16,12 @@ import numpy as np
 import pytest
 
 from htm_analytics import EmbeddingError, ValidationError, get_embedder
-from htm_analytics.embeddings import HashingEmbedder, OllamaEmbedder, OpenAIEmbedder
+from htm_analytics.agent.embeddings import HashingEmbedder, OllamaEmbedder, OpenAIEmbedder
 
 
 def test_hashing_is_deterministic_across_processes() -> None:
     here = HashingEmbedder(384).embed("PostgreSQL is our primary database")
-    code = ("from htm_analytics.embeddings import HashingEmbedder;"
+    code = ("from htm_analytics.agent.embeddings import HashingEmbedder;"
             "import sys; sys.stdout.write(HashingEmbedder(384).embed("
             "'PostgreSQL is our primary database').tobytes().hex())")
     # A different hash seed in the other process: Python's own hash() would differ.
@@ -47,14 +46,15 @@ class Stub(BaseHTTPRequestHandler):
     """Answers like Ollama (/api/embed) and OpenAI (/v1/embeddings); scripted failures."""
 
     failures: ClassVar[list[int]] = []
-    delay = 0.0
+    # Set: answer at once; cleared: hold every answer until the test sets it (at most 30 s).
+    answer = threading.Event()
     requests: ClassVar[list[dict]] = []
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         Stub.requests.append({"path": self.path, "body": body,
                               "auth": self.headers.get("Authorization")})
-        time.sleep(Stub.delay)
+        Stub.answer.wait(30)
         if Stub.failures:
             self.send_response(Stub.failures.pop(0))
             self.end_headers()
@@ -79,7 +79,8 @@ class Stub(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stub() -> Iterator[str]:
-    Stub.failures, Stub.delay, Stub.requests = [], 0.0, []
+    Stub.failures, Stub.requests = [], []
+    Stub.answer.set()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Stub)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -132,11 +133,13 @@ def test_a_service_that_is_down_or_slow_is_a_clear_error(stub: str) -> None:
     with pytest.raises(EmbeddingError, match=rf"ollama at {down}/api/embed is unreachable "
                                              r"after 2 attempts.*is the service running"):
         OllamaEmbedder(base_url=down, retries=1).embed("hello")
-    Stub.delay = 1.0
-    started = time.perf_counter()
-    with pytest.raises(EmbeddingError, match="unreachable after 1 attempts"):
-        OpenAIEmbedder(base_url=stub, timeout=0.2, retries=0).embed("hello")
-    assert time.perf_counter() - started < 1.0
+    Stub.answer.clear()  # the service holds its answer: only the client's timeout ends this
+    try:
+        with pytest.raises(EmbeddingError, match="unreachable after 1 attempts"):
+            OpenAIEmbedder(base_url=stub, timeout=0.2, retries=0).embed("hello")
+        assert Stub.requests and not Stub.answer.is_set()  # gave up before any answer
+    finally:
+        Stub.answer.set()
 
 
 def test_dimension_mismatch_is_caught(stub: str) -> None:

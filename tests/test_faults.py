@@ -21,7 +21,7 @@ from htm_analytics import (
     LongTermMemory,
     QueryTimeoutError,
 )
-from htm_analytics.connection import _embedded_server, embedded_server_url
+from htm_analytics.store.connection import _embedded_server, embedded_server_url
 
 pytestmark = pytest.mark.reliability
 

@@ -17,9 +17,9 @@ from click.testing import CliRunner
 from psycopg.conninfo import conninfo_to_dict
 
 import htm_analytics as ha
-import htm_analytics.cli as cli_module
+import htm_analytics.cli._app as cli_module
+from htm_analytics.agent.datasets import DEMO_ROBOTS, read_demo, simulate_remembers
 from htm_analytics.cli import cli
-from htm_analytics.datasets import DEMO_ROBOTS, read_demo, simulate_remembers
 
 ROOT = Path(__file__).resolve().parents[1]
 URL_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")

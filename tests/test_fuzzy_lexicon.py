@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from htm_analytics import LongTermMemory
-from htm_analytics.datasets import read_corpus
+from htm_analytics.agent.datasets import read_corpus
 
 
 def _lexicon(db: psycopg.Connection, words: list[str]) -> set[str]:

@@ -33,9 +33,10 @@ from htm_analytics import (
     robot_overlap,
     tag_cooccurrence,
 )
+from htm_analytics.agent.datasets import simulate_remembers
+from htm_analytics.agent.timeframes import parse_timeframe
 from htm_analytics.cli import cli
-from htm_analytics.datasets import simulate_remembers
-from htm_analytics.timeframes import parse_timeframe
+from htm_analytics.store import SEARCH_STRATEGIES
 
 FAST = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -128,7 +129,8 @@ def outcome(call: Callable[[], Any], fields: set[str]) -> Any:
 
 def finite_scores(rows: list[dict[str, Any]]) -> None:
     for row in rows:
-        for name in ("similarity", "rank", "combined_score", "rrf_score"):
+        for name in ("similarity", "rank", "combined_score", "rrf_score", "tag_boost", "bm25",
+                     "score"):
             if row.get(name) is not None:
                 assert math.isfinite(row[name]), row
 
@@ -178,6 +180,12 @@ def test_searches_return_finite_scores_or_reject(store, query, limit, timeframe,
         lambda: store.search_fuzzy(query=query, limit=limit, timeframe=timeframe),
         lambda: store.search_hybrid(query=query, embedding=embedding, limit=limit,
                                     timeframe=timeframe, fusion="rrf"),
+        lambda: store.search_hybrid(query=query, embedding=embedding, limit=limit,
+                                    timeframe=timeframe),
+        lambda: store.search_vector_bm25(query=query, embedding=embedding, limit=limit,
+                                         timeframe=timeframe),
+        lambda: store.search_fulltext(query=query, limit=limit, timeframe=timeframe,
+                                      match="any"),
         lambda: store.find_query_matching_tags(query),
     ]
     for call in calls:
@@ -280,7 +288,7 @@ def test_analysis_helpers_return_frames_or_reject(store, timeframe, limit, robot
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(content=hostile_text, topic=hostile_text, timeframe=hostile_timeframe,
-       strategy=st.sampled_from(["vector", "fulltext", "fuzzy", "rrf", "bogus"]),
+       strategy=st.sampled_from([*SEARCH_STRATEGIES, "bogus"]),
        token_count=st.one_of(st.none(), st.just(np.int64(3)), big_ints, anything))
 def test_htm_remember_and_recall(htm_store, content, topic, timeframe, strategy, token_count):
     htm = HTM("hostile-htm", store=htm_store)

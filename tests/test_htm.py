@@ -11,7 +11,8 @@ import pytest
 
 import htm_analytics as ha
 from htm_analytics import HTM, EmbeddingError, NotFoundError, ValidationError
-from htm_analytics.embeddings import HashingEmbedder
+from htm_analytics.agent.embeddings import HashingEmbedder
+from htm_analytics.store import SEARCH_STRATEGIES
 
 NOW = dt.datetime(2026, 11, 18, 15, 30, tzinfo=dt.UTC)
 FACTS = [
@@ -74,7 +75,7 @@ def test_only_new_content_is_embedded_and_robots_share_it(ltm: ha.LongTermMemory
     assert node in a.working_memory and node in b.working_memory
 
 
-@pytest.mark.parametrize("strategy", ["vector", "fulltext", "hybrid", "rrf"])
+@pytest.mark.parametrize("strategy", SEARCH_STRATEGIES)
 def test_recall_round_trip_for_each_strategy(htm: HTM, strategy: str,
                                              db: psycopg.Connection) -> None:
     ids = [htm.remember(text, tags=tags) for text, tags in FACTS]
@@ -209,7 +210,7 @@ def test_context_assembly_and_defaults(htm: HTM) -> None:
 
 
 def test_recall_on_the_demo_memory_with_its_model(demo: dict) -> None:
-    from htm_analytics.demo import DemoQueryEmbedder, demo_queries
+    from htm_analytics.report.demo import DemoQueryEmbedder, demo_queries
 
     with ha.LongTermMemory(demo["url"]) as store:
         models = store.embedding_models()

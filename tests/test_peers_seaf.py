@@ -31,7 +31,7 @@ from htm_analytics.peers import (
     seaf_tool_ngrams,
     seaf_tool_stats,
 )
-from htm_analytics.table_recall import benchmark_table_recall
+from htm_analytics.store.table_recall import benchmark_table_recall
 
 DDL = (Path(__file__).parent / "peer_schemas" / "seaf.sql").read_text()
 T0 = dt.datetime(2025, 11, 4, 10, 0, tzinfo=dt.UTC)

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 import htm_analytics as ha
+from htm_analytics.agent.datasets import DEMO_ROBOTS
 from htm_analytics.cli import cli
-from htm_analytics.datasets import DEMO_ROBOTS
 
 SECTIONS = ["advice", "overview", "robots", "trends", "tags", "search", "indexes", "hnsw"]
 
@@ -64,7 +64,7 @@ def test_demo_memory_is_what_the_report_says(demo: dict) -> None:
         trends = ha.remember_trends(store, freq="M")
         assert len(trends) >= 6 and trends["repeated_remembers"].sum() > 0
         assert 384 in store.native_dimensions
-        quality = ha.retrieval_quality(store, *ha.demo.demo_queries(store, limit=50),
+        quality = ha.retrieval_quality(store, *ha.report.demo.demo_queries(store, limit=50),
                                        strategies=("vector",))
         assert quality["recall_at_k"].iloc[0] > 0.8  # real MiniLM vectors, real queries
         robots_per_memory = counts["robot_nodes"] / counts["nodes"]

@@ -6,7 +6,7 @@ import psycopg
 
 import htm_analytics as ha
 from htm_analytics import LongTermMemory
-from htm_analytics.report import MIN_SWEEP_VECTORS, TOP_ROBOTS, TOP_TREND_ROBOTS
+from htm_analytics.report.build import MIN_SWEEP_VECTORS, TOP_ROBOTS, TOP_TREND_ROBOTS
 
 
 def test_report_on_an_empty_database(ltm: LongTermMemory) -> None:

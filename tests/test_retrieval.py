@@ -14,8 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 import htm_analytics as ha
+from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.cli import cli
-from htm_analytics.datasets import read_corpus, read_dev_queries
+from htm_analytics.store.lexical import search_fulltext_any_bounded
 
 
 @pytest.fixture(scope="module")
@@ -199,8 +200,8 @@ def test_bounded_any_word_full_text_ranks_like_the_reference(store: ha.LongTermM
         WHERE sv.content_tsv @@ q ORDER BY ts_rank(sv.content_tsv, q) DESC, n.id LIMIT 10"""
     for query in labelled["query"].head(5):
         expected = store.fetch_frame(reference, {"q": query})["id"].tolist()
-        bounded = store._search_fulltext_any_bounded(query, 10, None, 100_000)
+        bounded = search_fulltext_any_bounded(store, query, 10, None, 100_000)
         assert [r["id"] for r in bounded] == expected
         assert [r["id"] for r in store.search_fulltext(query=query, match="any",
                                                        limit=10)] == \
-            [r["id"] for r in store._search_fulltext_any_bounded(query, 10, None)]
+            [r["id"] for r in search_fulltext_any_bounded(store, query, 10, None)]

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 
 from htm_analytics import EmbeddingError, LongTermMemory, ValidationError
+from htm_analytics.store import SEARCH_STRATEGIES
 
 MEMORIES = [
     ("PostgreSQL connection pooling keeps database latency low", ["database:postgresql"]),
@@ -298,7 +299,7 @@ def test_stats_has_every_reference_key(seeded: tuple) -> None:
 def test_search_by_strategy_names_every_search(ltm: LongTermMemory) -> None:
     robot = ltm.register_robot("r")
     ltm.add(content="PostgreSQL primary database", robot_id=robot, embedding=[1.0, 0.0, 0.5])
-    for strategy in ("vector", "fulltext", "fulltext_any", "fuzzy", "hybrid", "rrf"):
+    for strategy in SEARCH_STRATEGIES:
         rows = ltm.search_by_strategy(strategy, query="PostgreSQL database",
                                       embedding=[1.0, 0.0, 0.4])
         assert [r["content"] for r in rows] == ["PostgreSQL primary database"], strategy

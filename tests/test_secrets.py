@@ -10,7 +10,7 @@ from click.testing import CliRunner
 
 from htm_analytics import HTM, HTMError, LongTermMemory, QueryTimeoutError
 from htm_analytics.cli import cli
-from htm_analytics.connection import mask_url
+from htm_analytics.store.connection import mask_url
 
 SECRET = "S3cr3t-Pa55word"
 

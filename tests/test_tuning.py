@@ -13,9 +13,9 @@ import pytest
 from fixtures_db import temporary_database
 
 import htm_analytics as ha
-import htm_analytics.tuning as tuning
+import htm_analytics.tuning.benchmark as tuning
 from htm_analytics import LongTermMemory, ValidationError
-from htm_analytics.datasets import read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 
 
 @pytest.fixture(scope="module")

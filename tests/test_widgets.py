@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 
 import htm_analytics as ha
-from htm_analytics.demo import DemoQueryEmbedder
-from htm_analytics.widgets import ef_search_explorer, search_explorer, tag_browser
+from htm_analytics.report.demo import DemoQueryEmbedder
+from htm_analytics.report.widgets import ef_search_explorer, search_explorer, tag_browser
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from htm_analytics import ValidationError, WorkingMemory, parse_timeframe
-from htm_analytics.working_memory import entry_value
+from htm_analytics.agent.working_memory import entry_value
 
 NOW = dt.datetime(2026, 11, 18, 15, 30, tzinfo=dt.UTC)  # a Wednesday
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.resources
 from dataclasses import dataclass
-from typing import Any
 
 import pandas as pd
-from psycopg import sql
 
+from .._sql import read_sql
 from ..store import LongTermMemory
 
 __all__ = ["SEVERITIES", "FINDING_COLUMNS", "RECALL_COLUMNS", "AdvisorThresholds",
@@ -86,17 +84,7 @@ class AdvisorThresholds:
 
 
 def query_text(name: str) -> str:
-    folder = importlib.resources.files("htm_analytics").joinpath("sql", "advisor")
-    return folder.joinpath(f"{name}.sql").read_text("utf-8")
-
-
-def quoted(*parts: str) -> str:
-    """A quoted, schema-qualified name for the statements handed to the user."""
-    return sql.Identifier(*parts).as_string(None)
-
-
-def literal(value: Any) -> str:
-    return sql.Literal(value).as_string(None)
+    return read_sql("advisor", f"{name}.sql")
 
 
 def size_text(n: float) -> str:

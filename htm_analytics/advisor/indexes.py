@@ -7,12 +7,11 @@ from collections.abc import Iterator
 
 import pandas as pd
 
+from ..store import quote_identifier, quote_literal
 from ._common import (
     RECALL_COLUMNS,
     Context,
     finding,
-    literal,
-    quoted,
     size_text,
 )
 
@@ -61,7 +60,7 @@ def duplicate_indexes(context: Context) -> Iterator[dict[str, str]]:
                     f"Drop it: {other['index']} answers the same lookups, and every insert "
                     "and non-HOT update of the table writes both.",
                     ["DROP INDEX CONCURRENTLY IF EXISTS "
-                     f"{quoted(index['schema'], index['index'])}"])
+                     f"{quote_identifier(index['schema'], index['index'])}"])
                 break
 
 
@@ -76,7 +75,8 @@ def invalid_indexes(context: Context) -> Iterator[dict[str, str]]:
             f"definition: {index['definition']}",
             "Drop it, fix what made the build fail (for a unique index: the duplicate rows), "
             "then create it again with the definition shown.",
-            [f"DROP INDEX CONCURRENTLY IF EXISTS {quoted(index['schema'], index['index'])}"])
+            ["DROP INDEX CONCURRENTLY IF EXISTS "
+             f"{quote_identifier(index['schema'], index['index'])}"])
 
 
 def unused_indexes(context: Context, statistics_note: str) -> Iterator[dict[str, str]]:
@@ -103,7 +103,7 @@ def unused_indexes(context: Context, statistics_note: str) -> Iterator[dict[str,
             "them with their scans).",
             ["SELECT schemaname, relname, indexrelname, idx_scan, "
              "pg_size_pretty(pg_relation_size(indexrelid)) FROM pg_stat_user_indexes "
-             "WHERE indexrelname = ANY (" + literal([r["index"] for _, r in
+             "WHERE indexrelname = ANY (" + quote_literal([r["index"] for _, r in
                                                      candidates.iterrows()]) + "::text[]) "
              "ORDER BY pg_relation_size(indexrelid) DESC"])
         return
@@ -114,7 +114,7 @@ def unused_indexes(context: Context, statistics_note: str) -> Iterator[dict[str,
                        f"({index['method']} on {index['table']})",
                        "Drop it: it costs a write on every insert and non-HOT update.",
                        [f"DROP INDEX CONCURRENTLY IF EXISTS "
-                        f"{quoted(index['schema'], index['index'])}"])
+                        f"{quote_identifier(index['schema'], index['index'])}"])
 
 
 def hot_updates(context: Context) -> Iterator[dict[str, str]]:
@@ -137,9 +137,9 @@ def hot_updates(context: Context) -> Iterator[dict[str, str]]:
         & ~indexes["is_unique"] & ~indexes["is_primary"]]
     named = ", ".join(f"{r['index']} ({r['idx_scan']:,} scans)" for _, r in blocking.iterrows())
     context.flagged.update(blocking["index"])
-    statements = [f"DROP INDEX CONCURRENTLY IF EXISTS {quoted('public', name)}"
+    statements = [f"DROP INDEX CONCURRENTLY IF EXISTS {quote_identifier('public', name)}"
                   for name in blocking["index"]]
-    statements.append(f"ALTER TABLE {quoted('public', 'nodes')} SET (fillfactor = 90)")
+    statements.append(f"ALTER TABLE {quote_identifier('public', 'nodes')} SET (fillfactor = 90)")
     yield finding(
         "hot_updates", "warning", "public.nodes",
         f"{share:.0%} of {updates:,} updates of nodes were HOT; the others wrote an entry into "

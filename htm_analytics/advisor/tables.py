@@ -6,13 +6,12 @@ from collections.abc import Iterator
 
 import pandas as pd
 
+from ..store import quote_identifier, quote_literal
 from ._common import (
     Context,
     age_text,
     finding,
-    literal,
     query_text,
-    quoted,
 )
 
 # PostgreSQL's wraparound limit as PgHero counts it.
@@ -28,7 +27,7 @@ def sequential_scans(context: Context) -> Iterator[dict[str, str]]:
         share = int(table["seq_scan"]) / scans
         if share <= limits.seq_scan_max_share:
             continue
-        name = quoted(table["schema"], table["table"])
+        name = quote_identifier(table["schema"], table["table"])
         yield finding(
             "sequential_scans", "warning", f"{table['schema']}.{table['table']}",
             f"{share:.0%} of {scans:,} scans were sequential on {int(table['n_live_tup']):,} "
@@ -38,7 +37,7 @@ def sequential_scans(context: Context) -> Iterator[dict[str, str]]:
             "ANALYZE refreshes the planner's statistics first.",
             [f"ANALYZE {name}",
              "SELECT relname, seq_scan, seq_tup_read, idx_scan, n_live_tup "
-             f"FROM pg_stat_user_tables WHERE relid = {literal(name)}::regclass"])
+             f"FROM pg_stat_user_tables WHERE relid = {quote_literal(name)}::regclass"])
 
 
 def dead_rows(context: Context) -> Iterator[dict[str, str]]:
@@ -55,7 +54,7 @@ def dead_rows(context: Context) -> Iterator[dict[str, str]]:
             f"{dead:,} dead rows, {share:.0%} of the table; {vacuumed}",
             "Vacuum it so the space is reused and scans skip fewer dead rows; if autovacuum is "
             "off for it or cannot keep up, lower its autovacuum_vacuum_scale_factor.",
-            [f"VACUUM (ANALYZE) {quoted(table['schema'], table['table'])}"])
+            [f"VACUUM (ANALYZE) {quote_identifier(table['schema'], table['table'])}"])
 
 
 def wraparound(context: Context) -> Iterator[dict[str, str]]:
@@ -69,7 +68,7 @@ def wraparound(context: Context) -> Iterator[dict[str, str]]:
             f"{int(table['xid_age']):,} old)",
             "Freeze it now: at 1 million left PostgreSQL stops accepting writes. Check for "
             "long transactions or abandoned replication slots holding the horizon back.",
-            [f"VACUUM (FREEZE, ANALYZE) {quoted(table['schema'], table['table'])}"])
+            [f"VACUUM (FREEZE, ANALYZE) {quote_identifier(table['schema'], table['table'])}"])
 
 
 def cache_hit(context: Context) -> Iterator[dict[str, str]]:
@@ -95,11 +94,11 @@ def sequences(context: Context) -> Iterator[dict[str, str]]:
         fraction = int(seq["last_value"]) / int(seq["max_value"])
         if fraction <= context.limits.sequence_max_fraction:
             continue
-        sequence = quoted(seq["sequence_schema"], seq["sequence"])
+        sequence = quote_identifier(seq["sequence_schema"], seq["sequence"])
         statements = [f"ALTER SEQUENCE {sequence} AS bigint NO MAXVALUE"]
         if seq["column_type"] in ("smallint", "integer"):
-            statements.insert(0, f"ALTER TABLE {quoted(seq['schema'], seq['table'])} "
-                                 f"ALTER COLUMN {quoted(seq['column'])} TYPE bigint")
+            statements.insert(0, f"ALTER TABLE {quote_identifier(seq['schema'], seq['table'])} "
+                                 f"ALTER COLUMN {quote_identifier(seq['column'])} TYPE bigint")
         yield finding(
             "sequence_near_max", "critical" if fraction > 0.98 else "warning",
             f"{seq['sequence_schema']}.{seq['sequence']}",

@@ -8,13 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from ..store import DEFAULT_EF_SEARCH
+from ..store import DEFAULT_EF_SEARCH, quote_identifier, quote_literal
 from ._common import (
     Context,
     finding,
-    literal,
     query_text,
-    quoted,
     size_text,
 )
 
@@ -27,7 +25,7 @@ def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
         cached = context.store.fetch_frame(query_text("hnsw_residency"))
         residency = dict(zip(cached["index"], cached["cached_pages"] / cached["pages"]))
     for _, index in frame.iterrows():
-        name = quoted(index["schema"], index["index"])
+        name = quote_identifier(index["schema"], index["index"])
         size, buffers = int(index["size_bytes"]), int(index["shared_buffers_bytes"])
         if size > buffers:
             yield finding(
@@ -36,7 +34,7 @@ def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
                 "Searches walk the graph in random order: pages outside shared buffers come "
                 "from the OS cache or disk. Raise shared_buffers above the index size, or "
                 "index at the native dimension (smaller).",
-                [f"SELECT pg_size_pretty(pg_relation_size({literal(name)}::regclass)), "
+                [f"SELECT pg_size_pretty(pg_relation_size({quote_literal(name)}::regclass)), "
                  "current_setting('shared_buffers')"])
         elif index["index"] in residency and residency[index["index"]] \
                 < context.limits.hnsw_min_cached_fraction:
@@ -46,7 +44,7 @@ def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
                 f"buffers (pg_buffercache); shared_buffers {size_text(buffers)} would hold it",
                 "The first searches after a restart read the graph from disk; prewarm it.",
                 ["CREATE EXTENSION IF NOT EXISTS pg_prewarm",
-                 f"SELECT pg_prewarm({literal(name)}::regclass)"])
+                 f"SELECT pg_prewarm({quote_literal(name)}::regclass)"])
         dimension = int(index["dimension"]) if pd.notna(index["dimension"]) else 0
         # One graph element: the vector (4d + 8 bytes), its layer-0 neighbours (2m candidates
         # of 16 bytes) and about 100 bytes of header (pgvector's hnsw.h).
@@ -60,7 +58,7 @@ def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
                 f"{index['maintenance_work_mem']}",
                 "A graph that does not fit is built far slower (pgvector notes 'hnsw graph no "
                 "longer fits into maintenance_work_mem'). Raise it for the rebuild's session.",
-                [f"SET maintenance_work_mem = {literal(f'{megabytes}MB')}",
+                [f"SET maintenance_work_mem = {quote_literal(f'{megabytes}MB')}",
                  f"REINDEX INDEX CONCURRENTLY {name}"])
 
 
@@ -79,7 +77,8 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
             f"Index them at their own dimension: 2-5x faster builds and searches (README); "
             f"searches use it automatically (LongTermMemory.create_native_index({dimension})).",
             [f"CREATE INDEX CONCURRENTLY IF NOT EXISTS "
-             f"{quoted(f'idx_nodes_embedding_{dimension}')} ON {quoted('public', 'nodes')} "
+             f"{quote_identifier(f'idx_nodes_embedding_{dimension}')} "
+             f"ON {quote_identifier('public', 'nodes')} "
              f"USING hnsw ((subvector(embedding, 1, {dimension})::vector({dimension})) "
              f"vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
              f"WHERE embedding_dimension = {dimension}"])
@@ -97,7 +96,7 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
             made_by = ("NOT EXISTS (SELECT 1 FROM node_embedding_models m WHERE m.node_id = "
                        "nodes.id)" if pd.isna(provider) else
                        "id IN (SELECT node_id FROM node_embedding_models WHERE provider = "
-                       f"{literal(provider)} AND model = {literal(model)})")
+                       f"{quote_literal(provider)} AND model = {quote_literal(model)})")
             clear.append("UPDATE nodes SET embedding = NULL, embedding_dimension = NULL "
                          f"WHERE embedding_dimension = {int(dimension)} AND {made_by}")
         yield finding(
@@ -124,7 +123,7 @@ def ef_search(advice: Any) -> Iterator[dict[str, str]]:
             evidence, f"No swept setting reached recall {target:g}: rebuild the index with a "
                       "larger m or ef_construction (htm-analytics bench build).",
             ["SELECT indexrelid::regclass, pg_size_pretty(pg_relation_size(indexrelid)) "
-             "FROM pg_index WHERE indexrelid = " + literal(advice.index) + "::regclass"])
+             "FROM pg_index WHERE indexrelid = " + quote_literal(advice.index) + "::regclass"])
         return
     if chosen == in_use:
         return
@@ -136,4 +135,4 @@ def ef_search(advice: Any) -> Iterator[dict[str, str]]:
         f"{why}. Clients that use the server setting (the reference Ruby code) get it from "
         "the database default; per session, SET hnsw.ef_search.",
         [f"SET hnsw.ef_search = {int(chosen)}",
-         f"ALTER DATABASE {quoted(advice.database)} SET hnsw.ef_search = {int(chosen)}"])
+         f"ALTER DATABASE {quote_identifier(advice.database)} SET hnsw.ef_search = {int(chosen)}"])

@@ -7,8 +7,8 @@ import sys
 import click
 import pandas as pd
 
-from ..tuning import DEFAULT_EF_SEARCH_SWEEP, benchmark_index_build, benchmark_recall
-from . import _open_store, cli
+from ..tuning.benchmark import DEFAULT_EF_SEARCH_SWEEP, benchmark_index_build, benchmark_recall
+from ._app import _open_store, cli
 from ._output import emit, output_options
 
 __all__ = ["bench"]

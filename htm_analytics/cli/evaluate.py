@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from ..embeddings import get_embedder
-from ..evaluation import EVALUATED_STRATEGIES, evaluate_retrieval, read_labelled_queries
-from . import _open_store, cli
+from ..agent.embeddings import get_embedder
+from ..tuning.evaluation import EVALUATED_STRATEGIES, evaluate_retrieval, read_labelled_queries
+from ._app import _open_store, cli
 from ._output import emit, output_options
 
 __all__ = ["eval_group"]

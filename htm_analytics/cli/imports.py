@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from . import _open_store, cli
+from ._app import _open_store, cli
 from ._output import emit, output_options
 
 __all__ = ["import_"]

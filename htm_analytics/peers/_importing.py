@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..agent.tokens import count_tokens
 from ..errors import HTMError, ValidationError
 from ..store import LongTermMemory
-from ..tokens import count_tokens
-from ..validation import MAX_EMBEDDING_DIMENSION, validate_content
-from ._source import count_rows, stream_rows, table_exists
+from ..store.sources import count_rows, stream_rows, table_exists
+from ..validation import MAX_EMBEDDING_DIMENSION, validate_content, validate_positive_int
 
 __all__ = [
     "DEFAULT_CHUNK_ROWS",
@@ -326,9 +326,7 @@ def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], 
     """Stream each table of ``specs`` from ``conn`` into ``store``; see the module docstring."""
     if not isinstance(store, LongTermMemory):
         raise ValidationError("must be a LongTermMemory", field="store")
-    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-        raise ValidationError(f"must be a positive integer, got {chunk_rows!r}",
-                              field="chunk_rows")
+    chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")
     summary = ImportSummary(system, source)
     present = [spec for spec in specs if table_exists(conn, spec.table)]
     for spec in specs:

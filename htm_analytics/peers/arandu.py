@@ -17,13 +17,12 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from psycopg import sql
 
 from .._plotting import axes_or_new
-from ..errors import ValidationError
 from ..frames import period_unit
 from ..store import LongTermMemory
-from ..validation import validate_timeframe
+from ..store.sources import postgres_source, read_frame, table_query
+from ..validation import validate_number, validate_timeframe
 from ._importing import (
     DEFAULT_CHUNK_ROWS,
     ImportSummary,
@@ -35,7 +34,6 @@ from ._importing import (
     slug_tag,
     vector_or_none,
 )
-from ._source import postgres_source, read_frame
 
 __all__ = [
     "arandu_entity_growth",
@@ -141,8 +139,7 @@ def import_arandu(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_
     -------
     ImportSummary
     """
-    specs = [TableSpec(table, sql.SQL("SELECT * FROM {} ORDER BY id").format(
-        sql.Identifier(table)), mapper, optional)
+    specs = [TableSpec(table, table_query(table, "id"), mapper, optional)
         for table, mapper, optional in _TABLES]
     with postgres_source(url) as conn:
         return import_tables(store, conn, specs, system=SYSTEM,
@@ -151,7 +148,7 @@ def import_arandu(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_
 
 
 def _masked(url: Any) -> str:
-    from ..connection import mask_url
+    from ..store.connection import mask_url
 
     return mask_url(url) if isinstance(url, str) else repr(url)
 
@@ -231,10 +228,8 @@ def arandu_stale_facts(source: Any, *, as_of: Any = None,
         ``days_since_confirmed`` (float64, from the last confirmation or ``valid_from``),
         one row per (fact, reason), by reason then agent and entity.
     """
-    if isinstance(unconfirmed_days, bool) or not isinstance(unconfirmed_days, (int, float)) \
-            or not unconfirmed_days > 0:
-        raise ValidationError(f"must be a number of days > 0, got {unconfirmed_days!r}",
-                              field="unconfirmed_days")
+    unconfirmed_days = validate_number(unconfirmed_days, field="unconfirmed_days", minimum=0,
+                                       exclusive=True)
     bounds = validate_timeframe((as_of, as_of), field="as_of") if as_of is not None else None
     when = pd.Timestamp(bounds[0]) if bounds else pd.Timestamp.now(tz="UTC")
     facts = arandu_fact_versions(source)

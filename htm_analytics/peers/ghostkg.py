@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from .._plotting import axes_or_new
-from ..errors import ValidationError
 from ..store import LongTermMemory
-from ..validation import validate_timeframe
+from ..store.sources import load_peer_query, read_frame, sqlite_source
+from ..validation import validate_number, validate_positive_int, validate_timeframe
 from ._importing import (
     DEFAULT_CHUNK_ROWS,
     ImportSummary,
@@ -33,7 +32,6 @@ from ._importing import (
     jsonable,
     slug_tag,
 )
-from ._source import load_peer_query, read_frame, sqlite_source
 
 __all__ = [
     "FSRS_DECAY",
@@ -179,11 +177,8 @@ def ghostkg_memory_state(sqlite_path: Any, *, as_of: Any = None,
     """
     bounds = validate_timeframe((as_of, as_of), field="as_of") if as_of is not None else None
     when = bounds[0] if bounds else pd.Timestamp.now(tz="UTC").to_pydatetime()
-    if isinstance(sqlite_path, sqlite3.Connection):
-        raw = read_frame(sqlite_path, "ghostkg_nodes")
-    else:
-        with sqlite_source(sqlite_path) as conn:
-            raw = read_frame(conn, "ghostkg_nodes")
+    with sqlite_source(sqlite_path) as conn:
+        raw = read_frame(conn, "ghostkg_nodes")
     frame = pd.DataFrame({
         "owner_id": raw["owner_id"], "entity": raw["id"],
         "stability": pd.to_numeric(raw["stability"]).fillna(0.0),
@@ -227,10 +222,8 @@ def ghostkg_retrievability_curves(sqlite_path: Any, *, days: int = 60, step: flo
         (float64: days since last review) and ``retrievability`` (float64). Entities with
         stability 0 (never reviewed) have no curve.
     """
-    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
-        raise ValidationError(f"must be a positive integer, got {days!r}", field="days")
-    if isinstance(step, bool) or not isinstance(step, (int, float)) or not 0 < step <= days:
-        raise ValidationError(f"must be a number in (0, days], got {step!r}", field="step")
+    days = validate_positive_int(days, field="days")
+    step = validate_number(step, field="step", minimum=0, exclusive=True, maximum=days)
     state = ghostkg_memory_state(sqlite_path, decay=decay)
     for name, wanted in (("owner_id", owners), ("entity", entities)):
         if wanted is not None:

@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from psycopg import sql
 
 from .._plotting import axes_or_new
-from ..errors import ValidationError
 from ..store import LongTermMemory
+from ..store.sources import postgres_source, read_frame, table_query
+from ..validation import validate_number
 from ._importing import (
     DEFAULT_CHUNK_ROWS,
     ImportSummary,
@@ -33,7 +33,6 @@ from ._importing import (
     slug_tag,
     vector_or_none,
 )
-from ._source import postgres_source, read_frame
 
 __all__ = [
     "SEAF_EMBEDDING_MODEL",
@@ -149,10 +148,9 @@ def import_seaf(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CH
         Executions of a tool that is in neither ``agent_tools`` nor ``composite_tools`` are
         rejected (and kept as records).
     """
-    specs = [TableSpec(table, sql.SQL("SELECT * FROM {} ORDER BY {}").format(
-        sql.Identifier(table), sql.Identifier(key)), mapper, optional)
+    specs = [TableSpec(table, table_query(table, key), mapper, optional)
         for table, key, mapper, optional in _TABLES]
-    from ..connection import mask_url
+    from ..store.connection import mask_url
 
     with postgres_source(url) as conn:
         return import_tables(store, conn, specs, system=SYSTEM, source=mask_url(url),
@@ -230,8 +228,7 @@ def seaf_tool_ngrams(source: Any, *, n: int = 2, top: int | None = 20) -> pd.Dat
         ``success_rate`` (float64: share of windows whose every step succeeded) and
         ``latency_ms`` (float64: mean total time of a window), most frequent first.
     """
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 20:
-        raise ValidationError(f"must be an integer from 1 to 20, got {n!r}", field="n")
+    n = validate_number(n, field="n", minimum=1, maximum=20, integer=True)
     frame = _count_ngrams(_executions(source), range(n, n + 1))
     return frame if top is None else frame.head(top).reset_index(drop=True)
 
@@ -251,11 +248,9 @@ def seaf_composite_candidates(source: Any, *, max_length: int = 4, min_frequency
         ``composite_tool`` and ``workflow_pattern`` (string: the composite tool or learned
         pattern with exactly these tools, if SEAF has one) and ``already_composite`` (bool).
     """
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
-        raise ValidationError(f"must be an integer >= 2, got {max_length!r}",
-                              field="max_length")
-    if not 0 <= min_success_rate <= 1:
-        raise ValidationError("must be between 0 and 1", field="min_success_rate")
+    max_length = validate_number(max_length, field="max_length", minimum=2, integer=True)
+    min_success_rate = validate_number(min_success_rate, field="min_success_rate", minimum=0,
+                                       maximum=1)
     frame = _count_ngrams(_executions(source), range(2, max_length + 1))
     frame = frame[(frame["occurrences"] >= min_frequency)
                   & (frame["success_rate"] >= min_success_rate)].reset_index(drop=True)

@@ -7,9 +7,25 @@ query cache. SQL lives in this package and in the package's ``sql/`` migrations;
 ever reaches PostgreSQL as bound parameters. See ``docs/architecture.md`` for the layout.
 """
 
-from ._common import MAX_LIMIT, TextMatch, Timeframe, content_hash
+from ._common import (
+    MAX_LIMIT,
+    TextMatch,
+    Timeframe,
+    content_hash,
+    quote_identifier,
+    quote_literal,
+)
+from ._errors import translate_database_error
 from ._search_sql import HYBRID_SIMILARITY_WEIGHT, HYBRID_TAG_WEIGHT, RRF_K
+from .cache import QueryCache
 from .catalog import MEMORY_TABLES
+from .connection import (
+    URL_ENVIRONMENT_VARIABLES,
+    embedded_server_url,
+    mask_secrets,
+    mask_url,
+    resolve_database_url,
+)
 from .databases import (
     create_database,
     database_exists,
@@ -24,6 +40,8 @@ from .schema import SCHEMA_VERSION, apply_migrations
 from .schema_info import SchemaInfo
 from .search import SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
 from .search_pool import DEFAULT_EF_SEARCH
+from .snapshot import Snapshot, export_snapshot, write_parquet
+from .table_recall import benchmark_table_recall
 from .tracing import SQL_LOGGER, Tracer
 from .tuning_session import TuningSession
 
@@ -54,4 +72,17 @@ __all__ = [
     "ensure_database",
     "scratch_database",
     "with_database",
+    "QueryCache",
+    "URL_ENVIRONMENT_VARIABLES",
+    "embedded_server_url",
+    "mask_secrets",
+    "mask_url",
+    "resolve_database_url",
+    "Snapshot",
+    "export_snapshot",
+    "benchmark_table_recall",
+    "translate_database_error",
+    "quote_identifier",
+    "quote_literal",
+    "write_parquet",
 ]

@@ -21,22 +21,29 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from ..cache import QueryCache
-from ..connection import mask_url, resolve_database_url
-from ..display import SearchResults
 from ..errors import (
     DatabaseConnectionError,
     DatabaseError,
     SchemaError,
     ValidationError,
-    translate_database_error,
 )
 from ..frames import coerce_frame, load_analytics_query
-from ..validation import validate_positive_int
-from ._common import LOG_EVENTS
-from .cache_generation import has_shared_generation, read_shared_generation
+from ..validation import validate_number
+from ._common import LOG_EVENTS, StoredModel
+from ._errors import translate_database_error
+from .cache import QueryCache
+from .cache_generation import (
+    GENERATION_COLUMN,
+    SHARED_GENERATION,
+    has_shared_generation,
+    with_generation_column,
+)
+from .connection import mask_url, resolve_database_url
+from .display import SearchResults
+from .recall_buffer import FLUSH_RECALL_WRITES, RecallBuffer
 from .schema import apply_migrations, native_index_dimensions
 from .schema_info import SchemaInfo, detect_schema
+from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
 from .tracing import Tracer, tracing_cursor_class
 
 __all__ = ["StoreBase"]
@@ -79,49 +86,47 @@ class StoreBase:
         tracer: Tracer | None = None,
     ) -> None:
         if pool_size is not None:
-            pool_size = validate_positive_int(pool_size, field="pool_size", maximum=1000)
+            pool_size = validate_number(pool_size, field="pool_size", minimum=1, maximum=1000,
+                                        integer=True)
         # statement_timeout is an int of milliseconds on the server
-        self.query_timeout = validate_positive_int(query_timeout, field="query_timeout",
-                                                   maximum=2**31 - 1)
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 0:
-            raise ValidationError(f"must be an integer >= 0, got {cache_size!r}",
-                                  field="cache_size")
-        if isinstance(cache_ttl, bool) or not isinstance(cache_ttl, (int, float)) \
-                or not cache_ttl > 0:
-            raise ValidationError(f"must be a number of seconds > 0, got {cache_ttl!r}",
-                                  field="cache_ttl")
+        self.query_timeout = validate_number(query_timeout, field="query_timeout", minimum=1,
+                                             maximum=2**31 - 1, integer=True)
+        cache_size = validate_number(cache_size, field="cache_size", minimum=0, integer=True)
+        cache_ttl = validate_number(cache_ttl, field="cache_ttl", minimum=0, exclusive=True)
         if tracer is not None and not callable(tracer):
             raise ValidationError("must be callable as tracer(sql, params, seconds)",
                                   field="tracer")
         self._cursor_class = tracing_cursor_class(tracer)
         self._url = resolve_database_url(config_or_url)
         self.url = mask_url(self._url)
+        # What the database has, read once at open (see _prepare_database).
         self.schema_info: SchemaInfo
+        self._native_dimensions: set[int] = set()
+        self._has_shared_generation = False
         self.server_info = self._prepare_database(init_schema)
         self._read_prefix = self.schema_info.read_prefix()
-        self._native_dimensions = set(self.server_info.pop("native_dimensions"))
-        # cache of embedding_models() as (provider, model, dimension, nodes) tuples
-        self._embedding_models: list[tuple[Any, Any, int, int]] | None = None
+        # Caches of facts this store changes itself: the stored vectors' models (None until
+        # read; reset when this store adds a vector) and whether any memory was stored with
+        # surrounding white space (None until a remember needs to know).
+        self._embedding_models: list[StoredModel] | None = None
+        self._unstripped_content: bool | None = None
+        check, self._note_returned = idle_check_hooks()
         self._pool = psycopg_pool.ConnectionPool(
-            self._url,
-            min_size=1,
-            max_size=pool_size or 5,
-            configure=self._configure_connection,
-            # A connection left from before a server restart is dead; checking it at checkout
-            # (one empty round trip) replaces it instead of failing the caller's call.
-            check=psycopg_pool.ConnectionPool.check_connection,
-            open=False,
-            name="htm_analytics",
-        )
+            self._url, min_size=1, max_size=pool_size or 5,
+            configure=self._configure_connection, check=check, open=False,
+            name="htm_analytics")
         try:
             self._pool.open(wait=True, timeout=30)
         except psycopg_pool.PoolTimeout as exc:
             self._pool.close()
             raise DatabaseConnectionError(
                 f"could not open a connection pool to {self.url}: {exc}") from exc
+        # Searches run on connections of their own (opened at the first search).
+        self._search = SearchConnections(self._url, self._configure_connection,
+                                         self._pool.max_size)
+        self._recall_buffer = RecallBuffer()
         self._cache = QueryCache(cache_size, cache_ttl)
         self._atomic = threading.local()  # the cursor of this thread's atomic() block
-        self._has_shared_generation: bool | None = None
         self._closed = False
 
     # -- connections ----------------------------------------------------------------------
@@ -156,8 +161,9 @@ class StoreBase:
                 result.pop("has_migrations")
                 self.schema_info = detect_schema(conn)
                 result["schema_version"] = self.schema_info.additions_version
-                result["native_dimensions"] = native_index_dimensions(conn)
                 result["migrations_applied"] = applied
+                self._native_dimensions = set(native_index_dimensions(conn))
+                self._has_shared_generation = has_shared_generation(conn)
                 return result
         except psycopg.Error as exc:
             raise translate_database_error(exc, url=self.url) from exc
@@ -204,7 +210,8 @@ class StoreBase:
                 with outer.connection.transaction():
                     yield outer
                 return
-            with self._pool.connection() as conn, conn.cursor(row_factory=dict_row) as cur:
+            with self._pool.connection() as conn, returning(conn, self._note_returned), \
+                    conn.cursor(row_factory=dict_row) as cur:
                 yield cur
 
     def _check_open(self) -> None:
@@ -217,7 +224,13 @@ class StoreBase:
         try:
             yield
         except psycopg.Error as exc:
-            raise translate_database_error(exc, url=self.url) from exc
+            error = translate_database_error(exc, url=self.url)
+            if isinstance(error, DatabaseConnectionError) and not self._closed:
+                # The server went away: test the idle connections now, so that the calls
+                # after this one do not meet the other dead ones.
+                self._pool.check()
+                self._search.check()
+            raise error from exc
         except psycopg_pool.PoolTimeout as exc:
             raise DatabaseConnectionError(
                 f"no {connection} to {self.url} became free: {exc}") from exc
@@ -275,9 +288,16 @@ class StoreBase:
         return self.fetch_frame(load_analytics_query(name), params, dtypes=dtypes)
 
     def close(self) -> None:
-        """Close the connection pool. The embedded server stops when the process exits."""
-        if not self._closed:
+        """Write the buffered recall writes, then close the connection pools. The embedded
+        server stops when the process exits."""
+        if self._closed:
+            return
+        self._recall_buffer.stop()
+        try:
+            self.flush_recall_writes()
+        finally:
             self._closed = True
+            self._search.close()
             self._pool.close()
 
     def __enter__(self) -> Self:
@@ -302,11 +322,11 @@ class StoreBase:
         int
             The pool's maximum size now.
         """
-        size = validate_positive_int(size, field="size", maximum=1000)
-        if self._closed:
-            raise DatabaseError("this LongTermMemory is closed")
+        size = validate_number(size, field="size", minimum=1, maximum=1000, integer=True)
+        self._check_open()
         if size > self._pool.max_size:
             self._pool.resize(self._pool.min_size, size)
+            self._search.resize(size)
         return self._pool.max_size
 
     @functools.cached_property
@@ -342,27 +362,130 @@ class StoreBase:
         the counter of migration 006) or ``"process"`` (writes by this store only: the
         database lacks the counter, so another process's delete is seen after ``cache_ttl``;
         run ``htm-analytics init-db``, or pass ``cache_size=0``)."""
-        return "database" if self._shared_generation_readable() else "process"
-
-    def _shared_generation_readable(self) -> bool:
-        if self._has_shared_generation is None:
-            self._has_shared_generation = has_shared_generation(self._fetch)
-        return self._has_shared_generation
+        return "database" if self._has_shared_generation else "process"
 
     def _cached(self, key: tuple[Any, ...], compute: Callable[[], Rows]) -> SearchResults:
+        """A search's rows from the cache, or computed and cached; the generation is read in
+        a round trip of its own (see :meth:`_cached_search` for one round trip)."""
+
+        def search(with_generation: bool) -> tuple[Rows, int | None]:
+            generation = self._shared_generation() if with_generation else None
+            return compute(), generation
+
+        return self._from_cache(key, search)
+
+    def _cached_search(self, key: tuple[Any, ...], statement: str | sql.Composable,
+                       params: dict[str, Any], *, ef_search: int = DEFAULT_EF_SEARCH,
+                       filtered: bool = False,
+                       before: Callable[[psycopg.Cursor[Any]], None] | None = None
+                       ) -> SearchResults:
+        """:meth:`_run_search` through the cache; on a miss the database's generation is
+        read in the search's own round trip."""
+        return self._from_cache(key, lambda with_generation: self._run_search(
+            statement, params, ef_search=ef_search, filtered=filtered, before=before,
+            with_generation=with_generation))
+
+    def _from_cache(self, key: tuple[Any, ...],
+                    search: Callable[[bool], tuple[Rows, int | None]]) -> SearchResults:
         if not self._cache.enabled:
-            return SearchResults(compute())
-        # Both generations are read before the search runs, so its result reflects at least
-        # every write they count; a write committed later changes them and misses the entry.
-        generation: tuple[int, int | None] = (self._cache.generation, None)
-        if self._shared_generation_readable():
-            try:
-                generation = (generation[0], read_shared_generation(self._fetch))
-            except SchemaError:  # the counter was dropped under this store: fall back
-                self._has_shared_generation = False
-        key = (*key, generation)
-        hit, value = self._cache.get(key)
-        if not hit:
-            value = compute()
-            self._cache.put(key, value)
-        return SearchResults(dict(row) for row in value)  # callers may mutate their rows
+            return SearchResults(search(False)[0])
+        shared = self._has_shared_generation
+        local = self._cache.generation  # read before the search: a clear() meanwhile wins
+
+        def still_valid(entry: tuple[tuple[int, int | None], Rows]) -> bool:
+            # A result is served while no write it could miss was committed since it was
+            # computed: by this process (local) or by anyone (the database's counter).
+            (entry_local, entry_shared), _ = entry
+            return entry_local == local and (not shared or entry_shared
+                                              == self._shared_generation())
+
+        try:
+            hit, entry = self._cache.get(key, still_valid)
+            if hit:
+                return SearchResults(dict(row) for row in entry[1])
+            rows, generation = search(shared)
+            if shared and generation is None:  # no row carried it: nothing worth keeping
+                return SearchResults(rows)
+        except SchemaError:
+            if not shared:
+                raise
+            # The counter was dropped under this store: fall back to the process generation.
+            self._has_shared_generation = False
+            return self._from_cache(key, search)
+        self._cache.put(key, ((local, generation), rows))
+        return SearchResults(dict(row) for row in rows)  # callers may mutate their rows
+
+    def _shared_generation(self) -> int:
+        with self._search_cursor(ef_search=None) as cur:
+            row = cur.execute(SHARED_GENERATION, prepare=True).fetchone()
+            return int(row["g"]) if row else 0
+
+    # -- searches -------------------------------------------------------------------------
+
+    @contextmanager
+    def _search_cursor(self, *, ef_search: int | None = DEFAULT_EF_SEARCH,
+                       filtered: bool = False) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+        """A cursor on a search connection (:class:`.search_pool.SearchConnections`)."""
+        self._check_open()
+        with self._translated_errors("search connection"), self._search.cursor(
+                ef_search=ef_search, filtered=filtered) as cur:
+            yield cur
+
+    def _run_search(self, statement: str | sql.Composable, params: dict[str, Any], *,
+                    ef_search: int = DEFAULT_EF_SEARCH, filtered: bool = False,
+                    before: Callable[[psycopg.Cursor[Any]], None] | None = None,
+                    with_generation: bool = False) -> tuple[Rows, int | None]:
+        """Run a search statement on a search connection, read through this database's view
+        of the tables (:meth:`_read`); returns its rows and, with ``with_generation``, the
+        cache generation its snapshot saw (None when there are no rows to carry it).
+
+        The generation is read by the statement itself, as a column of each row, so the
+        search stays one round trip and its result and generation come from one snapshot.
+        ``before(cur)`` runs first on the same connection (e.g. to compute a parameter).
+        """
+        if with_generation:
+            statement = with_generation_column(statement)
+        with self._search_cursor(ef_search=ef_search, filtered=filtered) as cur:
+            if before is not None:
+                before(cur)
+            rows = cur.execute(self._read(statement), params, prepare=True).fetchall()
+        generation = None
+        if with_generation:
+            for row in rows:
+                generation = row.pop(GENERATION_COLUMN)
+        return rows, generation
+
+    # -- recall writes (see recall_buffer) ------------------------------------------------
+
+    @property
+    def recall_buffer(self) -> RecallBuffer:
+        """The write-behind buffer of :meth:`buffer_working_memory` (its settings, counts)."""
+        return self._recall_buffer
+
+    def flush_recall_writes(self) -> int:
+        """Write every buffered working-memory step now; returns the steps written.
+
+        One statement per :data:`~.recall_buffer.FLUSH_CHUNK` nodes (each its own
+        transaction, so that a large backlog neither holds its row locks long nor meets
+        ``query_timeout``). On failure the steps not written stay buffered (nothing is
+        lost) and the error is raised.
+        """
+        return self._recall_buffer.flush(self._write_recall_part)
+
+    def _write_recall_part(self, parameters: dict[str, Any]) -> None:
+        with self._transaction() as cur:
+            cur.execute(FLUSH_RECALL_WRITES, parameters)
+
+    def _flush_before_direct_write(self) -> None:
+        # A direct write of flags must not be overtaken by an older buffered one.
+        if self._recall_buffer.pending:
+            self.flush_recall_writes()
+
+    # -- facts this store changes itself --------------------------------------------------
+
+    def _vectors_added(self) -> None:
+        """Forget the stored vectors' models: this store has just added vectors."""
+        self._embedding_models = None
+
+    def _native_index_added(self, dimension: int) -> None:
+        self._native_dimensions.add(dimension)

@@ -13,22 +13,33 @@ from psycopg import sql
 from ..errors import ValidationError
 
 __all__ = [
-    "Statement", "MAX_LIMIT", "TIMEFRAME", "Timeframe", "TextMatch", "NODE_COLUMNS",
+    "Statement", "StoredModel", "MAX_LIMIT", "VECTOR_BM25_DEPTH", "TIMEFRAME", "Timeframe",
+    "TextMatch",
+    "NODE_COLUMN_NAMES", "NODE_COLUMNS",
     "SEARCH_COLUMNS", "LOG_EVENTS",
     "content_hash", "bind_timeframe", "to_numpy", "embedding_model_names",
-    "lift_statement_timeout", "create_index", "native_distance", "content_too_large",
+    "lift_statement_timeout", "create_index", "content_too_large",
+    "quote_identifier", "quote_literal",
 ]
 
 MAX_LIMIT = 1000
 
+VECTOR_BM25_DEPTH = 100
+"""Vector candidates of ``search_vector_bm25``, the default recall (docs/retrieval.md)."""
+
 Statement = str | bytes | sql.SQL | sql.Composed
 """What a cursor executes: SQL text or a statement composed with :mod:`psycopg.sql`."""
+
+StoredModel = tuple[Any, Any, int, int]
+"""``(provider, model, dimension, nodes)`` of the stored vectors (provider None: unnamed)."""
 
 Timeframe = tuple[dt.datetime | dt.date, dt.datetime | dt.date] | None
 TextMatch = Literal["all", "any", "websearch"]
 
-NODE_COLUMNS = """id, content, content_hash, access_count, created_at, updated_at, last_accessed,
-       token_count, in_working_memory, embedding_dimension"""
+NODE_COLUMN_NAMES = ("id", "content", "content_hash", "access_count", "created_at",
+                     "updated_at", "last_accessed", "token_count", "in_working_memory",
+                     "embedding_dimension")
+NODE_COLUMNS = ", ".join(NODE_COLUMN_NAMES)
 
 SEARCH_COLUMNS = "n.id, n.content, n.access_count, n.created_at, n.token_count"
 
@@ -97,12 +108,14 @@ def create_index(cur: psycopg.Cursor[Any], statement: Statement) -> None:
         cur.execute(statement)
 
 
-def native_distance(dimension: int) -> sql.Composed:
-    """Cosine distance on a native-dimension index's expression, to the query ``%(q)s``."""
-    # Literals, not parameters: the planner matches the index expression only against
-    # constants.
-    return sql.SQL("(subvector(n.embedding, 1, {d})::vector({d})) <=> %(q)s").format(
-        d=sql.Literal(dimension))
+def quote_identifier(*parts: str) -> str:
+    """A quoted, schema-qualified name, for statements handed to the user to read and run."""
+    return sql.Identifier(*parts).as_string(None)
+
+
+def quote_literal(value: Any) -> str:
+    """A value as an SQL literal, for statements handed to the user to read and run."""
+    return sql.Literal(value).as_string(None)
 
 
 def content_too_large(exc: psycopg.Error, field: str) -> ValidationError:

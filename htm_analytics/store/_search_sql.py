@@ -6,14 +6,14 @@ parameter (``%(query)s``, ``%(q)s``, ``%(tags)s``...).
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 import re
 
 from psycopg import sql
 
+from .._sql import read_sql
 from ..errors import ValidationError
-from ._common import SEARCH_COLUMNS, native_distance
+from ._common import SEARCH_COLUMNS
+from ._vectors import distance_sql
 
 __all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "MAX_QUERY_WORDS",
            "fulltext_text", "tsquery_sql", "hybrid_weighted_sql", "hybrid_rrf_sql",
@@ -83,12 +83,7 @@ def hybrid_weighted_sql(tsquery: str, where: str) -> str:
 
 
 def hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> sql.Composed:
-    if native_dimension is None:
-        distance: sql.Composable = sql.SQL("n.embedding <=> %(q)s")
-        has_vector: sql.Composable = sql.SQL("n.embedding IS NOT NULL")
-    else:
-        distance = native_distance(native_dimension)
-        has_vector = sql.SQL("n.embedding_dimension = {}").format(sql.Literal(native_dimension))
+    distance, has_vector = distance_sql(native_dimension)
     return sql.SQL(f"""
         WITH vector_arm AS (
             SELECT id, row_number() OVER (ORDER BY distance, id) AS r FROM (
@@ -126,12 +121,6 @@ def hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> sq
         distance=distance, has_vector=has_vector)
 
 
-@functools.cache
-def _search_sql(name: str) -> str:
-    return importlib.resources.files("htm_analytics").joinpath(
-        "sql", "search", f"{name}.sql").read_text(encoding="utf-8")
-
-
 _QUERY_TEXT = sql.SQL("%(query)s")
 
 
@@ -143,8 +132,8 @@ def search_statement(name: str, timeframe: str, *, query_text: sql.Composable = 
     by default).
     """
     condition = sql.SQL(timeframe)  # a fixed fragment, not input
-    head = sql.SQL(_search_sql("lexical_candidates")).format(
+    head = sql.SQL(read_sql("search", "lexical_candidates.sql")).format(
         query_text=query_text, timeframe=condition,
         nodes_join=sql.SQL(" JOIN nodes n ON n.id = sv.node_id" if timeframe else ""))
-    return sql.SQL(_search_sql(name)).format(
+    return sql.SQL(read_sql("search", f"{name}.sql")).format(
         head=head, timeframe=condition, columns=sql.SQL(SEARCH_COLUMNS), **parts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -158,6 +159,7 @@ class ActivityMixin(StoreBase):
         """
         robot_id, held_ids, evicted_ids, recalled_ids = validate_step(
             robot_id, held, evicted, recalled)
+        self._flush_before_direct_write()
         ids = sorted(held_ids | evicted_ids | recalled_ids)
         flags = [True if i in held_ids else False if i in evicted_ids else None for i in ids]
         with self._transaction() as cur:
@@ -177,6 +179,36 @@ class ActivityMixin(StoreBase):
                 if node_ids:
                     self._log_events(cur, kind, robot_id, sorted(node_ids))
 
+    def buffer_working_memory(self, robot_id: int, *, held: Sequence[int] = (),
+                              evicted: Sequence[int] = (), recalled: Sequence[int] = ()) -> None:
+        """:meth:`update_working_memory`, written behind: recorded now, flushed in sets.
+
+        The step is validated as by :meth:`update_working_memory` and recorded with the
+        current time; see :mod:`htm_analytics.store.recall_buffer` for when it reaches the
+        database (:meth:`flush_recall_writes` writes it now). The robot is not looked up (an
+        unknown robot's step updates no robot). Where the schema keeps working memory per
+        robot (the current gem's ``robot_nodes.working_memory``) or has no event log, the
+        step is written directly instead: the buffer's set-based statement is the reference
+        schema's.
+
+        Raises
+        ------
+        ValidationError
+            Bad ids, or a node both held and evicted (nothing is recorded).
+        """
+        info = self.schema_info
+        if info.working_memory_column != "nodes.in_working_memory" or not info.has_event_log:
+            self.update_working_memory(robot_id, held=held, evicted=evicted, recalled=recalled)
+            return
+        robot_id, held_ids, evicted_ids, recalled_ids = validate_step(
+            robot_id, held, evicted, recalled)
+        buffer = self._recall_buffer
+        buffer.start_flusher(self.flush_recall_writes)
+        full = buffer.record(robot_id, dt.datetime.now(dt.UTC), recalled=sorted(recalled_ids),
+                             held=sorted(held_ids), evicted=sorted(evicted_ids))
+        if full:
+            self.flush_recall_writes()
+
     @property
     def _flags_on_robot_nodes(self) -> bool:
         """Whether working memory is kept per robot (``robot_nodes.working_memory``)."""
@@ -189,6 +221,7 @@ class ActivityMixin(StoreBase):
             robot_id = validate_id(robot_id, field="robot_id")
         if not ids:
             return 0
+        self._flush_before_direct_write()
         with self._transaction() as cur:
             if self._flags_on_robot_nodes:
                 cur.execute(_SET_ROBOT_WORKING_MEMORY, {"ids": ids, "held": [flag] * len(ids),

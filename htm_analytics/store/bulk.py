@@ -21,6 +21,7 @@ from ..validation import (
     validate_datetime,
     validate_tag,
     validate_tag_list,
+    validate_token_count,
 )
 from ._base import StoreBase
 from ._common import (
@@ -190,7 +191,7 @@ class BulkMixin(StoreBase):
                     cur.execute(sql.SQL("ANALYZE {}.{}").format(
                         *(sql.Identifier(part) for part in row["t"].split("."))))
         self._cache.clear()
-        self._embedding_models = None
+        self._vectors_added()
         node_ids = np.array(node_of_row, dtype=np.int64)
         first_seen: set[str] = set()
         is_new = np.zeros(n, dtype=bool)
@@ -307,10 +308,7 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
     else:
         rows.token_counts = []
         for i, t in enumerate(per_row(token_counts, "token_counts")):
-            if isinstance(t, bool) or not isinstance(t, (int, np.integer)) or not 0 <= t < 2**31:
-                raise ValidationError(f"must be an integer >= 0, got {t!r}",
-                                      field=f"token_counts[{i}]")
-            rows.token_counts.append(int(t))
+            rows.token_counts.append(validate_token_count(t, field=f"token_counts[{i}]"))
     now = dt.datetime.now(dt.UTC)
     if remembered_at is None:
         rows.remembered_at = [now] * n

@@ -9,11 +9,11 @@ from typing import Any
 import pandas as pd
 from psycopg import sql
 
-from ..display import MemoryStats
 from ..errors import ValidationError
 from ..validation import validate_positive_int
 from ._base import StoreBase
 from ._common import to_numpy
+from .display import MemoryStats
 
 __all__ = ["CatalogMixin", "MEMORY_TABLES"]
 
@@ -21,7 +21,7 @@ MEMORY_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_
 # Index usage and table health also cover the tables that serve searches.
 _STATISTICS_TABLES = (*MEMORY_TABLES, "node_search_vectors", "node_embedding_models")
 
-# What a snapshot keeps of each table (htm_analytics.snapshot creates the matching tables).
+# What a snapshot keeps of each table (htm_analytics.store.snapshot creates the matching tables).
 _EXPORT_COLUMNS = {
     "robots": "id, name, created_at, last_active, {metadata} AS metadata",
     "nodes": """id, content, content_hash, access_count, created_at, updated_at, last_accessed,
@@ -190,11 +190,10 @@ class CatalogMixin(StoreBase):
         if table not in _EXPORT_COLUMNS:
             raise ValidationError(f"must be one of {', '.join(MEMORY_TABLES)}", field="table")
         chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")
-        metadata = ("metadata::text" if self.schema_info.has_column(table, "metadata")
-                    else "NULL::text")
+        metadata = sql.SQL("metadata::text" if self.schema_info.has_column(table, "metadata")
+                           else "NULL::text")
         query = sql.SQL("SELECT {} FROM {} ORDER BY id").format(
-            sql.SQL(_EXPORT_COLUMNS[table].replace("{metadata}", metadata)),
-            sql.Identifier(table))
+            sql.SQL(_EXPORT_COLUMNS[table]).format(metadata=metadata), sql.Identifier(table))
         # A named cursor streams from the server instead of loading the table at once.
         with self._transaction() as cur, \
                 cur.connection.cursor(name=f"export_{table}", binary=True) as stream:

@@ -15,9 +15,10 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from ..connection import mask_url
-from ..errors import ValidationError, translate_database_error
+from ..errors import ValidationError
 from ._common import Statement
+from ._errors import translate_database_error
+from .connection import mask_url
 
 __all__ = ["with_database", "database_name", "database_exists", "create_database",
            "ensure_database", "drop_database",

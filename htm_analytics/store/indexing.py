@@ -60,7 +60,7 @@ class IndexingMixin(StoreBase):
         with self._transaction() as cur:
             lift_statement_timeout(cur)
             create_index(cur, _native_index_sql(dimension, m, ef_construction, name))
-        self._native_dimensions.add(dimension)
+        self._native_index_added(dimension)
         self._cache.clear()
         return name
 

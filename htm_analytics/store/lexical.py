@@ -16,21 +16,26 @@ import numpy as np
 from psycopg import sql
 
 from .._docs import share_docs
-from ..display import SearchResults
-from ..errors import ValidationError
-from ..validation import validate_content, validate_positive_int, validate_timeframe
-from ._common import MAX_LIMIT, Timeframe, bind_timeframe, native_distance
-from ._search_base import SearchBase, service_key
+from ..validation import (
+    validate_content,
+    validate_number,
+    validate_positive_int,
+    validate_timeframe,
+)
+from ._base import StoreBase
+from ._common import MAX_LIMIT, VECTOR_BM25_DEPTH, Timeframe, bind_timeframe
 from ._search_sql import fulltext_text, search_statement, tsquery_sql
+from ._vectors import query_vector, service_key
+from .display import SearchResults
 from .search_pool import DEFAULT_EF_SEARCH
 
-__all__ = ["LexicalSearchMixin", "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
+__all__ = ["LexicalSearchMixin", "search_fulltext_any_bounded", "search_fuzzy_bounded",
+           "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
            "LEXICAL_BUDGET", "FUZZY_NEIGHBOURS", "FUZZY_WORD_SIMILARITY", "FUZZY_BUDGET",
            "FUZZY_SHORTLIST"]
 
 # search_vector_bm25 (tuned on the corpus dev queries, docs/retrieval.md) and bounded lexical
 # candidates.
-VECTOR_BM25_DEPTH = 100
 VECTOR_BM25_ALPHA = 0.5
 BM25_K1 = 0.9
 BM25_B = 0.4
@@ -45,8 +50,9 @@ FUZZY_BUDGET = 200
 FUZZY_SHORTLIST = 50
 
 
-class LexicalSearchMixin(SearchBase):
-    """:meth:`search_vector_bm25` and the bounded forms of any-word and fuzzy search."""
+class LexicalSearchMixin(StoreBase):
+    """:meth:`search_vector_bm25`; the bounded forms of any-word and fuzzy search are the
+    functions of this module, which :meth:`search_fulltext` and :meth:`search_fuzzy` call."""
 
     @share_docs
     def search_vector_bm25(
@@ -98,61 +104,54 @@ class LexicalSearchMixin(SearchBase):
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         depth = max(validate_positive_int(depth, field="depth", maximum=MAX_LIMIT), limit)
         text_budget = validate_positive_int(text_budget, field="text_budget", maximum=100_000)
-        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) \
-                or not 0 <= alpha < float("inf"):
-            raise ValidationError(f"must be a finite number >= 0, got {alpha!r}", field="alpha")
+        alpha = validate_number(alpha, field="alpha", minimum=0)
         frame = validate_timeframe(timeframe)
-        vector, dimension = self._query_vector(query, embedding, embedding_service)
-        key = ("search_vector_bm25", query, limit, frame, depth, text_budget, float(alpha),
-               service_key(embedding_service) if embedding is None else vector.tobytes())
+        target = query_vector(self, query, embedding, embedding_service)
+        key = ("search_vector_bm25", query, limit, frame, depth, text_budget, alpha,
+               service_key(embedding_service) if embedding is None
+               else target.vector.tobytes())
         params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "depth": depth,
                                   "budget": text_budget, "cap": 10 * text_budget,
-                                  "alpha": float(alpha), "k1": BM25_K1, "b": BM25_B}
+                                  "alpha": alpha, "k1": BM25_K1, "b": BM25_B,
+                                  "q": target.parameter}
         timeframe_sql = bind_timeframe(params, frame)
-        if dimension in self._native_dimensions:
-            params["q"] = vector[:dimension]
-            distance: sql.Composable = native_distance(dimension)
-            has_vector: sql.Composable = sql.SQL("n.embedding_dimension = {}").format(
-                sql.Literal(dimension))
-        else:
-            params["q"] = vector
-            distance = sql.SQL("n.embedding <=> %(q)s")
-            has_vector = sql.SQL("n.embedding IS NOT NULL")
+        distance, has_vector = target.sql()
         statement = search_statement("vector_bm25", timeframe_sql, distance=distance,
-                                      has_vector=has_vector)
+                                     has_vector=has_vector)
+        return self._cached_search(key, statement, params,
+                                   ef_search=max(DEFAULT_EF_SEARCH, depth),
+                                   filtered=frame is not None)
 
-        return self._cached(key, lambda: self._run_search(
-            statement, params, ef_search=max(DEFAULT_EF_SEARCH, depth),
-            filtered=frame is not None))
 
-    def _search_fulltext_any_bounded(self, query: str, limit: int,
-                                     frame: tuple[dt.datetime, dt.datetime] | None,
-                                     text_budget: int = LEXICAL_BUDGET) -> list[dict[str, Any]]:
-        """Any-word full text ranked by ``ts_rank`` over the memories holding the query's
-        rarest words (about ``text_budget`` of them) instead of over every match."""
-        params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
-                                  "budget": text_budget, "cap": 10 * text_budget}
-        statement = search_statement("fulltext_any", bind_timeframe(params, frame),
-                                      tsquery=sql.SQL(tsquery_sql("any")))
-        return self._fetch(statement, params)
+def search_fulltext_any_bounded(store: StoreBase, query: str, limit: int,
+                                frame: tuple[dt.datetime, dt.datetime] | None,
+                                text_budget: int = LEXICAL_BUDGET) -> list[dict[str, Any]]:
+    """Any-word full text ranked by ``ts_rank`` over the memories holding the query's
+    rarest words (about ``text_budget`` of them) instead of over every match."""
+    params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
+                              "budget": text_budget, "cap": 10 * text_budget}
+    statement = search_statement("fulltext_any", bind_timeframe(params, frame),
+                                 tsquery=sql.SQL(tsquery_sql("any")))
+    return store._fetch(statement, params)
 
-    def _search_fuzzy_bounded(self, query: str, limit: int,
-                              frame: tuple[dt.datetime, dt.datetime] | None,
-                              threshold: float) -> list[dict[str, Any]]:
-        """Fuzzy word search over the memories holding words of the lexicon close to the
-        query's words (about ``FUZZY_BUDGET`` of them, the ``FUZZY_SHORTLIST`` best by
-        ``ts_rank``), ranked by ``word_similarity``."""
-        params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
-                                  "budget": FUZZY_BUDGET, "cap": 5 * FUZZY_BUDGET,
-                                  "threshold": threshold,
-                                  "neighbours": FUZZY_NEIGHBOURS,
-                                  "shortlist": max(FUZZY_SHORTLIST, 2 * limit)}
-        statement = search_statement("fuzzy_word", bind_timeframe(params, frame),
-                                     query_text=sql.SQL("(SELECT words FROM corrected)"))
-        with self._transaction() as cur:
-            # The lexicon's % operator reads its threshold from a setting, and the lexicon is
-            # read through its trigram index whatever its statistics say (this transaction).
-            cur.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true), "
-                        "set_config('enable_seqscan', 'off', true)",
-                        (str(FUZZY_WORD_SIMILARITY),))
-            return cur.execute(self._read(statement), params).fetchall()
+
+def search_fuzzy_bounded(store: StoreBase, query: str, limit: int,
+                         frame: tuple[dt.datetime, dt.datetime] | None,
+                         threshold: float) -> list[dict[str, Any]]:
+    """Fuzzy word search over the memories holding words of the lexicon close to the
+    query's words (about ``FUZZY_BUDGET`` of them, the ``FUZZY_SHORTLIST`` best by
+    ``ts_rank``), ranked by ``word_similarity``."""
+    params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
+                              "budget": FUZZY_BUDGET, "cap": 5 * FUZZY_BUDGET,
+                              "threshold": threshold,
+                              "neighbours": FUZZY_NEIGHBOURS,
+                              "shortlist": max(FUZZY_SHORTLIST, 2 * limit)}
+    statement = search_statement("fuzzy_word", bind_timeframe(params, frame),
+                                 query_text=sql.SQL("(SELECT words FROM corrected)"))
+    with store._transaction() as cur:
+        # The lexicon's % operator reads its threshold from a setting, and the lexicon is
+        # read through its trigram index whatever its statistics say (this transaction).
+        cur.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true), "
+                    "set_config('enable_seqscan', 'off', true)",
+                    (str(FUZZY_WORD_SIMILARITY),))
+        return cur.execute(store._read(statement), params).fetchall()

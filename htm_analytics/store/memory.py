@@ -2,29 +2,37 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from ._common import Timeframe
+from .activity import ActivityMixin
 from .bulk import BulkMixin
 from .catalog import CatalogMixin
+from .display import SearchResults
 from .imports import ImportsMixin
 from .indexing import IndexingMixin
+from .lexical import LexicalSearchMixin
 from .nodes import NodesMixin
-from .recall_buffer import RecallBufferMixin
-from .search import SearchMixin
+from .search import SearchMixin, check_strategy
+from .tagging import TaggingMixin
 
 __all__ = ["LongTermMemory"]
 
 
-class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, CatalogMixin,
-                     IndexingMixin, ImportsMixin):
+class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, LexicalSearchMixin,
+                     BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
-    Each group of methods lives in its own module of :mod:`htm_analytics.store`: ``nodes``
-    (add, retrieve, delete), ``activity`` (robots, accesses, working memory),
-    ``recall_buffer`` (working-memory steps written behind, in sets), ``search``
-    (every search; ``lexical``: the bounded lexical ones; ``search_pool``: the connections
-    searches run on), ``tagging`` (tags and topics), ``bulk`` (:meth:`bulk_add`), ``catalog``
-    (statistics, exports), ``indexing`` (native indexes, tuning sessions), ``imports``
-    (records of imports from other memory systems), over ``_base``
-    (pool, transactions, tracing, cache).
+    Each group of methods lives in its own module of :mod:`htm_analytics.store`, a mixin
+    directly over ``_base.StoreBase`` (pool, transactions, tracing, cache, search
+    connections, recall writes): ``nodes`` (add, retrieve, delete, embedding models),
+    ``activity`` (robots, accesses, working memory, written directly or behind), ``tagging``
+    (tags and topics), ``search`` (vector, full text, fuzzy, hybrid), ``lexical``
+    (:meth:`search_vector_bm25` and the bounded lexical searches), ``bulk``
+    (:meth:`bulk_add`), ``catalog`` (statistics, exports), ``indexing`` (native indexes,
+    tuning sessions), ``imports`` (records of imports from other memory systems). No mixin
+    inherits from another or overrides another's method; :meth:`search_by_strategy`, which
+    needs them all, is defined here.
 
     Parameters
     ----------
@@ -55,8 +63,9 @@ class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, Cata
 
     Notes
     -----
-    Connections run in UTC and with the given statement timeout. The cache is per process:
-    writes from other processes become visible when entries expire (``cache_ttl``).
+    Connections run in UTC and with the given statement timeout. Cached search results are
+    served only while no write that could change them has been committed, by any process
+    where the database has the toolkit's cache counter (``cache_scope``).
 
     Examples
     --------
@@ -64,3 +73,31 @@ class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, Cata
     ...     robot = ltm.register_robot("planner")
     ...     ltm.add(content="PostgreSQL is our primary database", robot_id=robot)
     """
+
+    def search_by_strategy(self, strategy: str, *, query: str, limit: int = 20,
+                           timeframe: Timeframe = None, embedding: Any = None,
+                           embedding_service: Any = None) -> SearchResults:
+        """Any search, by name: what recall, the evaluation and the widgets choose from.
+
+        ``vector`` (:meth:`search`), ``fulltext`` (every word), ``fulltext_any`` (any word,
+        ranked), ``fuzzy`` (:meth:`search_fuzzy`), ``hybrid`` (the reference 0.7/0.3
+        weighting), ``rrf`` (reciprocal rank fusion) and ``vector_bm25``
+        (:meth:`search_vector_bm25`, the default of recall). ``embedding`` or
+        ``embedding_service`` is needed by vector, hybrid, rrf and vector_bm25
+        (``VECTOR_STRATEGIES``) and ignored by the others.
+        """
+        options: dict[str, Any] = {"query": query, "limit": limit, "timeframe": timeframe}
+        vectors = {"embedding": embedding, "embedding_service": embedding_service}
+        match check_strategy(strategy):
+            case "vector":
+                return self.search(**options, **vectors)
+            case "fulltext" | "fulltext_any":
+                return self.search_fulltext(
+                    **options, match="any" if strategy == "fulltext_any" else "all")
+            case "fuzzy":
+                return self.search_fuzzy(**options)
+            case "hybrid" | "rrf":
+                return self.search_hybrid(
+                    **options, **vectors, fusion="rrf" if strategy == "rrf" else "weighted")
+            case "vector_bm25":
+                return self.search_vector_bm25(**options, **vectors)

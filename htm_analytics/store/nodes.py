@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from psycopg import errors as pg_errors
+from psycopg import sql
 
 from ..errors import ConcurrencyError, ValidationError
 from ..validation import (
@@ -17,15 +19,18 @@ from ..validation import (
     validate_ids,
     validate_tag,
     validate_tag_list,
+    validate_token_count,
 )
 from ._base import StoreBase
 from ._common import (
+    NODE_COLUMN_NAMES,
     NODE_COLUMNS,
     content_hash,
     content_too_large,
     embedding_model_names,
     to_numpy,
 )
+from ._vectors import EMBEDDING_MODELS, check_model, stored_embedding_models
 from .tagging import TAG_NODE, ensure_tags
 
 __all__ = ["NodesMixin"]
@@ -76,33 +81,32 @@ UPDATE nodes SET embedding = %(embedding)s, embedding_dimension = %(dimension)s,
                  updated_at = CURRENT_TIMESTAMP
 WHERE id = %(node_id)s AND embedding IS NULL"""
 
-_LINK_ROBOT = """
+_LINK_ROBOT = sql.SQL("""
 INSERT INTO robot_nodes AS rn (robot_id, node_id)
 VALUES (%(robot_id)s, %(node_id)s)
 ON CONFLICT (robot_id, node_id) DO UPDATE
    SET remember_count = rn.remember_count + 1,
        last_remembered_at = CURRENT_TIMESTAMP,
-       updated_at = CURRENT_TIMESTAMP
+       updated_at = CURRENT_TIMESTAMP{restore}
 RETURNING id, robot_id, node_id, first_remembered_at, last_remembered_at, remember_count,
-          created_at, updated_at"""
-
+          created_at, updated_at""")
+_LINK_ROBOT_PLAIN = _LINK_ROBOT.format(restore=sql.SQL(""))
 # The current gem soft-deletes links too: remembering again brings the link back.
-_LINK_ROBOT_RESTORING = _LINK_ROBOT.replace(
-    "updated_at = CURRENT_TIMESTAMP\n", "updated_at = CURRENT_TIMESTAMP, deleted_at = NULL\n")
+_LINK_ROBOT_RESTORING = _LINK_ROBOT.format(restore=sql.SQL(", deleted_at = NULL"))
 
-
-_RETRIEVE = f"""
+_RETRIEVE = sql.SQL("""
 UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
-WHERE id = %s
-RETURNING {NODE_COLUMNS},
+WHERE id = %s{live}
+RETURNING {columns},
        CASE WHEN embedding_dimension IS NOT NULL
-            THEN subvector(embedding, 1, embedding_dimension) END AS embedding"""
-
+            THEN subvector(embedding, 1, embedding_dimension) END AS embedding""")
+_RETRIEVE_SEED = _RETRIEVE.format(live=sql.SQL(""), columns=sql.SQL(NODE_COLUMNS))
 # The current gem keeps working memory per robot and soft-deletes: the same row, read there.
-_RETRIEVE_GEM = _RETRIEVE.replace(
-    "in_working_memory", "EXISTS (SELECT 1 FROM robot_nodes w WHERE w.node_id = nodes.id "
-    "AND w.working_memory AND w.deleted_at IS NULL) AS in_working_memory").replace(
-    "WHERE id = %s", "WHERE id = %s AND deleted_at IS NULL")
+_RETRIEVE_GEM = _RETRIEVE.format(live=sql.SQL(" AND deleted_at IS NULL"), columns=sql.SQL(
+    ", ").join(sql.SQL("EXISTS (SELECT 1 FROM robot_nodes w WHERE w.node_id = nodes.id AND "
+                       "w.working_memory AND w.deleted_at IS NULL) AS in_working_memory")
+               if name == "in_working_memory" else sql.Identifier(name)
+               for name in NODE_COLUMN_NAMES))
 
 
 _ADD_ATTEMPTS = 5
@@ -113,10 +117,8 @@ class _NodeDeletedMeanwhile(Exception):
 
 
 class NodesMixin(StoreBase):
-    """Adding, reading and deleting nodes (see :class:`~htm_analytics.LongTermMemory`)."""
-
-    # Whether stored content has unstripped text (seed-era gem); None until the first add.
-    _unstripped_content: bool | None = None
+    """Adding, reading and deleting nodes, and the models of their embeddings (see
+    :class:`~htm_analytics.LongTermMemory`)."""
 
     def add(
         self,
@@ -169,10 +171,7 @@ class NodesMixin(StoreBase):
         given = content
         content = validate_content(content)
         robot_id = validate_id(robot_id, field="robot_id")
-        if isinstance(token_count, bool) or not isinstance(token_count, (int, np.integer)) \
-                or token_count < 0 or token_count > 2**31 - 1:
-            raise ValidationError(f"must be an integer >= 0, got {token_count!r}",
-                                  field="token_count")
+        token_count = validate_token_count(token_count)
         vector, dimension = (prepare_embedding(embedding) if embedding is not None
                              else (None, None))
         provider, model = embedding_model_names(embedding_model)
@@ -194,7 +193,7 @@ class NodesMixin(StoreBase):
         if is_new or tag_names:
             self._cache.clear()
         if vector is not None:
-            self._embedding_models = None
+            self._vectors_added()
         return {"node_id": node_id, "is_new": is_new, "robot_node": dict(robot_node or {})}
 
     def _add_once(self, content: str, given: str, digest: str, robot_id: int,
@@ -232,7 +231,7 @@ class NodesMixin(StoreBase):
             node_id = int(row["id"])
             try:
                 link = (_LINK_ROBOT_RESTORING if self.schema_info.has_column(
-                    "robot_nodes", "deleted_at") else _LINK_ROBOT)
+                    "robot_nodes", "deleted_at") else _LINK_ROBOT_PLAIN)
                 robot_node = cur.execute(
                     link, {"robot_id": robot_id, "node_id": node_id}).fetchone()
                 self._log_events(cur, "remember", robot_id, [node_id])
@@ -288,7 +287,7 @@ class NodesMixin(StoreBase):
         with self._transaction() as cur:
             gem = self.schema_info.working_memory_column == "robot_nodes.working_memory" \
                 and self.schema_info.soft_deletes
-            row = cur.execute(_RETRIEVE_GEM if gem else _RETRIEVE, (node_id,)).fetchone()
+            row = cur.execute(_RETRIEVE_GEM if gem else _RETRIEVE_SEED, (node_id,)).fetchone()
             if row is None:
                 return None
             self._log_events(cur, "retrieve", None, [node_id])
@@ -342,3 +341,30 @@ class NodesMixin(StoreBase):
                 self._log_events(cur, "delete", None, [node_id])
         self._cache.clear()
         return deleted is not None
+
+    def embedding_models(self) -> pd.DataFrame:
+        """Which models produced the stored embeddings.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``provider``, ``model`` (string, NA for embeddings stored without that
+            information), ``dimension`` and ``nodes`` (int64), most nodes first.
+        """
+        return self.fetch_frame(EMBEDDING_MODELS, dtypes={
+            "provider": "string", "model": "string", "dimension": "int64", "nodes": "int64"})
+
+    def check_embedding_model(self, provider: str, model: str, dimension: int) -> None:
+        """Refuse to search with vectors of ``provider``/``model`` at ``dimension`` when the
+        stored vectors come from another model or have another dimension.
+
+        Embeddings stored without a model name pass if their dimension matches (there is no
+        way to tell them apart). The answer is cached until this store adds an embedding;
+        every vector search makes the same check.
+
+        Raises
+        ------
+        EmbeddingError
+            Naming the stored models and the query's.
+        """
+        check_model(stored_embedding_models(self), provider, model, dimension)

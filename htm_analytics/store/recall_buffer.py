@@ -3,7 +3,7 @@
 A recall counts an access of each memory it returns and flags it in working memory. The
 reference schema indexes ``access_count``, ``last_accessed`` and ``in_working_memory``, so
 no such update is HOT: each rewrites the row into every index of ``nodes``, both HNSW graphs
-included, and costs several times the search itself. :meth:`RecallBufferMixin.buffer_working_memory`
+included, and costs several times the search itself. ``LongTermMemory.buffer_working_memory``
 records the step in memory instead and returns; a background thread writes everything
 pending in **one set-based statement** per :data:`FLUSH_CHUNK` nodes (robots'
 ``last_active``, the nodes' counts, times and flags, and the event log, as data-modifying
@@ -12,7 +12,7 @@ A node recalled several times between two flushes is rewritten once, with its ac
 added up.
 
 Nothing is lost: a failed flush puts back what it did not write (and logs a warning) to be retried;
-:meth:`~RecallBufferMixin.flush_recall_writes` writes everything now; ``close()`` flushes,
+``flush_recall_writes()`` writes everything now; ``close()`` flushes,
 and so does the interpreter's exit for a store left open. The buffer is bounded: a step that
 finds ``max_pending`` entries waiting writes them itself before returning.
 
@@ -32,13 +32,11 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .activity import ActivityMixin, validate_step
-
-__all__ = ["RecallBufferMixin", "RecallBuffer", "FLUSH_RECALL_WRITES", "FLUSH_CHUNK"]
+__all__ = ["RecallBuffer", "FLUSH_RECALL_WRITES", "FLUSH_CHUNK"]
 
 FLUSH_CHUNK = 25
 """Nodes per flush statement. At ~10-30 ms of index writes per node on the reference schema
@@ -49,7 +47,6 @@ space on it and falls back to non-HOT updates (500 rows in one statement: 0.5 ms
 20 rows: 0.26 ms, measured on 10k memories)."""
 
 _LOG = logging.getLogger("htm_analytics.store")
-_STARTING = threading.Lock()  # only taken when a store starts buffering
 
 # One round trip: data-modifying CTEs all see the same snapshot and run to completion.
 FLUSH_RECALL_WRITES = """
@@ -161,6 +158,8 @@ class RecallBuffer:
         self.flushes = 0
         self.flushed_steps = 0
         self.flush_seconds = 0.0
+        self._thread: threading.Thread | None = None
+        self._exit_hook: Any = None
 
     def __len__(self) -> int:
         return len(self._batch)
@@ -209,160 +208,78 @@ class RecallBuffer:
             batch.merge(self._batch)
             self._batch = batch
 
-
-def _flush_loop(store_ref: weakref.ref[RecallBufferMixin], buffer: RecallBuffer) -> None:
-    while not buffer.stopped:
-        buffer.wake.wait(buffer.flush_interval)
-        buffer.wake.clear()
-        store = store_ref()
-        if store is None or buffer.stopped:
-            return
-        try:
-            store.flush_recall_writes()
-        except Exception as exc:  # kept in the buffer; the next round retries
-            _LOG.warning("recall writes not flushed yet (%s); retrying", exc)
-        del store
-
-
-def _flush_at_exit(store_ref: weakref.ref[RecallBufferMixin]) -> None:
-    store = store_ref()
-    if store is not None and not store._closed:
-        try:
-            store.flush_recall_writes()
-        except Exception as exc:
-            _LOG.error("recall writes lost at exit: %s", exc)
-
-
-class RecallBufferMixin(ActivityMixin):
-    """Buffered working-memory steps (see the module's documentation)."""
-
-    _recall_buffer: RecallBuffer | None = None
-    _recall_thread: threading.Thread | None = None
-    _exit_hook: Any = None
-
-    @property
-    def recall_buffer(self) -> RecallBuffer:
-        """The write-behind buffer of :meth:`buffer_working_memory` (its settings, counts)."""
-        if self._recall_buffer is None:
-            with _STARTING:
-                if self._recall_buffer is None:
-                    self._recall_buffer = RecallBuffer()
-        return self._recall_buffer
-
-    def buffer_working_memory(self, robot_id: int, *, held: Sequence[int] = (),
-                              evicted: Sequence[int] = (), recalled: Sequence[int] = ()) -> None:
-        """:meth:`update_working_memory`, written behind: recorded now, flushed in sets.
-
-        The step is validated as by :meth:`update_working_memory` and recorded with the
-        current time; see :mod:`htm_analytics.store.recall_buffer` for when it reaches the
-        database. The robot is not looked up (an unknown robot's step updates no robot).
-        Where the schema keeps working memory per robot (the current gem's
-        ``robot_nodes.working_memory``) or has no event log, the step is written directly
-        instead: the buffer's set-based statement is the reference schema's.
-
-        Raises
-        ------
-        ValidationError
-            Bad ids, or a node both held and evicted (nothing is recorded).
-        """
-        info = self.schema_info
-        if info.working_memory_column != "nodes.in_working_memory" or not info.has_event_log:
-            self.update_working_memory(robot_id, held=held, evicted=evicted, recalled=recalled)
-            return
-        robot_id, held_ids, evicted_ids, recalled_ids = validate_step(
-            robot_id, held, evicted, recalled)
-        buffer = self.recall_buffer
-        self._start_flusher(buffer)
-        full = buffer.record(robot_id, dt.datetime.now(dt.UTC), recalled=sorted(
-            recalled_ids), held=sorted(held_ids), evicted=sorted(evicted_ids))
-        if full:
-            self.flush_recall_writes()
-
-    def flush_recall_writes(self) -> int:
-        """Write every buffered step now; returns the steps written.
-
-        One statement per :data:`FLUSH_CHUNK` nodes (each its own transaction, so that a
-        large backlog neither holds its row locks long nor meets ``query_timeout``). On
-        failure the steps not written stay buffered (nothing is lost) and the error is
-        raised.
-        """
-        buffer = self._recall_buffer
-        if buffer is None:
-            return 0
-        with buffer.flush_lock:
-            batch = buffer.take()
+    def flush(self, write: Callable[[dict[str, Any]], None]) -> int:
+        """Write everything pending with ``write(parameters of FLUSH_RECALL_WRITES)``, one
+        call per :data:`FLUSH_CHUNK` nodes; returns the steps written. On failure the parts
+        not written are put back and the error is raised."""
+        with self.flush_lock:
+            batch = self.take()
             if not (batch.steps or batch.nodes or batch.events or batch.robots):
                 return 0
             started = time.perf_counter()
             parts = batch.chunks(FLUSH_CHUNK)
             for k, part in enumerate(parts):
                 try:
-                    with self._transaction() as cur:
-                        cur.execute(FLUSH_RECALL_WRITES, part.parameters())
+                    write(part.parameters())
                 except BaseException:
                     rest = _Batch()
                     for unwritten in parts[k:]:
                         rest.merge(unwritten)
-                    buffer.put_back(rest)
+                    self.put_back(rest)
                     raise
-            buffer.flushes += 1
-            buffer.flushed_steps += batch.steps
-            buffer.flush_seconds += time.perf_counter() - started
+            self.flushes += 1
+            self.flushed_steps += batch.steps
+            self.flush_seconds += time.perf_counter() - started
             return batch.steps
 
-    def _start_flusher(self, buffer: RecallBuffer) -> None:
-        if self._recall_thread is not None:
+    def start_flusher(self, flush: Callable[[], int]) -> None:
+        """Start the background thread (once) and the flush at the interpreter's exit.
+
+        ``flush`` is a bound method of the store: both hold it weakly, so that a store
+        dropped without ``close()`` is still collected.
+        """
+        if self._thread is not None:
             return
-        with _STARTING:
-            if self._recall_thread is None and not self._closed:
-                me = weakref.ref(self)
-                self._exit_hook = functools.partial(_flush_at_exit, me)
+        with self.flush_lock:
+            if self._thread is None and not self.stopped:
+                ref = weakref.WeakMethod(flush)
+                self._exit_hook = functools.partial(_flush_at_exit, ref)
                 atexit.register(self._exit_hook)
-                thread = threading.Thread(target=_flush_loop, args=(me, buffer),
-                                          name="htm_analytics-recall-writes", daemon=True)
-                thread.start()
-                self._recall_thread = thread
+                self._thread = threading.Thread(target=_flush_loop, args=(ref, self),
+                                                name="htm_analytics-recall-writes",
+                                                daemon=True)
+                self._thread.start()
 
-    def _flush_before_direct_write(self) -> None:
-        # A direct write of flags must not be overtaken by an older buffered one.
-        if self._recall_buffer is not None and self._recall_buffer.pending:
-            self.flush_recall_writes()
+    def stop(self) -> None:
+        """Stop the background thread (the caller flushes what is left)."""
+        self.stopped = True
+        self.wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=60)
+        if self._exit_hook is not None:
+            atexit.unregister(self._exit_hook)
 
-    def update_working_memory(self, robot_id: int, *, held: Sequence[int] = (),
-                              evicted: Sequence[int] = (),
-                              recalled: Sequence[int] = ()) -> None:
-        self._flush_before_direct_write()
-        super().update_working_memory(robot_id, held=held, evicted=evicted, recalled=recalled)
 
-    update_working_memory.__doc__ = ActivityMixin.update_working_memory.__doc__
-
-    def mark_evicted(self, node_ids: Sequence[int], *, robot_id: int | None = None) -> int:
-        self._flush_before_direct_write()
-        return super().mark_evicted(node_ids, robot_id=robot_id)
-
-    mark_evicted.__doc__ = ActivityMixin.mark_evicted.__doc__
-
-    def mark_in_working_memory(self, node_ids: Sequence[int], *,
-                               robot_id: int | None = None) -> int:
-        self._flush_before_direct_write()
-        return super().mark_in_working_memory(node_ids, robot_id=robot_id)
-
-    mark_in_working_memory.__doc__ = ActivityMixin.mark_in_working_memory.__doc__
-
-    def close(self) -> None:
-        """Flush buffered recall writes, then close the connection pools."""
-        buffer, thread = self._recall_buffer, self._recall_thread
-        if buffer is not None and not self._closed:
-            buffer.stopped = True
-            buffer.wake.set()
-            if thread is not None and thread is not threading.current_thread():
-                thread.join(timeout=60)
-            try:
-                self.flush_recall_writes()
-            finally:
-                if self._exit_hook is not None:
-                    atexit.unregister(self._exit_hook)
-                super().close()
+def _flush_loop(flush_ref: weakref.WeakMethod[Callable[[], int]], buffer: RecallBuffer
+                ) -> None:
+    while not buffer.stopped:
+        buffer.wake.wait(buffer.flush_interval)
+        buffer.wake.clear()
+        flush = flush_ref()
+        if flush is None or buffer.stopped:
             return
-        super().close()
+        try:
+            flush()
+        except Exception as exc:  # kept in the buffer; the next round retries
+            _LOG.warning("recall writes not flushed yet (%s); retrying", exc)
+        del flush
 
+
+def _flush_at_exit(flush_ref: weakref.WeakMethod[Callable[[], int]]) -> None:
+    flush = flush_ref()
+    if flush is not None:
+        try:
+            flush()
+        except Exception as exc:
+            _LOG.error("recall writes lost at exit: %s", exc)

@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Sequence
 from functools import lru_cache
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 import numpy as np
 import psycopg
 from psycopg import sql
 
 from .._docs import share_docs
-from ..display import SearchResults
 from ..errors import ValidationError
 from ..validation import (
     validate_content,
+    validate_number,
     validate_positive_int,
     validate_timeframe,
 )
+from ._base import StoreBase
 from ._common import (
     MAX_LIMIT,
     SEARCH_COLUMNS,
@@ -26,19 +26,20 @@ from ._common import (
     TextMatch,
     Timeframe,
     bind_timeframe,
-    native_distance,
 )
-from ._search_base import service_key
 from ._search_sql import fulltext_text, hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
-from .lexical import LexicalSearchMixin
+from ._vectors import distance_sql, query_vector, service_key
+from .display import SearchResults
+from .lexical import search_fulltext_any_bounded, search_fuzzy_bounded
 from .search_pool import DEFAULT_EF_SEARCH
 from .tagging import matching_tags
 
-__all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES"]
+__all__ = ["SearchMixin", "SearchStrategy", "SEARCH_STRATEGIES", "VECTOR_STRATEGIES",
+           "check_strategy"]
 
 SearchStrategy = Literal["vector", "fulltext", "fulltext_any", "fuzzy", "hybrid", "rrf",
                          "vector_bm25"]
-"""Every search by name, as :meth:`SearchMixin.search_by_strategy` runs it."""
+"""Every search by name, as :meth:`LongTermMemory.search_by_strategy` runs it."""
 
 SEARCH_STRATEGIES: tuple[SearchStrategy, ...] = get_args(SearchStrategy)
 VECTOR_STRATEGIES: frozenset[SearchStrategy] = frozenset({"vector", "hybrid", "rrf",
@@ -49,24 +50,25 @@ VECTOR_STRATEGIES: frozenset[SearchStrategy] = frozenset({"vector", "hybrid", "r
 @lru_cache(maxsize=64)
 def _vector_statement(native_dimension: int | None, filtered: bool) -> str:
     """The vector search statement, composed once per (index, timeframe or not)."""
-    distance: sql.Composable
-    where: sql.Composable
-    if native_dimension is not None:
-        distance = native_distance(native_dimension)
-        where = sql.SQL("n.embedding_dimension = {}").format(sql.Literal(native_dimension))
-    else:
-        distance = sql.SQL("n.embedding <=> %(q)s")
-        where = sql.SQL("n.embedding IS NOT NULL")
+    distance, has_vector = distance_sql(native_dimension)
     timeframe = sql.SQL(TIMEFRAME if filtered else "")
     return sql.SQL("""
             SELECT {columns}, 1 - ({distance}) AS similarity
-            FROM nodes n WHERE {where}{timeframe}
+            FROM nodes n WHERE {has_vector}{timeframe}
             ORDER BY {distance} LIMIT %(limit)s""").format(
-        columns=sql.SQL(SEARCH_COLUMNS), distance=distance, where=where,
+        columns=sql.SQL(SEARCH_COLUMNS), distance=distance, has_vector=has_vector,
         timeframe=timeframe).as_string(None)
 
 
-class SearchMixin(LexicalSearchMixin):
+def check_strategy(strategy: Any) -> SearchStrategy:
+    """``strategy`` if it names a search of :data:`SEARCH_STRATEGIES`."""
+    if strategy not in SEARCH_STRATEGIES:
+        raise ValidationError(f"must be one of {', '.join(SEARCH_STRATEGIES)}, got "
+                              f"{strategy!r}", field="strategy")
+    return cast(SearchStrategy, strategy)
+
+
+class SearchMixin(StoreBase):
     """Every search, and every search by name (see :class:`~htm_analytics.LongTermMemory`)."""
 
     @share_docs
@@ -104,21 +106,14 @@ class SearchMixin(LexicalSearchMixin):
         frame = validate_timeframe(timeframe)
         if embedding is None:
             query = validate_content(query, field="query")
-        vector, dimension = self._query_vector(query, embedding, embedding_service)
-        self._check_query_model(embedding_service if embedding is None else None, dimension)
-        key = ("search", query if embedding is None else vector.tobytes(), limit, frame,
+        target = query_vector(self, query, embedding, embedding_service)
+        key = ("search", query if embedding is None else target.vector.tobytes(), limit, frame,
                service_key(embedding_service) if embedding is None else None)
-        return self._cached(key, lambda: self._vector_search(vector, dimension, limit, frame))
-
-    def _vector_search(self, vector: np.ndarray, dimension: int, limit: int,
-                       frame: tuple[dt.datetime, dt.datetime] | None) -> list[dict[str, Any]]:
-        native = dimension in self._native_dimensions
-        params: dict[str, Any] = {"limit": limit, "q": vector[:dimension] if native else vector}
+        params: dict[str, Any] = {"limit": limit, "q": target.parameter}
         bind_timeframe(params, frame)
-        rows = self._run_search(_vector_statement(dimension if native else None,
-                                                  frame is not None),
-                                params, ef_search=max(DEFAULT_EF_SEARCH, limit),
-                                filtered=frame is not None)
+        rows = self._cached_search(
+            key, _vector_statement(target.native_dimension, frame is not None), params,
+            ef_search=max(DEFAULT_EF_SEARCH, limit), filtered=frame is not None)
         if frame:  # relaxed_order may return neighbours slightly out of order
             rows.sort(key=lambda r: -r["similarity"])
         return rows
@@ -168,8 +163,8 @@ class SearchMixin(LexicalSearchMixin):
             WHERE sv.content_tsv @@ q{where}
             ORDER BY rank DESC, n.id LIMIT %(limit)s"""
         if match == "any":  # rank a bounded candidate set, not every match
-            return self._cached(key, lambda: self._search_fulltext_any_bounded(query, limit,
-                                                                               frame))
+            return self._cached(key, lambda: search_fulltext_any_bounded(self, query, limit,
+                                                                         frame))
         return self._cached(key, lambda: self._fetch(statement, params))
 
     @share_docs
@@ -219,9 +214,8 @@ class SearchMixin(LexicalSearchMixin):
         query = validate_content(query, field="query")
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         frame = validate_timeframe(timeframe)
-        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) \
-                or not 0 < threshold <= 1:
-            raise ValidationError(f"must be in (0, 1], got {threshold!r}", field="threshold")
+        threshold = validate_number(threshold, field="threshold", minimum=0, exclusive=True,
+                                    maximum=1)
         if method == "word":
             setting, score, test = ("pg_trgm.word_similarity_threshold",
                                     "word_similarity(%(query)s, n.content)",
@@ -247,14 +241,14 @@ class SearchMixin(LexicalSearchMixin):
 
         def compute() -> list[dict[str, Any]]:
             if bounded:
-                return self._search_fuzzy_bounded(query, limit, frame, float(threshold))
+                return search_fuzzy_bounded(self, query, limit, frame, threshold)
             with self._transaction() as cur:
                 # The operators read the threshold from a setting: set it for this
                 # transaction only.
                 cur.execute("SELECT set_config(%s, %s, true)", (setting, str(float(threshold))))
                 return cur.execute(self._read(statement), params).fetchall()
 
-        return self._cached(("search_fuzzy", query, limit, frame, float(threshold), method,
+        return self._cached(("search_fuzzy", query, limit, frame, threshold, method,
                              bool(bounded)), compute)
 
     @share_docs
@@ -315,66 +309,33 @@ class SearchMixin(LexicalSearchMixin):
             raise ValidationError(f"must be 'weighted' or 'rrf', got {fusion!r}", field="fusion")
         match = match or ("all" if fusion == "weighted" else "any")
         tsquery = tsquery_sql(match)
-        vector, dimension = self._query_vector(query, embedding, embedding_service)
+        target = query_vector(self, query, embedding, embedding_service)
         key = ("search_hybrid", query, limit, frame, prefilter_limit, fusion, match,
-               service_key(embedding_service) if embedding is None else vector.tobytes())
+               service_key(embedding_service) if embedding is None
+               else target.vector.tobytes())
+        params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "tags": [],
+                                  "prefilter": prefilter_limit, "q": target.vector,
+                                  "q_padded": target.vector}
+        where = bind_timeframe(params, frame)
 
-        def compute() -> list[dict[str, Any]]:
-            params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "tags": [],
-                                      "prefilter": prefilter_limit, "q": vector,
-                                      "q_padded": vector}
-            where = bind_timeframe(params, frame)
+        def find_tags(cur: psycopg.Cursor[Any]) -> None:
+            # on the search's connection: one round trip less than a call of its own
+            params["tags"] = matching_tags(cur, query)
 
-            def find_tags(cur: psycopg.Cursor[Any]) -> None:
-                # in the search's transaction: one round trip less than a call of its own
-                params["tags"] = matching_tags(cur, query)
-
-            statement: str | sql.Composed
-            if fusion == "weighted":
-                statement = hybrid_weighted_sql(tsquery, where)
-                ef_search = DEFAULT_EF_SEARCH
-            else:
-                native = dimension in self._native_dimensions
-                if native:
-                    params["q"] = vector[:dimension]
-                statement = hybrid_rrf_sql(tsquery, where, dimension if native else None)
-                ef_search = max(DEFAULT_EF_SEARCH, prefilter_limit)
-            rows = self._run_search(statement, params, ef_search=ef_search,
-                                    filtered=frame is not None, before=find_tags)
+        statement: str | sql.Composed
+        if fusion == "weighted":
+            statement = hybrid_weighted_sql(tsquery, where)
+            ef_search = DEFAULT_EF_SEARCH
+        else:
+            params["q"] = target.parameter
+            statement = hybrid_rrf_sql(tsquery, where, target.native_dimension)
+            ef_search = max(DEFAULT_EF_SEARCH, prefilter_limit)
+        rows = self._cached_search(key, statement, params, ef_search=ef_search,
+                                   filtered=frame is not None, before=find_tags)
+        if fusion == "rrf":
             for row in rows:
-                if fusion == "rrf":
-                    row["sources"] = [name for name in ("vector", "fulltext", "tags")
-                                      if row[f"{'tag' if name == 'tags' else name}_rank"]
-                                      is not None]
-            return rows
-
-        return self._cached(key, compute)
-    def search_by_strategy(self, strategy: str, *, query: str, limit: int = 20,
-                           timeframe: Timeframe = None, embedding: Any = None,
-                           embedding_service: Any = None) -> SearchResults:
-        """Any search, by name: what recall, the evaluation and the widgets choose from.
-
-        ``vector`` (:meth:`search`), ``fulltext`` (every word), ``fulltext_any`` (any word,
-        ranked), ``fuzzy`` (:meth:`search_fuzzy`), ``hybrid`` (the reference 0.7/0.3
-        weighting), ``rrf`` (reciprocal rank fusion) and ``vector_bm25``
-        (:meth:`search_vector_bm25`, the default of recall). ``embedding`` or
-        ``embedding_service`` is needed by vector, hybrid, rrf and vector_bm25
-        (``VECTOR_STRATEGIES``) and ignored by the others.
-        """
-        options: dict[str, Any] = {"query": query, "limit": limit, "timeframe": timeframe}
-        vectors = {"embedding": embedding, "embedding_service": embedding_service}
-        match strategy:
-            case "vector":
-                return self.search(**options, **vectors)
-            case "fulltext" | "fulltext_any":
-                return self.search_fulltext(
-                    **options, match="any" if strategy == "fulltext_any" else "all")
-            case "fuzzy":
-                return self.search_fuzzy(**options)
-            case "hybrid" | "rrf":
-                return self.search_hybrid(
-                    **options, **vectors, fusion="rrf" if strategy == "rrf" else "weighted")
-            case "vector_bm25":
-                return self.search_vector_bm25(**options, **vectors)
-        raise ValidationError(f"must be one of {', '.join(SEARCH_STRATEGIES)}, got "
-                              f"{strategy!r}", field="strategy")
+                row["sources"] = [name for name, rank in (("vector", "vector_rank"),
+                                                          ("fulltext", "fulltext_rank"),
+                                                          ("tags", "tag_rank"))
+                                  if row[rank] is not None]
+        return rows

@@ -187,11 +187,11 @@ class TaggingMixin(StoreBase):
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         frame = validate_timeframe(timeframe)
         params: dict[str, Any] = {"limit": limit}
-        where = bind_timeframe(params, frame).replace(" AND", "WHERE", 1)
+        where = bind_timeframe(params, frame)
         return self._fetch(f"""
             SELECT t.name, count(*) AS usage_count
             FROM node_tags nt JOIN tags t ON t.id = nt.tag_id JOIN nodes n ON n.id = nt.node_id
-            {where}
+            WHERE TRUE{where}
             GROUP BY t.name ORDER BY usage_count DESC, t.name LIMIT %(limit)s""", params)
 
     def topic_relationships(self, *, min_shared_nodes: int = 2,

@@ -16,7 +16,8 @@ from psycopg import sql
 from ..errors import DatabaseError, ValidationError
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_tag, validate_timeframe
 from ._base import StoreBase
-from ._common import create_index, lift_statement_timeout, native_distance, to_numpy
+from ._common import create_index, lift_statement_timeout, to_numpy
+from ._vectors import distance_sql
 
 __all__ = ["TuningSession"]
 
@@ -54,13 +55,9 @@ class TuningSession:
                 raise ValidationError("filters apply to the live target only", field="filters")
             return sql.SQL("SELECT v.id FROM {} v ORDER BY v.embedding <=> %(q)s LIMIT {}").format(
                 sql.Identifier(self._copy), sql.Literal(k)), self._copy_index or "", {}
-        distance: sql.Composable
-        if target == "live" and dimension in self._store.native_dimensions:
-            distance = native_distance(dimension)
-            index = f"idx_nodes_embedding_{dimension}"
-        else:
-            distance = sql.SQL("n.embedding <=> %(q)s")
-            index = "idx_nodes_embedding"
+        native = target == "live" and dimension in self._store.native_dimensions
+        distance, _ = distance_sql(dimension if native else None)
+        index = f"idx_nodes_embedding_{dimension}" if native else "idx_nodes_embedding"
         conditions, params = _filter_conditions(filters)
         conditions.insert(0, sql.SQL("n.embedding_dimension = {}").format(sql.Literal(dimension)))
         conditions += self._live()

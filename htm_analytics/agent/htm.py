@@ -9,18 +9,19 @@ from typing import Any, cast
 
 import numpy as np
 
-from .embeddings import Embedder, get_embedder
-from .errors import NotFoundError, ValidationError
-from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
-from .timeframes import parse_timeframe
-from .tokens import count_tokens
-from .validation import (
+from ..errors import NotFoundError, ValidationError
+from ..store import LongTermMemory
+from ..validation import (
     validate_content,
     validate_id,
     validate_positive_int,
     validate_tag,
     validate_tag_list,
+    validate_token_count,
 )
+from .embeddings import Embedder, get_embedder
+from .timeframes import parse_timeframe
+from .tokens import count_tokens
 from .working_memory import WorkingMemory
 
 __all__ = ["HTM"]
@@ -76,8 +77,7 @@ class HTM:
         self.store = store if isinstance(store, LongTermMemory) else LongTermMemory(
             store, init_schema=store is None)
         self.robot_name = robot_name or f"robot_{uuid.uuid4().hex[:8]}"
-        self.robot_id = self.store.register_robot(self.robot_name)
-        self.store.update_robot_activity(self.robot_id)
+        self.robot_id = self.store.register_robot(self.robot_name)  # marks it active
         self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
         self.buffer_writes = bool(buffer_writes)
 
@@ -99,11 +99,7 @@ class HTM:
     def _count(self, content: str, token_count: int | None) -> int:
         if token_count is None:
             token_count = self.token_counter(content)
-        if isinstance(token_count, bool) or not isinstance(token_count, (int, np.integer)) \
-                or not 0 <= token_count < 2**31:
-            raise ValidationError(f"must be an integer from 0 to 2**31 - 1, got "
-                                  f"{token_count!r}", field="token_count")
-        return int(token_count)
+        return validate_token_count(token_count)
 
     def _hold(self, node_id: int, content: str, tokens: int, *, access_count: int = 0,
               last_accessed: dt.datetime | None = None) -> list[int] | None:
@@ -244,7 +240,7 @@ class HTM:
         ----------
         topic : str
         timeframe : None, (start, end), date or phrase
-            See :func:`~htm_analytics.timeframes.parse_timeframe` ("today", "last 7 days",
+            See :func:`~htm_analytics.agent.timeframes.parse_timeframe` ("today", "last 7 days",
             "last week", "this month", "recently"...). An unreadable phrase is an error.
         limit : int
         strategy : {'vector_bm25', 'vector', 'fulltext', 'fulltext_any', 'fuzzy', 'hybrid', 'rrf'}
@@ -261,18 +257,17 @@ class HTM:
         Recalled memories enter working memory and count as accessed (written behind unless
         ``buffer_writes=False``: see :meth:`flush`).
         """
-        topic = validate_content(topic, field="topic")
+        # The store validates the topic, limit and strategy, embeds the topic with this
+        # robot's provider and checks its model against the stored vectors', all once.
         window = parse_timeframe(timeframe, now=self._clock())
-        limit = validate_positive_int(limit, field="limit", maximum=1000)
-        if strategy not in SEARCH_STRATEGIES:
-            raise ValidationError(f"must be one of {', '.join(SEARCH_STRATEGIES)}, got "
-                                  f"{strategy!r}", field="strategy")
-        vector = None
-        if strategy in VECTOR_STRATEGIES:
-            vector = self.embedder.embed(topic)
-            self.store.check_embedding_model(*self._model, len(vector))
-        rows = self.store.search_by_strategy(strategy, query=topic, limit=limit,
-                                             timeframe=window, embedding=vector)
+        try:
+            rows = self.store.search_by_strategy(strategy, query=topic, limit=limit,
+                                                 timeframe=window,
+                                                 embedding_service=self.embedder)
+        except ValidationError as exc:
+            if exc.field != "query":
+                raise
+            raise ValidationError(str(exc).removeprefix("query: "), field="topic") from None
         held, evicted = [], []
         for row in rows:
             tokens = int(row.get("token_count") or self.token_counter(row["content"]))

@@ -6,8 +6,8 @@ import datetime as dt
 import re
 from typing import Any
 
-from .errors import ValidationError
-from .validation import validate_timeframe
+from ..errors import ValidationError
+from ..validation import validate_timeframe
 
 __all__ = ["parse_timeframe", "TIMEFRAME_PHRASES"]
 

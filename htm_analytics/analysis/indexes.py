@@ -6,9 +6,9 @@ from typing import Any
 
 import pandas as pd
 
-from ._docs import share_docs
-from ._plotting import axes_or_new
-from .store import LongTermMemory
+from .._docs import share_docs
+from .._plotting import axes_or_new
+from ..store import LongTermMemory
 
 __all__ = ["index_usage", "index_usage_delta", "table_health", "plot_index_usage"]
 

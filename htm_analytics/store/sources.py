@@ -7,8 +7,6 @@ never sits in memory at once.
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -22,13 +20,16 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from ..connection import mask_url
-from ..errors import DatabaseError, ValidationError, translate_database_error
+from .._sql import read_sql
+from ..errors import DatabaseError, ValidationError
 from ..frames import coerce_frame
-from ..store import LongTermMemory
+from ._errors import translate_database_error
+from .connection import mask_url
+from .memory import LongTermMemory
 
 __all__ = [
     "load_peer_query",
+    "table_query",
     "postgres_source",
     "read_frame",
     "sqlite_source",
@@ -37,17 +38,28 @@ __all__ = [
 ]
 
 
-@functools.cache
 def load_peer_query(name: str) -> str:
     """The text of ``sql/peers/<name>.sql``."""
-    return importlib.resources.files("htm_analytics").joinpath(
-        "sql", "peers", f"{name}.sql").read_text("utf-8")
+    return read_sql("peers", f"{name}.sql")
+
+
+def table_query(table: str, order_by: str) -> sql.Composed:
+    """``SELECT * FROM table ORDER BY order_by``, both names quoted (a source's own)."""
+    return sql.SQL("SELECT * FROM {} ORDER BY {}").format(sql.Identifier(table),
+                                                         sql.Identifier(order_by))
 
 
 @contextmanager
-def sqlite_source(path: str | os.PathLike[str], *, field: str = "sqlite_path"
+def sqlite_source(path: str | os.PathLike[str] | sqlite3.Connection, *,
+                  field: str = "sqlite_path"
                   ) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to an existing SQLite file (rows as :class:`sqlite3.Row`)."""
+    """A read-only connection to an existing SQLite file (rows as :class:`sqlite3.Row`).
+
+    ``path`` may also be a connection the caller opened: it is used as it is, and left open.
+    """
+    if isinstance(path, sqlite3.Connection):
+        yield path
+        return
     if not isinstance(path, (str, os.PathLike)):
         raise ValidationError(f"must be a path, got {type(path).__name__}", field=field)
     resolved = Path(path).expanduser().resolve()

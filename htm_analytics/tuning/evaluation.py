@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._plotting import axes_or_new
-from .errors import ValidationError
-from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
-from .validation import validate_positive_int
+from .._plotting import axes_or_new
+from ..errors import ValidationError
+from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
+from ..validation import validate_positive_int
 
 __all__ = ["EVALUATED_STRATEGIES", "RetrievalEvaluation", "evaluate_retrieval",
            "read_labelled_queries", "plot_retrieval", "retrieval_quality",

@@ -7,7 +7,6 @@ import datetime as dt
 import os
 import subprocess
 import sys
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -16,8 +15,8 @@ import pytest
 
 import htm_analytics as ha
 from htm_analytics import HTM, LongTermMemory, QueryTimeoutError, ValidationError
-from htm_analytics.embeddings import HashingEmbedder
-from htm_analytics.store import recall_buffer
+from htm_analytics.agent.embeddings import HashingEmbedder
+from htm_analytics.store import DEFAULT_EF_SEARCH, recall_buffer
 
 SETTINGS = ("SELECT current_setting('hnsw.ef_search') AS ef, "
             "current_setting('hnsw.iterative_scan') AS iterative, "
@@ -49,28 +48,62 @@ def test_search_settings_stay_on_search_connections(loaded: tuple) -> None:
     store.search(embedding=vectors[0], limit=5, timeframe=(now - dt.timedelta(days=1), now))
     store.search_hybrid(query="postgres", embedding=vectors[0], fusion="rrf",
                         prefilter_limit=200)
-    assert len(wide) == 50 and wide[0]["id"] == ids[0]  # limit > 40 still returns them all
-    # pool_size=1: the only connection of each pool is the one the searches used
+    assert len(wide) == 50 and wide[0]["id"] == ids[0]
+    # pool_size=1: the only connection of each pool is the one the searches used; the main
+    # pool's sessions keep the server's settings
     assert store.fetch_frame(SETTINGS).iloc[0].tolist() == ["40", "off", "on"]
-    with store._search_cursor() as cur:
+    with store._search_cursor(ef_search=None) as cur:
         row = cur.execute(SETTINGS).fetchone()
-    assert row == {"ef": "40", "iterative": "off", "seqscan": "off"}  # the session's
+    # the search connection's session: the depth of the last search, no iterative scan
+    assert row == {"ef": "200", "iterative": "off", "seqscan": "off"}
+    store.search(embedding=vectors[0], limit=5)
+    with store._search_cursor(ef_search=None) as cur:
+        assert cur.execute(SETTINGS).fetchone()["ef"] == str(DEFAULT_EF_SEARCH)
 
 
 def test_default_search_is_one_traced_statement(database_url: str) -> None:
     seen: list[str] = []
     vector = unit(np.random.default_rng(1), 1)[0]
+    # pool_size=1: one search connection, so every statement below is traced in order
     with LongTermMemory(database_url, tracer=lambda text, *_: seen.append(text),
-                        cache_size=0) as store:
+                        cache_size=0, pool_size=1) as store:
         store.bulk_add(["one traced memory"], robots="trace-bot", embeddings=[vector])
         store.search(embedding=vector, limit=3)  # opens the search connection
+
+        def traced(call: object) -> list[str]:
+            start = len(seen)
+            call()
+            return seen[start:]
+
+        plain = traced(lambda: store.search(embedding=vector, limit=3))
+        deeper = traced(lambda: store.search(embedding=vector, limit=DEFAULT_EF_SEARCH + 1))
+        recall = traced(lambda: store.search_vector_bm25(query="one memory", embedding=vector))
+        again = traced(lambda: store.search_vector_bm25(query="traced", embedding=vector))
+    assert len(plain) == 1 and "<=>" in plain[0]
+    # another depth: the session's setting changes with the search, and stays
+    assert len(deeper) == 2 and "hnsw.ef_search" in deeper[0] and "<=>" in deeper[1]
+    assert len(recall) == 2 and "hnsw.ef_search" in recall[0] and "bm25" in recall[1]
+    assert len(again) == 1 and "bm25" in again[0]
+
+
+def test_a_cached_search_reads_the_generation_with_the_search(database_url: str) -> None:
+    seen: list[str] = []
+    vector = unit(np.random.default_rng(2), 1)[0]
+    with LongTermMemory(database_url, tracer=lambda text, *_: seen.append(text)) as store:
+        assert store.cache_scope == "database"
+        store.bulk_add(["a cached memory"], robots="cache-bot", embeddings=[vector])
+        store.search(embedding=vector, limit=3)  # opens the search connection
         before = len(seen)
-        rows = store.search(embedding=vector, limit=3)
-        search_statements = seen[before:]
-        store.search(embedding=vector, limit=41)
-    assert rows[0]["content"] == "one traced memory"
-    assert len(search_statements) == 1 and "<=>" in search_statements[0]
-    assert any("hnsw.ef_search" in text for text in seen[before + 1:])  # set for ef 41
+        store.search(embedding=vector, limit=4)  # a miss: the search reads the generation
+        miss = seen[before:]
+        store.search(embedding=vector, limit=4)  # a hit: the generation alone
+        hit = seen[before + len(miss):]
+        db = psycopg.connect(database_url, autocommit=True)
+        db.execute("DELETE FROM nodes")  # another writer: the entry is stale
+        db.close()
+        assert store.search(embedding=vector, limit=4) == []
+    assert len(miss) == 1 and "htm_analytics_cache_generation" in miss[0] and "<=>" in miss[0]
+    assert len(hit) == 1 and "<=>" not in hit[0]
 
 
 def counts(store: LongTermMemory, ids: list[int]) -> dict[int, int]:
@@ -93,9 +126,10 @@ def test_buffered_steps_from_many_threads_are_all_written(
             expected[node] += 1
 
     def work(t: int) -> None:
-        for plan in plans[t * 40:(t + 1) * 40]:
+        for s, plan in enumerate(plans[t * 40:(t + 1) * 40]):
             store.buffer_working_memory(robot, recalled=plan, held=plan[:2])
-            time.sleep(0.001)  # leaves the background thread time to flush meanwhile
+            if s % 5 == t:  # flushes from the callers too, racing the background thread's
+                store.flush_recall_writes()
 
     with ThreadPoolExecutor(4) as pool:
         list(pool.map(work, range(4)))

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .errors import EmbeddingError, ValidationError
-from .store import LongTermMemory, TuningSession
-from .tuning_plots import plot_recall_by_ef, plot_recall_latency
-from .validation import validate_positive_int
+from ..errors import EmbeddingError, ValidationError
+from ..store import LongTermMemory, TuningSession
+from ..validation import validate_positive_int
+from .plots import plot_recall_by_ef, plot_recall_latency
 
 __all__ = [
     "DEFAULT_EF_SEARCH_SWEEP", "benchmark_recall", "benchmark_index_build", "exact_neighbors",
@@ -261,7 +261,7 @@ _RESULT_DTYPES = {
 def _write(frame: pd.DataFrame, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".parquet":
-        from .snapshot import write_parquet
+        from ..store import write_parquet
 
         write_parquet(frame, path)
     elif path.suffix == ".csv":
@@ -304,7 +304,7 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
 
     Given ``table`` (and ``column``, ``index``), measures that table's HNSW or IVFFlat index
     instead, sweeping ``ef_search`` or ``probes``: see
-    :func:`htm_analytics.table_recall.benchmark_table_recall` for that result's columns.
+    :func:`htm_analytics.store.table_recall.benchmark_table_recall` for that result's columns.
 
     The index is the one the store's searches use: the native-dimension index when
     :meth:`~htm_analytics.LongTermMemory.create_native_index` made one, else the reference
@@ -377,7 +377,7 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
         - ``postgresql``, ``pgvector`` (string): server versions.
     """
     if table is not None:
-        from .table_recall import benchmark_table_recall
+        from ..store import benchmark_table_recall
 
         frame = benchmark_table_recall(
             store, table=table, column=column, index=index,

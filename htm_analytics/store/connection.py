@@ -20,7 +20,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from .errors import DatabaseConnectionError, ValidationError
+from ..errors import DatabaseConnectionError, ValidationError
 
 __all__ = [
     "URL_ENVIRONMENT_VARIABLES",

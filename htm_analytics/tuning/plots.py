@@ -1,4 +1,4 @@
-"""Plots of the tuning benchmarks' results (:mod:`htm_analytics.tuning`)."""
+"""Plots of the tuning benchmarks' results (:mod:`htm_analytics.tuning.benchmark`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from ._plotting import axes_or_new
+from .._plotting import axes_or_new
 
 __all__ = ["plot_recall_latency", "plot_recall_by_ef"]
 

@@ -5,7 +5,7 @@
 ``vector`` column and an ``hnsw`` or ``ivfflat`` index on it (the Self-Engineering Agent
 Framework's ``agent_tools``, for instance), sweeping ``hnsw.ef_search`` or
 ``ivfflat.probes``. The ground truth is exact, computed here from every stored vector with
-the index's own distance, and hits are counted as in :mod:`htm_analytics.tuning`.
+the index's own distance, and hits are counted as in :mod:`htm_analytics.tuning.benchmark`.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import pandas as pd
 import psycopg
 from psycopg import sql
 
-from .errors import ValidationError
-from .peers._source import postgres_source
-from .validation import validate_positive_int
+from ..errors import ValidationError
+from ..validation import validate_positive_int
+from .sources import postgres_source
 
 __all__ = ["DEFAULT_PROBES_SWEEP", "benchmark_table_recall"]
 

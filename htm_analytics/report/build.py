@@ -4,26 +4,18 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
-import io
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from .advisor import statistics_age
-from .evaluation import plot_retrieval_quality, retrieval_quality
-from .frames import MemorySource
-from .indexes import index_usage, plot_index_usage, table_health
-from .report_advice import advisor_section, hnsw_section
-from .report_render import REPORT_CSS, escape, html_table, markdown_table, shorten, with_size
-from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
-from .snapshot import write_parquet
-from .store import LongTermMemory
-from .tags import (
+from ..advisor import statistics_age
+from ..analysis.indexes import index_usage, plot_index_usage, table_health
+from ..analysis.robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
+from ..analysis.tags import (
     plot_tag_graph,
     plot_tag_hierarchy,
     popular_tags,
@@ -31,12 +23,26 @@ from .tags import (
     tag_graph,
     tag_hierarchy,
 )
-from .trends import (
+from ..analysis.trends import (
     most_reinforced,
     plot_remember_count_distribution,
     plot_remember_trends,
     remember_count_distribution,
     remember_trends,
+)
+from ..frames import MemorySource
+from ..store import LongTermMemory, write_parquet
+from ..tuning.evaluation import plot_retrieval_quality, retrieval_quality
+from .advice import advisor_section, hnsw_section
+from .render import (
+    REPORT_CSS,
+    Figure,
+    Section,
+    escape,
+    html_table,
+    markdown_table,
+    shorten,
+    with_size,
 )
 
 __all__ = ["Figure", "Section", "Report", "build_report", "MIN_SWEEP_VECTORS",
@@ -51,39 +57,6 @@ first), so that its size does not grow with the number of robots."""
 
 TOP_TREND_ROBOTS = 10
 """Robots drawn in the per-robot trend chart."""
-
-
-@dataclass
-class Figure:
-    """A rendered plot (PNG bytes) and the caption saying what it shows and how."""
-
-    png: bytes
-    caption: str
-
-    @classmethod
-    def from_axes(cls, ax: Any, caption: str) -> Figure:
-        import matplotlib.pyplot as plt
-
-        buffer = io.BytesIO()
-        ax.figure.savefig(buffer, format="png", dpi=96)
-        plt.close(ax.figure)
-        return cls(buffer.getvalue(), caption)
-
-
-@dataclass
-class Section:
-    """One part of the report: text, tables (with captions) and figures; ``findings`` are
-    its headline numbers, listed together at the top of the report."""
-
-    key: str
-    title: str
-    text: str = ""
-    findings: list[str] = field(default_factory=list)
-    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
-    figures: list[Figure] = field(default_factory=list)
-    data: dict[str, pd.DataFrame] = field(default_factory=dict)
-    html: str = ""  # escaped HTML shown after the text (the advisor's findings)
-    markdown: str = ""
 
 
 @dataclass
@@ -230,7 +203,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         Period of the trend charts ('D', 'W', 'M').
     labelled_queries : (texts, vectors, relevant node ids), optional
         Queries with a known answer: adds a section comparing search strategies
-        (:func:`~htm_analytics.evaluation.retrieval_quality`). Live store only.
+        (:func:`~htm_analytics.tuning.evaluation.retrieval_quality`). Live store only.
     advice : bool
         Open with the advisor's findings (:func:`~htm_analytics.advise`; live store only),
         including the ef_search recommendation when ``benchmark`` is on.
@@ -263,8 +236,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                 stored = max(session.vector_dimensions().values(), default=0)
             if stored >= MIN_SWEEP_VECTORS:
                 # Held-out queries are stored vectors: never more than there are.
-                hnsw, ef_advice = hnsw_section(source, sweep_queries=min(sweep_queries, stored),
-                                               section_type=Section, figure_type=Figure)
+                hnsw, ef_advice = hnsw_section(source,
+                                               sweep_queries=min(sweep_queries, stored))
                 sections.append(hnsw)
             elif stored:
                 sections.append(Section(
@@ -272,7 +245,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                     text=f"Not measured: {stored} stored vectors of the most common dimension; "
                          f"a recall sweep needs at least {MIN_SWEEP_VECTORS}."))
         if advice:
-            sections.insert(0, advisor_section(source, ef_advice, Section))
+            sections.insert(0, advisor_section(source, ef_advice))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
                   facts=facts, sections=sections)
 

@@ -19,12 +19,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from .errors import ValidationError
+from ..errors import ValidationError
+from ..validation import (
+    TAG_PATTERN,
+    validate_content,
+    validate_datetime,
+    validate_number,
+    validate_positive_int,
+)
 from .tokens import count_tokens
-from .validation import TAG_PATTERN, validate_content, validate_datetime, validate_positive_int
 
 if TYPE_CHECKING:
-    from .store import LongTermMemory
+    from ..store import LongTermMemory
 
 __all__ = ["CORPUS_ENVIRONMENT_VARIABLE", "find_corpus", "read_corpus", "read_dev_queries",
            "normalize_tag", "DEMO_ROBOTS", "simulate_remembers", "remember_history",
@@ -159,10 +165,7 @@ def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_RO
     days = validate_positive_int(days, field="days", maximum=36_500)
     for name, probability in (("shared_probability", shared_probability),
                               ("repeat_probability", repeat_probability)):
-        if isinstance(probability, bool) or not isinstance(probability, (int, float)) \
-                or not 0 <= probability <= 1:
-            raise ValidationError(f"must be a number from 0 to 1, got {probability!r}",
-                                  field=name)
+        validate_number(probability, field=name, minimum=0, maximum=1)
     if end is not None:
         end = validate_datetime(end, field="end").replace(microsecond=0)
     rng = np.random.default_rng(seed)

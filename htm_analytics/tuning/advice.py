@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ._plotting import axes_or_new
-from .errors import ValidationError
-from .store import LongTermMemory
-from .tuning import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
-from .validation import validate_positive_int
+from .._plotting import axes_or_new
+from ..errors import ValidationError
+from ..store import LongTermMemory
+from ..validation import validate_number, validate_positive_int
+from .benchmark import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
 
 __all__ = ["EfSearchAdvice", "recommend_ef_search", "concurrency_sweep",
            "plot_concurrency"]
@@ -81,9 +81,8 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
     EfSearchAdvice
     """
     _require_store(store)
-    if isinstance(target_recall, bool) or not isinstance(target_recall, (int, float)) \
-            or not 0 < target_recall <= 1:
-        raise ValidationError("must be a number in (0, 1]", field="target_recall")
+    target_recall = validate_number(target_recall, field="target_recall", minimum=0,
+                                    exclusive=True, maximum=1)
     sweep = benchmark_recall(store, queries=queries, k=k, ef_search=ef_search,
                              repeats=repeats, seed=seed, progress=progress)
     sweep = sweep.sort_values("ef_search").reset_index(drop=True)

@@ -4,7 +4,6 @@ PostgreSQL."""
 from __future__ import annotations
 
 import datetime as dt
-import importlib.resources
 import os
 import shutil
 import tempfile
@@ -16,9 +15,12 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from .errors import ValidationError
-from .frames import coerce_frame, load_analytics_query, to_duckdb_query
-from .store import MEMORY_TABLES, SCHEMA_VERSION, LongTermMemory
+from .._sql import read_sql
+from ..errors import ValidationError
+from ..frames import coerce_frame, load_analytics_query, to_duckdb_query
+from .catalog import MEMORY_TABLES
+from .memory import LongTermMemory
+from .schema import SCHEMA_VERSION
 
 __all__ = ["export_snapshot", "Snapshot", "write_parquet"]
 
@@ -26,9 +28,7 @@ _TABLES = (*MEMORY_TABLES, "snapshot_info")
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
-    schema = importlib.resources.files("htm_analytics").joinpath(
-        "sql", "snapshot_schema.duckdb.sql").read_text("utf-8")
-    con.execute(schema)
+    con.execute(read_sql("snapshot_schema.duckdb.sql"))
 
 
 def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,

@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .advisor import advise
-from .store import LongTermMemory
-from .tuning import plot_recall_by_ef, plot_recall_latency
-from .tuning_advice import (
+from ..advisor import advise
+from ..store import LongTermMemory
+from ..tuning.advice import (
     EfSearchAdvice,
     concurrency_sweep,
     plot_concurrency,
     recommend_ef_search,
 )
-
-if TYPE_CHECKING:
-    from .report import Section
+from ..tuning.benchmark import plot_recall_by_ef, plot_recall_latency
+from .render import Figure, Section
 
 __all__ = ["advisor_section", "hnsw_section", "findings_html", "findings_markdown"]
 
@@ -55,7 +52,7 @@ def findings_markdown(findings: pd.DataFrame) -> str:
 
 
 def advisor_section(store: LongTermMemory, ef_advice: EfSearchAdvice | None,
-                    section_type: type[Section]) -> Section:
+                    ) -> Section:
     """The report's first section: what to do, most severe first."""
     findings = advise(store, ef_search_advice=ef_advice)
     counts = findings["severity"].value_counts()
@@ -64,7 +61,7 @@ def advisor_section(store: LongTermMemory, ef_advice: EfSearchAdvice | None,
     headline += [f"{str(row.severity).capitalize()}: {row.check} on {row.object}: "
                  f"{str(row.recommendation).split('.')[0]}."
                  for row in findings.itertuples() if row.severity != "info"][:5]
-    section = section_type(
+    section = Section(
         "advice", "What to do",
         text=("Findings of the health and tuning advisor (htm-analytics advise), most severe "
               "first, each with the SQL that fixes it or shows more. Nothing was run: review "
@@ -77,8 +74,7 @@ def advisor_section(store: LongTermMemory, ef_advice: EfSearchAdvice | None,
     return section
 
 
-def hnsw_section(store: LongTermMemory, *, sweep_queries: int, section_type: type[Section],
-                 figure_type: Any) -> tuple[Section, EfSearchAdvice]:
+def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section, EfSearchAdvice]:
     """The ef_search recommendation, its recall/latency curve and a concurrency sweep."""
     advice = recommend_ef_search(store, queries=sweep_queries, repeats=2)
     sweep = advice.sweep
@@ -94,15 +90,15 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int, section_type: typ
         headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
                     f"{advice.target_recall:g} ({advice.recall:.3f}, "
                     f"{advice.latency_p50_ms:.2f} ms p50).")
-    section = section_type("hnsw", "HNSW recall and latency", text=text, findings=[headline],
+    section = Section("hnsw", "HNSW recall and latency", text=text, findings=[headline],
                            tables=[("ef_search sweep", sweep[[
                                "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
                                "latency_p95_ms", "qps", "returned_mean", "used_index"]])],
                            data={"recall_sweep": sweep})
-    section.figures.append(figure_type.from_axes(
+    section.figures.append(Figure.from_axes(
         plot_recall_latency(sweep), f"Recall@{first['k']} against queries per second for each "
                                     f"hnsw.ef_search (labels), on {first['index']}."))
-    section.figures.append(figure_type.from_axes(
+    section.figures.append(Figure.from_axes(
         plot_recall_by_ef(sweep), "Mean and 5th-percentile recall by ef_search."))
     if advice.ef_search is not None:
         threads = concurrency_sweep(store, ef_search=advice.ef_search, k=advice.k,
@@ -117,7 +113,7 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int, section_type: typ
                          "bound the speedup.")
         section.tables.append(("Concurrent searches (threads each with their own connection)",
                                threads))
-        section.figures.append(figure_type.from_axes(
+        section.figures.append(Figure.from_axes(
             plot_concurrency(threads),
             f"Queries per second (bars) and p95 latency (line) with 1-8 client threads at "
             f"ef_search {advice.ef_search}; {int(threads['queries'].iloc[0])} searches per "

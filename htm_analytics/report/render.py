@@ -1,13 +1,50 @@
-"""Rendering pieces of the report: escaped HTML tables, Markdown tables, sizes, the CSS."""
+"""Rendering pieces of the report: sections and figures, escaped HTML tables, Markdown
+tables, sizes, the CSS."""
 
 from __future__ import annotations
 
 import html
+import io
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["html_table", "escape", "markdown_table", "with_size", "shorten", "REPORT_CSS"]
+__all__ = ["Figure", "Section", "html_table", "escape", "markdown_table", "with_size", "shorten",
+           "REPORT_CSS"]
+
+
+@dataclass
+class Figure:
+    """A rendered plot (PNG bytes) and the caption saying what it shows and how."""
+
+    png: bytes
+    caption: str
+
+    @classmethod
+    def from_axes(cls, ax: Any, caption: str) -> Figure:
+        import matplotlib.pyplot as plt
+
+        buffer = io.BytesIO()
+        ax.figure.savefig(buffer, format="png", dpi=96)
+        plt.close(ax.figure)
+        return cls(buffer.getvalue(), caption)
+
+
+@dataclass
+class Section:
+    """One part of the report: text, tables (with captions) and figures; ``findings`` are
+    its headline numbers, listed together at the top of the report."""
+
+    key: str
+    title: str
+    text: str = ""
+    findings: list[str] = field(default_factory=list)
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    data: dict[str, pd.DataFrame] = field(default_factory=dict)
+    html: str = ""  # escaped HTML shown after the text (the advisor's findings)
+    markdown: str = ""
 
 
 def escape(text: Any) -> str:

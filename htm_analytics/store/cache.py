@@ -39,18 +39,29 @@ class QueryCache:
     def enabled(self) -> bool:
         return self.size > 0
 
-    def get(self, key: Hashable) -> tuple[bool, Any]:
-        """Return ``(True, value)`` on a hit, ``(False, None)`` on a miss (counted)."""
+    def get(self, key: Hashable, valid: Callable[[Any], bool] | None = None
+            ) -> tuple[bool, Any]:
+        """Return ``(True, value)`` on a hit, ``(False, None)`` on a miss (counted).
+
+        ``valid(value)``, when given, is asked about a live entry (outside the lock: it may
+        ask the database); an entry it refuses is dropped and counts as a miss.
+        """
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None and entry[0] > self._clock():
-                self._entries.move_to_end(key)
+            if entry is not None and entry[0] <= self._clock():
+                del self._entries[key]
+                entry = None
+        if entry is not None and (valid is None or valid(entry[1])):
+            with self._lock:
+                if key in self._entries:
+                    self._entries.move_to_end(key)
                 self.hits += 1
-                return True, entry[1]
-            if entry is not None:
+            return True, entry[1]
+        with self._lock:
+            if entry is not None and self._entries.get(key) is entry:
                 del self._entries[key]
             self.misses += 1
-            return False, None
+        return False, None
 
     def put(self, key: Hashable, value: Any) -> None:
         if not self.enabled:

@@ -11,13 +11,13 @@ from typing import Any
 import ipywidgets as widgets
 import pandas as pd
 
-from .errors import HTMError
-from .frames import MemorySource
-from .report_render import html_table
-from .robots import robot_activity
-from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
-from .tags import tag_cooccurrence, tag_hierarchy
-from .tuning import benchmark_recall
+from ..analysis.robots import robot_activity
+from ..analysis.tags import tag_cooccurrence, tag_hierarchy
+from ..errors import HTMError
+from ..frames import MemorySource
+from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
+from ..tuning.benchmark import benchmark_recall
+from .render import html_table
 
 __all__ = ["Explorer", "search_explorer", "tag_browser", "ef_search_explorer"]
 

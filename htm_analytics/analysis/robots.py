@@ -8,9 +8,9 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
-from ._docs import share_docs
-from ._plotting import axes_or_new
-from .frames import MemorySource, scope_params
+from .._docs import share_docs
+from .._plotting import axes_or_new
+from ..frames import MemorySource, scope_params
 
 __all__ = ["robot_overlap", "robot_activity", "plot_robot_overlap", "plot_robot_activity"]
 

@@ -22,8 +22,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .connection import mask_url
-from .errors import EmbeddingError, ValidationError
+from ..errors import EmbeddingError, ValidationError
+from ..store.connection import mask_url
+from ..validation import validate_number
 
 __all__ = ["Embedder", "HashingEmbedder", "OllamaEmbedder", "OpenAIEmbedder",
            "SentenceTransformerEmbedder", "get_embedder", "PROVIDERS"]
@@ -71,10 +72,8 @@ class HashingEmbedder:
     name = "hashing"
 
     def __init__(self, dimensions: int = 384, *, ngrams: int = 2) -> None:
-        if isinstance(dimensions, bool) or not isinstance(dimensions, int) \
-                or not 8 <= dimensions <= 2000:
-            raise ValidationError("must be an integer from 8 to 2000", field="dimensions")
-        self.dimensions = dimensions
+        self.dimensions = validate_number(dimensions, field="dimensions", minimum=8,
+                                          maximum=2000, integer=True)
         self.ngrams = ngrams
         self.model = f"hashing-{dimensions}-{ngrams}gram"
 

@@ -6,11 +6,11 @@ from typing import Any
 
 import pandas as pd
 
-from ._docs import share_docs
-from ._plotting import axes_or_new
-from .errors import ValidationError
-from .frames import MemorySource, period_unit, scope_params
-from .validation import validate_positive_int
+from .._docs import share_docs
+from .._plotting import axes_or_new
+from ..errors import ValidationError
+from ..frames import MemorySource, period_unit, scope_params
+from ..validation import validate_positive_int
 
 __all__ = [
     "remember_trends", "remember_count_distribution", "most_reinforced",

@@ -12,11 +12,11 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from ._docs import share_docs
-from ._plotting import axes_or_new
-from .errors import ValidationError
-from .frames import MemorySource, period_unit, scope_params
-from .validation import validate_positive_int
+from .._docs import share_docs
+from .._plotting import axes_or_new
+from ..errors import ValidationError
+from ..frames import MemorySource, period_unit, scope_params
+from ..validation import validate_positive_int
 
 __all__ = [
     "tag_cooccurrence", "tag_graph", "write_tag_graph", "tag_hierarchy", "popular_tags",

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .connection import mask_url, resolve_database_url
-from .datasets import read_demo, remember_history
-from .errors import EmbeddingError, NotFoundError
-from .store import LongTermMemory, ensure_database
+from ..agent.datasets import read_demo, remember_history
+from ..errors import EmbeddingError, NotFoundError
+from ..store import LongTermMemory, ensure_database
+from ..store.connection import mask_url, resolve_database_url
 
 __all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "run_demo",
            "DemoQueryEmbedder"]
@@ -32,8 +32,8 @@ def load_demo(store: LongTermMemory, *, days: int = 180, end: dt.datetime | None
 
     Five robots (planner, researcher, coder, reviewer, ops) remember the 3,000 texts over the
     ``days`` before ``end`` (default now), sharing about a third and reinforcing many (see
-    :func:`~htm_analytics.datasets.simulate_remembers`), with the texts' Debian tags. Loaded with
-    one :meth:`~LongTermMemory.bulk_add`; then a native 384-d HNSW index is built.
+    :func:`~htm_analytics.agent.datasets.simulate_remembers`), with the texts' Debian
+    tags. Loaded with one :meth:`~LongTermMemory.bulk_add`; then a native 384-d HNSW index is built.
 
     Returns
     -------
@@ -81,7 +81,7 @@ def run_demo(out: str | os.PathLike[str] = "report.html", *, server_url: str | N
     started = time.perf_counter()
     url = demo_database_url(server_url, fresh=True, database=database)
     echo(f"demo memory loaded into {mask_url(url)} in {time.perf_counter() - started:.1f} s")
-    from .report import build_report
+    from .build import build_report
 
     with LongTermMemory(url) as store:
         echo(store.table_counts().to_string(index=False))

@@ -9,7 +9,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ValidationError
+from ..errors import ValidationError
+from ..validation import validate_positive_int, validate_token_count
 
 __all__ = ["WorkingMemory", "entry_value"]
 
@@ -56,10 +57,7 @@ class WorkingMemory:
 
     def __init__(self, max_tokens: int, *,
                  clock: Callable[[], dt.datetime] | None = None) -> None:
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValidationError(f"must be a positive integer, got {max_tokens!r}",
-                                  field="max_tokens")
-        self.max_tokens = max_tokens
+        self.max_tokens = validate_positive_int(max_tokens, field="max_tokens")
         self._clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self._entries: dict[Hashable, _Entry] = {}
         self._tokens = 0
@@ -227,7 +225,4 @@ class WorkingMemory:
 
 
 def _tokens(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValidationError(f"must be a non-negative integer, got {value!r}",
-                              field="token_count")
-    return value
+    return validate_token_count(value)

@@ -1,0 +1,325 @@
+"""The command group and the everyday commands (``bench``, ``import`` and ``eval`` are
+in modules of their own, registered by the package)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from typing import Any
+
+import click
+
+from ..advisor import advise as advise_store
+from ..analysis.indexes import index_usage, table_health
+from ..analysis.robots import robot_activity, robot_overlap
+from ..analysis.tags import tag_cooccurrence, tag_hierarchy
+from ..analysis.trends import remember_trends
+from ..errors import HTMError, SchemaError
+from ..report.build import build_report
+from ..report.demo import DEMO_DATABASE, run_demo
+from ..store import LongTermMemory, database_exists, database_name, with_database
+from ..store.connection import URL_ENVIRONMENT_VARIABLES, mask_url, resolve_database_url
+from ..store.snapshot import Snapshot, export_snapshot
+from ..tuning.advice import recommend_ef_search
+from ._output import emit, output_options, scope_options
+
+__all__ = ["main", "cli"]
+
+
+
+def _open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
+    try:
+        return LongTermMemory(ctx.obj["db"], cache_size=0, **options)
+    except SchemaError:
+        demo_url = _demo_instead(ctx)
+        if demo_url is None:
+            raise
+        click.echo(f"note: the default database has no memory; using the demo's, "
+                   f"{mask_url(demo_url)} (pass --db or set HTM_DBURL to choose)", err=True)
+        return LongTermMemory(demo_url, cache_size=0, **options)
+
+
+def _demo_instead(ctx: click.Context) -> str | None:
+    """The demo database's URL when no database was chosen (no --db, no environment variable)
+    and the server has a loaded demo database: right after ``htm-analytics demo``, the next
+    command finds its memory."""
+    if ctx.obj.get("db") or any(os.environ.get(v) for v in URL_ENVIRONMENT_VARIABLES):
+        return None
+    server = resolve_database_url(None)
+    if database_name(server) == DEMO_DATABASE:
+        return None
+    try:
+        if not database_exists(server, DEMO_DATABASE):
+            return None
+    except HTMError:
+        return None
+    return with_database(server, DEMO_DATABASE)
+
+
+def _remember_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.ensure_object(dict)["db"] = value
+
+
+class _Command(click.Command):
+    """Every subcommand also takes ``--db`` after its name: ``htm-analytics report --db URL``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(click.Option(
+            ["--db"], metavar="URL", expose_value=False, is_eager=True, callback=_remember_db,
+            help="PostgreSQL URL (the same as htm-analytics --db URL)."))
+
+
+class _Group(click.Group):
+    command_class = _Command
+    group_class = type  # subgroups (bench) are _Group too
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--db", envvar=None, default=None, metavar="URL",
+              help="PostgreSQL URL. Default: HTM_DBURL, HTM_DATABASE__URL or DATABASE_URL, "
+                   "else the embedded server.")
+@click.version_option(package_name="htm-analytics")
+@click.pass_context
+def cli(ctx: click.Context, db: str | None) -> None:
+    """Explore, tune and report on the long-term memory of HTM robots."""
+    ctx.ensure_object(dict)
+    ctx.obj["db"] = db
+
+
+@cli.command()
+@click.option("--out", default="report.html", show_default=True, type=click.Path(),
+              help="Where to write the HTML report.")
+@click.pass_context
+def demo(ctx: click.Context, out: str) -> None:
+    """Load the bundled demo memory into a fresh database and write its report.
+
+    Uses the embedded PostgreSQL unless --db or HTM_DBURL names a server; the demo gets a
+    database of its own (htm_demo) there.
+    """
+    run_demo(out, server_url=ctx.obj["db"], echo=click.echo)
+
+
+@cli.command()
+@click.option("--out", default=None, type=click.Path(),
+              help="Report file [default: report.html, or report.md with --format md].")
+@click.option("--format", "report_format", type=click.Choice(["html", "md"]), default="html",
+              show_default=True, help="A self-contained HTML file, or Markdown with a folder "
+                                      "of figures.")
+@click.option("--data-dir", type=click.Path(), default=None,
+              help="Also write every table behind the report to this folder.")
+@click.option("--data-format", type=click.Choice(["csv", "parquet"]), default="csv",
+              show_default=True)
+@click.option("--snapshot", "snapshot_path", type=click.Path(exists=True), default=None,
+              help="Report on a snapshot (DuckDB file or Parquet folder) instead of a server.")
+@click.option("--benchmark/--no-benchmark", default=True, show_default=True,
+              help="Include the ef_search recall/latency sweep.")
+@click.option("--title", default="Memory report", show_default=True)
+@click.pass_context
+def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
+           data_format: str, snapshot_path: str | None, benchmark: bool, title: str) -> None:
+    """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve."""
+    expected = {"html": (".html", ".htm"), "md": (".md", ".markdown")}[report_format]
+    if out is None:
+        out = f"report.{report_format}"
+    elif any(out.lower().endswith(s) for s in (".html", ".htm", ".md", ".markdown")) \
+            and not out.lower().endswith(expected):
+        raise click.BadParameter(f"{out} does not match --format {report_format}; use a "
+                                 f"{expected[0]} name", param_hint="--out")
+    if snapshot_path:
+        with Snapshot(snapshot_path) as source:
+            built = build_report(source, title=title, benchmark=False)
+    else:
+        with _open_store(ctx, init_schema=False, pool_size=1) as store:
+            built = build_report(store, title=title, benchmark=benchmark)
+    path = built.write_html(out) if report_format == "html" else built.write_markdown(out)
+    click.echo(f"report written to {path}")
+    if data_dir:
+        written = built.write_data(data_dir, format=data_format)
+        click.echo(f"{len(written)} tables written to {data_dir}")
+
+
+@cli.command("init-db")
+@click.pass_context
+def init_db(ctx: click.Context) -> None:
+    """Create the extensions and the memory schema (safe to run again)."""
+    with _open_store(ctx, init_schema=True) as store:
+        applied = store.server_info["migrations_applied"]
+        click.echo(f"database: {store.url}")
+        click.echo(f"PostgreSQL {store.server_info['server_version']}, "
+                   f"pgvector {store.server_info['pgvector_version']}, "
+                   f"pg_trgm {store.server_info['pg_trgm_version']}")
+        click.echo(f"schema version {store.server_info['schema_version']}: "
+                   + (f"applied migrations {applied}" if applied else "already up to date"))
+
+
+@cli.command()
+@click.option("--sweep/--no-sweep", default=True, show_default=True,
+              help="Run a quick ef_search sweep (200 held-out vectors) to check the setting.")
+@click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=0.95,
+              show_default=True, help="Recall@10 the ef_search advice aims for.")
+@output_options
+@click.pass_context
+def advise(ctx: click.Context, sweep: bool, target_recall: float, fmt: str) -> None:
+    """Health and tuning findings, most severe first, each with the SQL that fixes it."""
+    with _open_store(ctx, init_schema=False) as store:
+        ef_advice = None
+        if sweep:
+            with store.tuning_session() as session:
+                has_vectors = bool(session.vector_dimensions())
+            if has_vectors:
+                ef_advice = recommend_ef_search(store, target_recall=target_recall,
+                                                progress=sys.stderr.isatty())
+        findings = advise_store(store, ef_search_advice=ef_advice)
+    if fmt != "table":
+        emit(findings, fmt)
+        return
+    click.echo(f"database: {store.url}\nstatistics since {findings.attrs['statistics_note']}")
+    if ef_advice is not None:
+        click.echo(f"ef_search sweep: {ef_advice.evidence}")
+    for number, row in enumerate(findings.to_dict("records"), start=1):
+        click.echo(f"\n{number}. {str(row['severity']).upper()} {row['check']}: {row['object']}")
+        for label, text in (("", row["evidence"]), ("-> ", row["recommendation"])):
+            click.echo(textwrap.fill(f"{label}{text}", width=100, initial_indent="   ",
+                                     subsequent_indent="   "))
+        click.echo(textwrap.indent(str(row["sql"]), "   | "))
+    if findings.empty:
+        click.echo("no findings")
+
+
+@cli.command()
+@click.option("--indexes/--no-indexes", default=True, help="Also list the indexes.")
+@output_options
+@click.pass_context
+def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
+    """Server and extension versions, table row counts and indexes."""
+    with _open_store(ctx, init_schema=False) as store:
+        info = store.server_info
+        if fmt == "table":
+            click.echo(f"database:   {store.url}")
+            click.echo(f"postgresql: {info['server_version']}")
+            click.echo(f"pgvector:   {info['pgvector_version']}")
+            click.echo(f"pg_trgm:    {info['pg_trgm_version']}")
+            click.echo(f"schema:     version {info['schema_version']}")
+            click.echo(f"found:      {store.schema_info.describe()}\n")
+        emit(store.table_counts(), fmt)
+        if indexes:
+            if fmt == "table":
+                click.echo("")
+            columns = ["table", "index", "method", "is_unique", "size_bytes"]
+            emit(store.index_list()[columns], fmt)
+
+
+@cli.command()
+@click.option("--never-used", is_flag=True, help="Only indexes never scanned (not keys).")
+@output_options
+@click.pass_context
+def indexes(ctx: click.Context, never_used: bool, fmt: str) -> None:
+    """Index usage from pg_stat_user_indexes: scans, tuples, size, never-used flag."""
+    with _open_store(ctx, init_schema=False) as store:
+        frame = index_usage(store)
+    if never_used:
+        frame = frame[frame["never_used"]]
+    emit(frame.drop(columns=["definition"]), fmt)
+
+
+@cli.command()
+@output_options
+@click.pass_context
+def health(ctx: click.Context, fmt: str) -> None:
+    """Live and dead rows, sequential vs index scans, last vacuum and analyze per table."""
+    with _open_store(ctx, init_schema=False) as store:
+        emit(table_health(store), fmt)
+
+
+@cli.command()
+@click.option("--level", type=int, default=None, help="Roll tags up to this many segments.")
+@click.option("--prefix", default=None, help="Only tags under this one.")
+@click.option("--min-shared", type=int, default=2, show_default=True,
+              help="Least nodes a pair shares.")
+@click.option("--sort-by", type=click.Choice(["shared_nodes", "jaccard", "lift", "pmi", "npmi"]),
+              default="npmi", show_default=True,
+              help="npmi ranks pairs by how much more often they meet than chance; "
+                   "shared_nodes favours big tags.")
+@click.option("--limit", type=int, default=30, show_default=True)
+@scope_options
+@output_options
+@click.pass_context
+def tags(ctx: click.Context, fmt: str, **options: Any) -> None:
+    """Pairs of tags found together, with Jaccard, lift and PMI."""
+    with _open_store(ctx, init_schema=False) as store:
+        emit(tag_cooccurrence(store, **options), fmt)
+
+
+@cli.command("tag-tree")
+@click.option("--prefix", default=None, help="Only this subtree.")
+@click.option("--max-depth", type=int, default=None, help="Only tags down to this depth.")
+@scope_options
+@output_options
+@click.pass_context
+def tag_tree(ctx: click.Context, fmt: str, max_depth: int | None, **options: Any) -> None:
+    """Tags and the ancestors they imply, with direct and cumulative node counts."""
+    with _open_store(ctx, init_schema=False) as store:
+        frame = tag_hierarchy(store, **options)
+    if max_depth is not None:
+        frame = frame[frame["depth"] <= max_depth]
+    emit(frame, fmt)
+
+
+@cli.command()
+@click.option("--freq", type=click.Choice(["h", "D", "W", "M", "Q", "Y"]), default="W",
+              show_default=True, help="Period length.")
+@click.option("--by", type=click.Choice(["robot", "tag"]), default=None,
+              help="Split by robot or tag.")
+@click.option("--level", type=int, default=None, help="With --by tag: tag segments kept.")
+@click.option("--prefix", default=None, help="With --by tag: only tags under this one.")
+@scope_options
+@output_options
+@click.pass_context
+def trends(ctx: click.Context, fmt: str, **options: Any) -> None:
+    """Remembers per period: new, shared from another robot, repeated."""
+    with _open_store(ctx, init_schema=False) as store:
+        frame = remember_trends(store, **options)
+    if not frame.attrs.get("exact", True):
+        click.echo("note: " + frame.attrs.get("reason", "history approximated from "
+                                              "first/last remember times"), err=True)
+    emit(frame, fmt)
+
+
+@cli.command()
+@click.option("--overlap", is_flag=True, help="Robot x robot shared memories instead.")
+@scope_options
+@output_options
+@click.pass_context
+def robots(ctx: click.Context, fmt: str, overlap: bool, **options: Any) -> None:
+    """Per robot: memories, remembers, share of memories other robots have too."""
+    with _open_store(ctx, init_schema=False) as store:
+        emit((robot_overlap if overlap else robot_activity)(store, **options), fmt)
+
+
+@cli.command()
+@click.argument("path", type=click.Path())
+@click.option("--overwrite", is_flag=True, help="Replace an existing snapshot.")
+@click.pass_context
+def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
+    """Copy the memory into a DuckDB file (PATH.duckdb) or a folder of Parquet files."""
+    with _open_store(ctx, init_schema=False) as store:
+        target = export_snapshot(store, path, overwrite=overwrite)
+        emit(store.table_counts(), "table")
+    click.echo(f"snapshot written to {target}")
+
+
+def main() -> None:
+    """Entry point: run the CLI, turning library errors into one clear line and exit code 1."""
+    try:
+        cli(standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except HTMError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(1)

@@ -1,0 +1,61 @@
+"""What people look at: the self-contained report, the demo that builds one, and the
+notebook widgets (:mod:`htm_analytics.report.widgets`, imported on demand).
+"""
+
+from .advice import (
+    advisor_section,
+    findings_html,
+    findings_markdown,
+    hnsw_section,
+)
+from .build import (
+    MIN_SWEEP_VECTORS,
+    TOP_ROBOTS,
+    TOP_TREND_ROBOTS,
+    Figure,
+    Report,
+    Section,
+    build_report,
+)
+from .demo import (
+    DEMO_DATABASE,
+    DemoQueryEmbedder,
+    demo_database_url,
+    demo_queries,
+    load_demo,
+    run_demo,
+)
+from .render import (
+    REPORT_CSS,
+    escape,
+    html_table,
+    markdown_table,
+    shorten,
+    with_size,
+)
+
+__all__ = [
+    "advisor_section",
+    "hnsw_section",
+    "findings_html",
+    "findings_markdown",
+    "Figure",
+    "Section",
+    "Report",
+    "build_report",
+    "MIN_SWEEP_VECTORS",
+    "TOP_ROBOTS",
+    "TOP_TREND_ROBOTS",
+    "DEMO_DATABASE",
+    "load_demo",
+    "demo_database_url",
+    "demo_queries",
+    "run_demo",
+    "DemoQueryEmbedder",
+    "html_table",
+    "escape",
+    "markdown_table",
+    "with_size",
+    "shorten",
+    "REPORT_CSS",
+]

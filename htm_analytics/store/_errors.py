@@ -1,0 +1,59 @@
+"""Driver errors as the ``HTMError`` tree, by SQLSTATE."""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from ..errors import (
+    DatabaseConnectionError,
+    DatabaseError,
+    HTMError,
+    QueryTimeoutError,
+    SchemaError,
+)
+
+__all__ = ["translate_database_error"]
+
+
+def translate_database_error(exc: psycopg.Error, *, url: str | None = None) -> HTMError:
+    """Map a psycopg error to the htm_analytics error of its SQLSTATE class.
+
+    Parameters
+    ----------
+    exc : psycopg.Error
+        The driver error.
+    url : str, optional
+        The masked connection URL, quoted in connection errors.
+
+    Returns
+    -------
+    HTMError
+        The error to raise ``from exc``.
+    """
+    sqlstate = getattr(exc, "sqlstate", None)
+    message = str(exc).strip() or type(exc).__name__
+    result: HTMError
+    if isinstance(exc, pg_errors.QueryCanceled):
+        result = QueryTimeoutError(
+            f"query cancelled after exceeding the statement timeout: {message}"
+        )
+    elif isinstance(exc, (pg_errors.UndefinedTable, pg_errors.UndefinedFunction,
+                          pg_errors.UndefinedObject, pg_errors.UndefinedColumn)):
+        result = SchemaError(
+            f"{message} (is the schema installed? run `htm-analytics init-db`)"
+        )
+    elif isinstance(exc, psycopg.OperationalError) and (
+        sqlstate is None or sqlstate.startswith(("08", "57P"))
+    ):
+        where = f" to {url}" if url else ""
+        result = DatabaseConnectionError(
+            f"could not talk{where}: {message}. Check that the server is running and the URL "
+            "is right, or unset HTM_DBURL, HTM_DATABASE__URL and DATABASE_URL to use the "
+            "embedded server."
+        )
+    else:
+        result = DatabaseError(message)
+    if isinstance(result, DatabaseError):
+        result.sqlstate = sqlstate
+    return result

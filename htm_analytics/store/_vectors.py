@@ -1,0 +1,159 @@
+"""The query vector of a search: embedded, checked against the stored vectors' model, and
+matched to the index that serves its dimension (native or the reference schema's padded one).
+
+Every vector search (``search``, ``search_hybrid``, ``search_vector_bm25``) and the tuning
+session take their vector and their distance expression from here, so the rules are written
+once: a vector of another model or dimension is refused, and a dimension with a native index
+(:meth:`~htm_analytics.LongTermMemory.create_native_index`) is searched through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from psycopg import sql
+
+from ..errors import EmbeddingError, HTMError, ValidationError
+from ..validation import prepare_embedding
+from ._common import StoredModel
+
+if TYPE_CHECKING:
+    from ._base import StoreBase
+
+__all__ = ["EMBEDDING_MODELS", "StoredModel", "VectorQuery", "check_model", "distance_sql",
+           "native_distance", "query_vector", "service_key", "stored_embedding_models"]
+
+
+EMBEDDING_MODELS = """
+SELECT m.provider, m.model, n.embedding_dimension AS dimension, count(*) AS nodes
+FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
+WHERE n.embedding_dimension IS NOT NULL
+GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3"""
+
+
+def native_distance(dimension: int) -> sql.Composed:
+    """Cosine distance on a native-dimension index's expression, to the query ``%(q)s``."""
+    # Literals, not parameters: the planner matches the index expression only against
+    # constants.
+    return sql.SQL("(subvector(n.embedding, 1, {d})::vector({d})) <=> %(q)s").format(
+        d=sql.Literal(dimension))
+
+
+def distance_sql(native_dimension: int | None) -> tuple[sql.Composable, sql.Composable]:
+    """``(distance to %(q)s, condition on nodes n)`` through the native index of
+    ``native_dimension``, or through the padded index when it is None."""
+    if native_dimension is None:
+        return sql.SQL("n.embedding <=> %(q)s"), sql.SQL("n.embedding IS NOT NULL")
+    return (native_distance(native_dimension),
+            sql.SQL("n.embedding_dimension = {}").format(sql.Literal(native_dimension)))
+
+
+def service_key(service: Any) -> tuple[str, str]:
+    """Cache-key part naming an embedding service by type and model, not by identity."""
+    model = getattr(service, "model", None) or getattr(service, "name", None)
+    return (f"{type(service).__module__}.{type(service).__qualname__}", str(model))
+
+
+@dataclass(frozen=True)
+class VectorQuery:
+    """A checked query vector and how to search with it."""
+
+    vector: np.ndarray
+    """The vector padded to the reference schema's 2000 dimensions (float32)."""
+    dimension: int
+    native: bool
+    """Whether a native index of ``dimension`` serves it."""
+
+    @property
+    def parameter(self) -> np.ndarray:
+        """The value of ``%(q)s`` in :attr:`distance`."""
+        return self.vector[: self.dimension] if self.native else self.vector
+
+    @property
+    def native_dimension(self) -> int | None:
+        return self.dimension if self.native else None
+
+    def sql(self) -> tuple[sql.Composable, sql.Composable]:
+        """``(distance, condition)``: see :func:`distance_sql`."""
+        return distance_sql(self.native_dimension)
+
+
+def stored_embedding_models(store: StoreBase) -> list[StoredModel]:
+    """The stored vectors' models, read once and kept until the store adds a vector."""
+    models = store._embedding_models
+    if models is None:
+        stored = store.fetch_frame(EMBEDDING_MODELS).astype(object)
+        models = list(stored.where(stored.notna(), None).itertuples(index=False, name=None))
+        store._embedding_models = models
+    return models
+
+
+def check_model(stored: Iterable[StoredModel], provider: str, model: str,
+                dimension: int) -> None:
+    """Refuse vectors of ``provider``/``model`` at ``dimension`` when the stored vectors
+    come from another model or have another dimension (unnamed ones pass on their
+    dimension: there is no way to tell them apart)."""
+    mismatched = [(p, m, d, n) for p, m, d, n in stored
+                  if d != dimension or (p is not None and (p, m) != (provider, model))]
+    if mismatched:
+        found = "; ".join(("unknown model" if p is None else f"{p}/{m}")
+                          + f" ({d}-d, {n:,} nodes)" for p, m, d, n in mismatched)
+        raise EmbeddingError(
+            f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
+            f"vectors include {found}; vectors of different models are not comparable. "
+            "Re-embed the memories, or search with the model that made them "
+            "(htm-analytics advise gives the SQL to clear the odd vectors).")
+
+
+def _embed(query: str | None, service: Any) -> Any:
+    if service is None or not callable(getattr(service, "embed", None)):
+        raise ValidationError("needs an object with an embed(text) method, or pass embedding=",
+                              field="embedding_service")
+    try:
+        embedding = service.embed(query)
+    except HTMError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(f"the embedding service failed on the query: {exc}") from exc
+    if hasattr(embedding, "to_numpy"):
+        embedding = embedding.to_numpy()
+    if isinstance(embedding, (list, tuple, np.ndarray)) and len(embedding) == 1 \
+            and np.ndim(embedding[0]) == 1:  # a batch of one
+        embedding = embedding[0]
+    return embedding
+
+
+def query_vector(store: StoreBase, query: str | None, embedding: Any,
+                 service: Any) -> VectorQuery:
+    """The query vector of a search: ``embedding``, or ``query`` embedded by ``service``.
+
+    A service that names its model (``name`` and ``model``) must be the stored vectors'
+    model (:func:`check_model`); a bare vector must have a stored dimension.
+
+    Raises
+    ------
+    ValidationError
+        No vector and no service, or a malformed vector.
+    EmbeddingError
+        The service failed, or the vector cannot be compared with the stored ones.
+    """
+    if embedding is None:
+        embedding = _embed(query, service)
+    else:
+        service = None
+    vector, dimension = prepare_embedding(embedding, field="embedding")
+    provider, model = getattr(service, "name", None), getattr(service, "model", None)
+    stored = stored_embedding_models(store)
+    if isinstance(provider, str) and isinstance(model, str):
+        check_model(stored, provider, model, dimension)
+    else:
+        dimensions = sorted({d for _, _, d, _ in stored})
+        if dimensions and dimension not in dimensions:
+            raise EmbeddingError(
+                f"the query vector has {dimension} dimensions but the stored vectors have "
+                f"{', '.join(map(str, dimensions))}; vectors of different models are not "
+                "comparable. Search with the model that made them.")
+    return VectorQuery(vector, dimension, dimension in store._native_dimensions)

@@ -1,0 +1,47 @@
+"""Tuning: recall and latency of HNSW settings, index builds, the ef_search
+recommendation and the concurrency sweep, and retrieval-quality evaluation.
+"""
+
+from .advice import (
+    EfSearchAdvice,
+    concurrency_sweep,
+    plot_concurrency,
+    recommend_ef_search,
+)
+from .benchmark import (
+    DEFAULT_EF_SEARCH_SWEEP,
+    benchmark_index_build,
+    benchmark_recall,
+    exact_neighbors,
+    plot_recall_by_ef,
+    plot_recall_latency,
+)
+from .evaluation import (
+    EVALUATED_STRATEGIES,
+    RetrievalEvaluation,
+    evaluate_retrieval,
+    plot_retrieval,
+    plot_retrieval_quality,
+    read_labelled_queries,
+    retrieval_quality,
+)
+
+__all__ = [
+    "EfSearchAdvice",
+    "recommend_ef_search",
+    "concurrency_sweep",
+    "plot_concurrency",
+    "DEFAULT_EF_SEARCH_SWEEP",
+    "benchmark_recall",
+    "benchmark_index_build",
+    "exact_neighbors",
+    "plot_recall_latency",
+    "plot_recall_by_ef",
+    "EVALUATED_STRATEGIES",
+    "RetrievalEvaluation",
+    "evaluate_retrieval",
+    "read_labelled_queries",
+    "plot_retrieval",
+    "retrieval_quality",
+    "plot_retrieval_quality",
+]
