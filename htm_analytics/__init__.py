@@ -38,6 +38,7 @@ from .tags import (
     popular_tags,
     tag_cooccurrence,
     tag_graph,
+    tag_graph_view,
     tag_hierarchy,
     write_tag_graph,
 )
@@ -60,6 +61,7 @@ from .tuning import (
 from .tuning_advice import (
     EfSearchAdvice,
     concurrency_sweep,
+    describe_concurrency,
     plot_concurrency,
     recommend_ef_search,
 )
@@ -73,6 +75,7 @@ __all__ = [
     "recommend_ef_search",
     "EfSearchAdvice",
     "concurrency_sweep",
+    "describe_concurrency",
     "plot_concurrency",
     "HTM",
     "WorkingMemory",
@@ -95,6 +98,7 @@ __all__ = [
     "plot_index_usage",
     "tag_cooccurrence",
     "tag_graph",
+    "tag_graph_view",
     "write_tag_graph",
     "tag_hierarchy",
     "popular_tags",

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 import pandas as pd
 
-__all__ = ["html_table", "escape", "markdown_table", "with_size", "shorten", "REPORT_CSS"]
+__all__ = ["html_table", "escape", "markdown_table", "with_size", "shorten", "REPORT_CSS",
+           "counted", "first_sentence"]
 
 
 def escape(text: Any) -> str:
@@ -88,3 +90,19 @@ def shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame:
     frame[column] = frame[column].astype(str).map(
         lambda text: text if len(text) <= width else text[: width - 1] + "…")
     return frame
+
+
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """``number`` and the noun in agreement: ``1 memory``, ``2,777 memories``."""
+    noun = singular if number == 1 else (plural or f"{singular}s")
+    return f"{number:,} {noun}"
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``, with its full stop: a stop inside a number, a name or
+    an abbreviation (``0.95``, ``pg_stat.x``) does not end it."""
+    match = _SENTENCE_END.search(text)
+    return text[: match.end()] if match else text.rstrip() + "."

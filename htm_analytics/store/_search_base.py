@@ -12,7 +12,12 @@ import psycopg
 from psycopg import sql
 
 from ..errors import EmbeddingError, HTMError, ValidationError
-from ..validation import prepare_embedding
+from ..validation import (
+    MAX_EMBEDDING_DIMENSION,
+    prepare_embedding,
+    validate_name,
+    validate_positive_int,
+)
 from .search_pool import SearchPoolMixin
 
 __all__ = ["SearchBase", "service_key"]
@@ -95,6 +100,10 @@ class SearchBase(SearchPoolMixin):
         EmbeddingError
             Naming the stored models and the query's.
         """
+        provider = validate_name(provider, field="provider")
+        model = validate_name(model, field="model")
+        dimension = validate_positive_int(dimension, field="dimension",
+                                          maximum=MAX_EMBEDDING_DIMENSION)
         # Unnamed vectors pass on their dimension alone; named ones must be this model's.
         mismatched = [(p, m, d, n) for p, m, d, n in self._stored_embedding_models()
                       if d != dimension or (p is not None and (p, m) != (provider, model))]
