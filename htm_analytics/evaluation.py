@@ -22,7 +22,13 @@ from scipy import stats
 from ._plotting import axes_or_new
 from .errors import ValidationError
 from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
-from .validation import real_matrix, real_vector, validate_positive_int
+from .validation import (
+    real_matrix,
+    real_vector,
+    validate_id,
+    validate_list,
+    validate_positive_int,
+)
 
 __all__ = ["EVALUATED_STRATEGIES", "RetrievalEvaluation", "evaluate_retrieval",
            "read_labelled_queries", "plot_retrieval", "retrieval_quality",
@@ -326,6 +332,9 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
         ``no_result``, ``latency_p50_ms``, ``latency_p95_ms`` (float64), ``queries``, ``k``
         (int64).
     """
+    queries = validate_list(queries, field="queries")
+    relevant = [validate_id(r, field="relevant")
+                for r in validate_list(relevant, field="relevant")]
     vectors = real_matrix(query_vectors, field="query_vectors").astype(np.float32)
     if len(queries) != len(vectors) or len(queries) != len(relevant):
         raise ValidationError("queries, query_vectors and relevant must have the same length",

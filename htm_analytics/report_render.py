@@ -102,7 +102,7 @@ _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
 
 
 def first_sentence(text: str) -> str:
-    """The first sentence of ``text``, with its full stop: a stop inside a number, a name or
-    an abbreviation (``0.95``, ``pg_stat.x``) does not end it."""
+    """The first sentence of ``text``, with its full stop: a stop inside a number or a name
+    (``0.95``, ``hnsw.ef_search``) does not end it; one followed by a space or the end does."""
     match = _SENTENCE_END.search(text)
     return text[: match.end()] if match else text.rstrip() + "."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib.patches
 import pandas as pd
 from pandas.tseries.frequencies import to_offset
 
@@ -245,10 +246,12 @@ def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = No
                    bottom=bottom[partial], width=width, align="edge", color="white",
                    alpha=0.55, hatch="//", edgecolor=f"C{number}", linewidth=0)
             bottom = bottom + df[column]
+        handles, _ = ax.get_legend_handles_labels()
         if partial.any():
-            ax.bar([], [], color="white", hatch="//", edgecolor="0.4",
-                   label="period in progress (partial)")
-        ax.legend()
+            handles.append(matplotlib.patches.Patch(
+                facecolor="white", hatch="//", edgecolor="0.4",
+                label="period in progress (partial)"))
+        ax.legend(handles=handles)
         ax.set_ylabel("remembers")
         title = "Remembers per period: new, shared, repeated"
     else:

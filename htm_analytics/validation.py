@@ -31,6 +31,8 @@ __all__ = [
     "validate_embedding_model",
     "real_vector",
     "real_matrix",
+    "validate_key",
+    "validate_list",
 ]
 
 MAX_EMBEDDING_DIMENSION = 2000
@@ -281,7 +283,30 @@ def check_norms(vectors: np.ndarray, *, field: str) -> None:
 
 
 
-# --- names ---------------------------------------------------------------------------------
+# --- names and keys ------------------------------------------------------------------------
+
+def validate_list(values: Any, *, field: str) -> list[Any]:
+    """``values`` as a list: a list, tuple, pandas Series or 1-d numpy array, not a string
+    (whose characters would be taken one by one), a mapping or a set (no order)."""
+    if hasattr(values, "tolist") and getattr(values, "ndim", 1) == 1:
+        values = values.tolist()
+    if not isinstance(values, (list, tuple)):
+        raise ValidationError(f"must be a list, got {type(values).__name__}", field=field)
+    return list(values)
+
+
+def validate_key(value: Any, *, field: str) -> str:
+    """A key from another system, kept exactly as given (not stripped): a non-empty string
+    without NUL or lone surrogates."""
+    if not isinstance(value, str):
+        raise ValidationError(f"must be a string, got {type(value).__name__}", field=field)
+    if not value:
+        raise ValidationError("must not be empty", field=field)
+    if "\x00" in value:
+        raise ValidationError("must not contain NUL bytes", field=field)
+    _check_encodable(value, field)
+    return value
+
 
 def validate_name(value: Any, *, field: str, max_length: int = MAX_NAME_LENGTH) -> str:
     """A name (a robot's, an embedding provider's or model's): text as

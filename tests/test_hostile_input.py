@@ -456,6 +456,15 @@ STORE_CALLS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
                                                    a["keys"]),
                       {"source_system": hostile_text, "source_table": hostile_text,
                        "keys": hostile_names}),
+    "record_imports": (lambda s, a: s.record_imports(a["source_system"], a["source_table"],
+                                                     a["records"]),
+                       {"source_system": hostile_text, "source_table": hostile_text,
+                        "records": st.one_of(anything, st.lists(st.fixed_dictionaries(
+                            {"key": hostile_text, "record": st.one_of(st.dictionaries(
+                                hostile_text, hostile_text, max_size=2), anything)},
+                            optional={"robot_id": hostile_ids, "node_id": hostile_ids,
+                                      "event": st.tuples(hostile_time, hostile_text)}),
+                            max_size=2))}),
     "retrieve": (lambda s, a: s.retrieve(a["node_id"]), {"node_id": hostile_ids}),
     "robots_of_nodes": (lambda s, a: s.robots_of_nodes(a["node_ids"]),
                         {"node_ids": hostile_ids}),
@@ -476,10 +485,12 @@ def test_every_store_argument_is_validated(store, hostile_url, name):
     def check(drawn: dict[str, Any]) -> None:
         before = counts(hostile_url)
         try:
-            outcome(lambda: call(store, drawn), set(arguments) | {"topic", "names"})
+            result = outcome(lambda: call(store, drawn), set(arguments) | {"topic", "names"})
         except (HTMError, LookupError) as exc:  # typed: not found, embedding mismatch
             assert isinstance(exc, HTMError), repr(exc)
-        assert counts(hostile_url) == before
+            result = None
+        if result is None:  # rejected (or a lookup that writes nothing): nothing written
+            assert counts(hostile_url) == before
 
     check()
 
@@ -497,3 +508,36 @@ def test_retrieval_quality_rejects_vectors_that_are_not_numbers(store, queries, 
                                                  strategies=("vector",)),
                     {"queries", "query_vectors", "relevant", "vector", "query", "embedding"})
     assert frame is None or isinstance(frame, pd.DataFrame)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(robot_name=st.one_of(st.none(), hostile_text, anything),
+       working_memory_size=st.one_of(st.integers(-5, 2**70), anything),
+       embedder=st.one_of(st.none(), st.just("hashing"), hostile_text, anything),
+       contents=st.one_of(st.lists(hostile_text, min_size=1, max_size=3), anything),
+       tags=st.one_of(st.none(), st.lists(st.lists(st.sampled_from(["a", "a:b", "Bad"]),
+                                                    max_size=2), min_size=1, max_size=3),
+                      anything),
+       strategy=st.one_of(st.sampled_from(["balanced", "recent", "frequent"]), hostile_text),
+       max_tokens=st.one_of(st.none(), st.integers(-5, 2**40), anything),
+       confirm=st.one_of(st.none(), st.just("confirmed"), hostile_text))
+@example(robot_name="x\ud800", working_memory_size=100, embedder=None, contents=["a"],
+         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+@example(robot_name="r" * 300, working_memory_size=100, embedder=None, contents=["a"],
+         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+def test_htm_arguments_are_validated(htm_store, robot_name, working_memory_size, embedder,
+                                     contents, tags, strategy, max_tokens, confirm):
+    htm = outcome(lambda: HTM(robot_name, store=htm_store, embedder=embedder,
+                              working_memory_size=working_memory_size),
+                  {"robot_name", "working_memory_size", "embedder", "name"})
+    if htm is None:
+        return
+    ids = outcome(lambda: htm.remember_many(contents, tags=tags),
+                  {"contents", "tags", "content", "token_counts", "tag"})
+    outcome(lambda: htm.assemble_context(strategy, max_tokens), {"strategy", "max_tokens"})
+    if ids:
+        try:
+            outcome(lambda: htm.forget(ids[0], confirm=confirm), {"node_id", "confirm"})
+        except HTMError as exc:  # typed: the node went with an earlier example
+            assert type(exc).__name__ == "NotFoundError", repr(exc)

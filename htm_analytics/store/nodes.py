@@ -15,6 +15,7 @@ from ..validation import (
     validate_content,
     validate_id,
     validate_ids,
+    validate_list,
     validate_tag,
     validate_tag_list,
 )
@@ -307,7 +308,8 @@ class NodesMixin(StoreBase):
 
     def node_ids_by_content(self, contents: Sequence[str]) -> list[int | None]:
         """The node id storing each text (compared by SHA-256 of the stripped text), or None."""
-        stripped = [validate_content(c) for c in contents]
+        contents = validate_list(contents, field="contents")
+        stripped = [validate_content(c, field=f"contents[{i}]") for i, c in enumerate(contents)]
         hashes = [content_hash(c) for c in stripped]
         given = [content_hash(c) if isinstance(c, str) else h for c, h in zip(contents, hashes)]
         rows = self._fetch("SELECT content_hash, id FROM nodes WHERE content_hash = ANY(%s)",
