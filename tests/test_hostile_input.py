@@ -360,10 +360,20 @@ def test_htm_remember_and_recall(htm_store, content, topic, timeframe, strategy,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(args=st.lists(st.one_of(
     st.sampled_from(["--since", "--until", "--robot", "--limit", "--prefix", "--level",
-                     "--json", "--csv", "2026-01-01", "-5", "99999999999999999999"]),
-    st.text(st.characters(categories=["L", "N", "P", "Zs"]), max_size=12)), max_size=4),
-       command=st.sampled_from(["tags", "trends", "robots", "tag-tree"]))
+                     "--json", "--csv", "2026-01-01", "-5", "99999999999999999999",
+                     "--freq", "--by", "--min-shared", "--sort-by", "--max-depth",
+                     "--never-used", "--overlap", "--indexes", "--target-recall", "tag",
+                     "robot", "npmi", "W", "1e308", "nan"]),
+    st.sampled_from(SPECIAL_TEXT),
+    st.text(st.characters(categories=["L", "N", "P", "Zs", "Cs"]), max_size=12)),
+    max_size=4),
+       command=st.sampled_from(["tags", "trends", "robots", "tag-tree", "health", "indexes",
+                                "status", "advise"]))
+@example(args=["--robot", "x\ud800"], command="robots")
+@example(args=["--prefix", "a\x00"], command="tags")
 def test_cli_fails_with_a_message_not_a_traceback(hostile_url, args, command):
+    if command == "advise":
+        args = [*args, "--no-sweep"]  # the sweep is a benchmark, not input handling
     result = CliRunner().invoke(cli, ["--db", hostile_url, command, *args],
                                 standalone_mode=False)
     counted["cases"] += 1
