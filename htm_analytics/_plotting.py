@@ -33,3 +33,10 @@ def fraction_limits(values: Any) -> tuple[float, float]:
         return 0.0, 1.02
     margin = span * 0.15
     return max(0.0, low - margin), min(1.0, high) + margin
+
+
+def short_label(text: Any, width: int = 30) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis: a long name as a tick label
+    would squeeze the plot itself to nothing."""
+    text = str(text)
+    return text if len(text) <= width else text[: width - 1] + "…"

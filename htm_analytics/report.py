@@ -462,9 +462,7 @@ def _index_section(source: LongTermMemory, findings: pd.DataFrame | None) -> Sec
     judge = "" if age_seconds is not None and age_seconds >= 7 * 86400 else \
         " (too short a time to call them unused)"
     unused = (f"{counted(len(never), 'non-key index', 'non-key indexes')} "
-              f"{'was' if len(never) == 1 else 'were'} never used since {since}{judge}"
-              + (" (duplicates are counted under What to do)." if findings is not None
-                 else "."))
+              f"{'was' if len(never) == 1 else 'were'} never used since {since}{judge}.")
     section = Section(
         "indexes", "Indexes and tables",
         findings=[f"Indexes: {unused}"] + ([f"Updates: {hot}; each of the others wrote an "

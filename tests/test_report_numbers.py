@@ -105,3 +105,16 @@ def test_the_tag_graph_view_is_what_the_plot_draws() -> None:
     title = ha.plot_tag_graph(graph, max_nodes=30).get_title()
     assert f"the {view.number_of_nodes()} biggest" in title
     np.testing.assert_array_equal(sorted(view), sorted(f"t{i}" for i in range(30)))
+
+
+def test_long_robot_names_do_not_squeeze_the_plots() -> None:
+    names = ["robot-" + "x" * 64 + "-a", "robot-" + "x" * 64 + "-b"]
+    activity = pd.DataFrame({"robot": names, "nodes": [30, 20], "shared_nodes": [5, 5]})
+    ax = ha.plot_robot_activity(activity)
+    labels = [label.get_text() for label in ax.get_yticklabels()]
+    assert len(ax.patches) == 4 and len(labels) == 2  # cut to one label, still two bars
+    assert all(len(label) <= 30 and label.endswith("…") for label in labels)
+    overlap = pd.DataFrame([(a, b, 1.0 if a == b else 0.2) for a in names for b in names],
+                           columns=["robot1", "robot2", "jaccard"])
+    ax = ha.plot_robot_overlap(overlap)
+    assert max(len(label.get_text()) for label in ax.get_xticklabels()) <= 30
