@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._plotting import axes_or_new
+from ._plotting import axes_or_new, fraction_limits
 from .errors import ValidationError
 from .store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
 from .validation import (
@@ -311,7 +311,7 @@ def plot_retrieval(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     ax.set_xscale("log")
     ax.set_xlabel("latency per query, ms (dot p50, line to p95)")
     ax.set_ylabel(f"MRR@{k}")
-    ax.set_ylim(0, 1)
+    ax.set_ylim(*fraction_limits(df[f"mrr_at_{k}"]))
     ax.set_title("Search quality against latency")
     return ax
 
