@@ -350,8 +350,8 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
         partial = trends.loc[trends["partial"], "period"]
         in_progress = ("" if partial.empty else
                        f" The last period (from {partial.iloc[0]:%Y-%m-%d}) was still in "
-                       f"progress at {trends.attrs['as_of']:%Y-%m-%d %H:%M} UTC: hatched, "
-                       "its count is partial, not a drop.")
+                       "progress when the data was read: hatched, its count is partial, "
+                       "not a drop.")
         section.figures.append(Figure.from_axes(
             plot_remember_trends(trends),
             f"Remembers per period ({freq}), stacked by kind; {how}.{in_progress}"))

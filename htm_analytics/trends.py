@@ -72,11 +72,11 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
         - ``repeated_remembers`` (int64): a robot remembering content it already had;
         - ``active_robots`` (int64): robots that remembered anything;
         - ``cumulative_memories``, ``cumulative_remembers`` (int64): running totals (per group);
-        - ``partial`` (bool): the period had not ended when the trends were read (or ends after
-          ``timeframe``), so its counts are not comparable with full periods.
+        - ``partial`` (bool): the period had not ended when the trends were read (a snapshot:
+          when it was exported) or ends after ``timeframe``, so its counts are not
+          comparable with full periods.
 
         ``remembers == new_memories + shared_remembers + repeated_remembers``.
-        ``attrs["as_of"]`` is the time the partial period is cut at.
     """
     unit, pandas_freq = period_unit(freq)
     _group_option(by, ("robot", "tag"))
@@ -109,10 +109,8 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     frame = frame.astype({**dict.fromkeys(_COUNTS, "int64"),
                           "cumulative_memories": "int64", "cumulative_remembers": "int64",
                           **({by: "string"} if by else {})})
-    as_of = _as_of(source, params.get("end"))
     ends = frame["period"] + to_offset(pandas_freq)
-    frame["partial"] = (ends > as_of).astype("bool")
-    frame.attrs["as_of"] = as_of
+    frame["partial"] = (ends > _as_of(source, params.get("end"))).astype("bool")
     frame.attrs["exact"] = exact
     frame.attrs["missing_remembers"] = missing
     if not exact:
@@ -238,13 +236,14 @@ def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = No
         for number, (column, label) in enumerate((("new_memories", "new"),
                                                   ("shared_remembers", "shared"),
                                                   ("repeated_remembers", "repeated"))):
-            ax.bar(df["period"], df[column], bottom=bottom, width=width, label=label,
-                   align="edge", color=f"C{number}", **kwargs)
+            bars = ax.bar(df["period"], df[column], bottom=bottom, width=width, label=label,
+                          align="edge", color=f"C{number}", **kwargs)
             # A period still in progress is drawn pale and hatched: fewer remembers so far,
             # not a collapse.
-            ax.bar(df.loc[partial, "period"], df.loc[partial, column],
-                   bottom=bottom[partial], width=width, align="edge", color="white",
-                   alpha=0.55, hatch="//", edgecolor=f"C{number}", linewidth=0)
+            for bar, in_progress in zip(bars.patches, partial):
+                if in_progress:
+                    bar.set_alpha(0.4)
+                    bar.set_hatch("//")
             bottom = bottom + df[column]
         handles, _ = ax.get_legend_handles_labels()
         if partial.any():

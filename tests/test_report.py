@@ -47,6 +47,7 @@ def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
     assert len(ages) == 1, ages
     assert not re.search(r"\b1 (memories|robots|indexes|tags)\b", html)
     assert "share of tagged" in html and "that carry a tag" in html
+    assert "was still in progress when the data was read" in html  # the last week, hatched
 
 
 def test_the_command_the_demo_suggests_works(demo: dict) -> None:

@@ -86,6 +86,8 @@ def test_the_period_in_progress_is_marked_partial() -> None:
     assert trends["partial"].tolist() == [False, False, True]
     ax = ha.plot_remember_trends(trends)
     assert any("partial" in text.get_text() for text in ax.get_legend().get_texts())
+    hatched = [patch.get_hatch() == "//" for patch in ax.patches]
+    assert len(hatched) == 9 and hatched == [False, False, True] * 3  # the last of each kind
     # A timeframe that ends before a period does cuts it short too.
     end = (monday - pd.Timedelta(days=3)).to_pydatetime()
     cut = ha.remember_trends(Frames(raw), freq="W",
