@@ -16,7 +16,7 @@ import pandas as pd
 
 from ._sql import read_sql
 from .errors import ValidationError
-from .validation import validate_content, validate_positive_int, validate_tag, validate_timeframe
+from .validation import validate_name, validate_positive_int, validate_tag, validate_timeframe
 
 __all__ = ["MemorySource", "load_analytics_query", "coerce_frame", "to_duckdb_query",
            "period_unit", "scope_params"]
@@ -109,7 +109,7 @@ def scope_params(*, timeframe: Any = None, robots: Any = None, prefix: Any = Non
             raise ValidationError("must be a robot name or a non-empty list of names",
                                   field="robots")
         names = [robots] if isinstance(robots, str) else list(robots)
-        robots = [validate_content(name, field="robots") for name in names]
+        robots = [validate_name(name, field="robots") for name in names]
     if prefix is not None:
         prefix = validate_tag(prefix, field="prefix")
     if level is not None:

@@ -29,11 +29,19 @@ __all__ = [
     "validate_datetime",
     "prepare_embedding",
     "check_norms",
+    "MAX_NAME_LENGTH",
+    "validate_name",
+    "validate_embedding_model",
+    "real_vector",
+    "real_matrix",
+    "validate_key",
+    "validate_list",
 ]
 
 MAX_EMBEDDING_DIMENSION = 2000
 MAX_CONTENT_BYTES = 1_000_000
 MAX_TAG_LENGTH = 255
+MAX_NAME_LENGTH = 255
 MAX_BIGINT = 2**63 - 1
 MAX_INT = 2**31 - 1
 MAX_JSON_DEPTH = 64
@@ -267,16 +275,7 @@ def prepare_embedding(embedding: Any, *, field: str = "embedding",
     dimension : int
         The original number of dimensions.
     """
-    if hasattr(embedding, "to_numpy"):
-        embedding = embedding.to_numpy()
-    if isinstance(embedding, (str, bytes)) or embedding is None:
-        raise ValidationError("must be a sequence of numbers", field=field)
-    try:
-        array = np.asarray(embedding, dtype=np.float64)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ValidationError(f"must be a sequence of numbers ({exc})", field=field) from None
-    if array.ndim != 1:
-        raise ValidationError(f"must be one-dimensional, got shape {array.shape}", field=field)
+    array = real_vector(embedding, field=field)
     dimension = int(array.shape[0])
     if dimension == 0:
         raise ValidationError("must not be empty", field=field)
@@ -311,3 +310,125 @@ def check_norms(vectors: np.ndarray, *, field: str) -> None:
             f"{which}has a norm of 0 or infinity in single precision (values too small or too "
             "large), so its cosine similarity is undefined", field=field)
 
+
+
+# --- names and keys ------------------------------------------------------------------------
+
+def validate_list(values: Any, *, field: str) -> list[Any]:
+    """``values`` as a list: a list, tuple, pandas Series or 1-d numpy array, not a string
+    (whose characters would be taken one by one), a mapping or a set (no order)."""
+    if hasattr(values, "tolist") and getattr(values, "ndim", 1) == 1:
+        values = values.tolist()
+    if not isinstance(values, (list, tuple)):
+        raise ValidationError(f"must be a list, got {type(values).__name__}", field=field)
+    return list(values)
+
+
+def validate_key(value: Any, *, field: str) -> str:
+    """A key from another system, kept exactly as given (not stripped): a non-empty string
+    without NUL or lone surrogates."""
+    if not isinstance(value, str):
+        raise ValidationError(f"must be a string, got {type(value).__name__}", field=field)
+    if not value:
+        raise ValidationError("must not be empty", field=field)
+    if "\x00" in value:
+        raise ValidationError("must not contain NUL bytes", field=field)
+    _check_encodable(value, field)
+    return value
+
+
+def validate_name(value: Any, *, field: str, max_length: int = MAX_NAME_LENGTH) -> str:
+    """A name (a robot's, an embedding provider's or model's): text as
+    :func:`validate_content` accepts it (no NUL, no lone surrogate, not blank), stripped, at
+    most ``max_length`` characters."""
+    name = validate_content(value, field=field)
+    if len(name) > max_length:
+        raise ValidationError(f"must be at most {max_length} characters, got {len(name)}",
+                              field=field)
+    return name
+
+
+def validate_embedding_model(value: Any, *,
+                             field: str = "embedding_model") -> tuple[str, str] | None:
+    """None, or a ``(provider, model)`` pair of names (:func:`validate_name`), stripped."""
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise ValidationError("must be a (provider, model) pair of names, got "
+                              f"{type(value).__name__}", field=field)
+    return validate_name(value[0], field=field), validate_name(value[1], field=field)
+
+
+# --- vectors -------------------------------------------------------------------------------
+
+_REAL_KINDS = frozenset("iuf")  # signed and unsigned integers, floats: not bool or complex
+
+
+def _is_real_type(kind: type) -> bool:
+    return issubclass(kind, (int, float, np.integer, np.floating)) and not issubclass(kind, bool)
+
+
+def _real_entries(value: Any, field: str, where: str = "") -> None:
+    """Reject entries that are not real numbers: bools, complex numbers, strings, bytes,
+    Decimals and other objects (numpy would turn most of them into numbers silently)."""
+    if isinstance(value, np.ndarray) and value.dtype.kind != "O":
+        if value.dtype.kind not in _REAL_KINDS:
+            raise ValidationError(f"{where}must hold real numbers, got an array of "
+                                  f"{value.dtype}", field=field)
+        return
+    # The types present, found in C; entries are visited one by one only to name a bad one.
+    if all(_is_real_type(kind) for kind in set(map(type, value))):
+        return
+    for i, item in enumerate(value):
+        if not _is_real_type(type(item)):
+            raise ValidationError(f"{where}entry {i} is {type(item).__name__} {item!r:.40}, "
+                                  "not a real number", field=field)
+
+
+def _as_array(value: Any, field: str, rows: bool) -> np.ndarray:
+    if hasattr(value, "to_numpy"):  # pgvector Vector, pandas objects
+        value = value.to_numpy()
+    if value is None or isinstance(value, (str, bytes)) or not hasattr(value, "__len__"):
+        raise ValidationError(f"must be a sequence of numbers, got {type(value).__name__}",
+                              field=field)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        raise ValidationError("must be a sequence of numbers, got a 0-d array", field=field)
+    if rows and not (isinstance(value, np.ndarray) and value.dtype.kind != "O"):
+        for i, row in enumerate(value):
+            if hasattr(row, "to_numpy"):
+                row = row.to_numpy()
+            if row is None or isinstance(row, (str, bytes)) or not hasattr(row, "__len__") \
+                    or (isinstance(row, np.ndarray) and row.ndim == 0):
+                raise ValidationError(f"row {i} is {type(row).__name__}, not a vector",
+                                      field=field)
+            _real_entries(row, field, f"row {i}: ")
+    else:
+        _real_entries(value, field)
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError) as exc:  # ragged rows, huge integers
+        raise ValidationError(f"must be {'an (n, d) array' if rows else 'a sequence'} of "
+                              f"numbers ({exc})", field=field) from None
+
+
+def real_vector(value: Any, *, field: str = "embedding") -> np.ndarray:
+    """``value`` as a float64 vector if every entry is a real number.
+
+    Accepts a sequence of ints and floats (Python or numpy), a numeric numpy array, a pandas
+    Series or a pgvector ``Vector``; rejects bools, complex numbers, strings, bytes and other
+    objects, which numpy would otherwise convert. Shape and values are checked by the callers
+    (:func:`prepare_embedding`).
+    """
+    array = _as_array(value, field, rows=False)
+    if array.ndim != 1:
+        raise ValidationError(f"must be one-dimensional, got shape {array.shape}", field=field)
+    return array
+
+
+def real_matrix(value: Any, *, field: str = "embeddings") -> np.ndarray:
+    """``value`` as a float64 ``(n, d)`` matrix if every entry is a real number (the rules of
+    :func:`real_vector`, row by row)."""
+    array = _as_array(value, field, rows=True)
+    if array.ndim != 2:
+        raise ValidationError(f"must be an (n, d) array, got shape {array.shape}", field=field)
+    return array

@@ -50,14 +50,41 @@ def _reads_corpus(function: object) -> bool:
         return False
 
 
+_SKIPPED_FOR_CORPUS = pytest.StashKey[int]()
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without the corpus, skip (with one reason) every test that reads it, directly or
-    through a fixture, instead of failing them one by one."""
+    through a fixture, instead of failing them one by one; in CI (``CI=true``), where the
+    corpus must be present, stop the run instead, so that a green run never hides them."""
     reason = _corpus_missing()
     if reason is None:
         return
+    needing = []
     for item in items:
         definitions = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
         fixtures = [d.func for defs in definitions.values() for d in defs]
         if any(_reads_corpus(f) for f in [getattr(item, "function", None), *fixtures]):
-            item.add_marker(pytest.mark.skip(reason=reason))
+            needing.append(item)
+    if needing and _in_ci():
+        raise pytest.UsageError(
+            f"CI is set and {len(needing)} of the {len(items)} collected tests {reason}; "
+            "it is missing, so they would be skipped and the run would look green. Provide "
+            "the corpus (HTM_CORPUS_DIR), or unset CI to skip them locally.")
+    for item in needing:
+        item.add_marker(pytest.mark.skip(reason=reason))
+    config.stash[_SKIPPED_FOR_CORPUS] = len(needing)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                            config: pytest.Config) -> None:
+    skipped = config.stash.get(_SKIPPED_FOR_CORPUS, 0)
+    if skipped:
+        terminalreporter.write_sep(
+            "!", f"{skipped} tests were skipped: the debian-memories corpus is missing "
+                 "(set HTM_CORPUS_DIR; with CI=true the run fails instead)",
+            red=True, bold=True)

@@ -3,10 +3,8 @@ command after the demo, the demo's history, terminal tables, searches across mod
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -145,26 +143,3 @@ def test_terminal_tables_are_readable(ltm: ha.LongTermMemory, database_url: str)
                                            "--json"]).stdout)
     npmi = [p["npmi"] for p in pairs]
     assert npmi == sorted(npmi, reverse=True)  # most telling pairs first, not biggest
-
-
-@pytest.mark.skipif(not any(shutil.which(b) for b in ("chromium", "chromium-browser",
-                                                      "google-chrome")),
-                    reason="needs headless Chromium (apt-get install chromium)")
-def test_report_as_a_picture_fits_1400_pixels(ltm: ha.LongTermMemory, tmp_path: Path) -> None:
-    from PIL import Image
-
-    spec = importlib.util.spec_from_file_location("screenshot_report",
-                                                  ROOT / "scripts" / "screenshot_report.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    # A long unbroken name: its table must wrap or scroll, not widen the page.
-    robot = ltm.register_robot("robot-" + "x" * 64)
-    for i in range(30):
-        ltm.add(content=f"memory {i}", robot_id=robot, tags=[f"topic:{i % 7}"])
-    html = ha.build_report(ltm, benchmark=False).write_html(tmp_path / "report.html")
-    png = module.screenshot(html, tmp_path / "report.png", width=1400, height=3000)
-    image = np.asarray(Image.open(png).convert("L"))
-    assert image.shape[1] == 1400
-    assert (image[:, -40:] > 245).all()  # nothing spills past the page's right margin
-    assert (image[:400] < 100).any()  # the headings are drawn

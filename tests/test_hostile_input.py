@@ -30,6 +30,7 @@ from htm_analytics import (
     ValidationError,
     most_reinforced,
     remember_trends,
+    retrieval_quality,
     robot_overlap,
     tag_cooccurrence,
 )
@@ -66,10 +67,23 @@ hostile_limit = st.one_of(big_ints, st.just(np.int64(5)), st.floats(), st.boolea
 vector_values = st.one_of(
     st.floats(width=64), st.integers(min_value=-(10**400), max_value=10**400),
     st.sampled_from([1e-30, 1e30, 3.5e38, 1e-45, 0.0]))
+# Entries numpy turns into numbers although they are not real numbers.
+NOT_REAL = ["1", "2.5", b"1", True, False, 1 + 2j, decimal.Decimal("0.5"), None, np.bool_(True),
+            np.complex64(1), object()]
+not_real_vector = st.one_of(
+    st.lists(st.one_of(st.floats(-1, 1), st.sampled_from(NOT_REAL)), min_size=1, max_size=4),
+    st.sampled_from([np.array([1 + 2j, 0.5]), np.array([True, False]),
+                     np.array(["1", "2"]), np.array([b"1"]),
+                     np.array([0.5, "x"], dtype=object), np.array([0.5, 1], dtype=object),
+                     np.array(0.5), np.array([[0.5, 0.1]])]))
 hostile_vector = st.one_of(
     st.lists(vector_values, min_size=0, max_size=6),
     st.lists(st.lists(st.floats(-1, 1), max_size=3), max_size=3),  # ragged, nested
-    anything)
+    not_real_vector, anything)
+hostile_model = st.one_of(
+    st.none(), st.tuples(hostile_text, hostile_text), st.lists(hostile_text, max_size=3),
+    st.sampled_from([("x\ud800", "m"), ("p\x00", "m"), ("p", "m\x00"), ("", "m"),
+                     ("p", "m" * 300), ("ollama", "nomic-embed-text")]), anything)
 aware = st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30),
                      timezones=st.sampled_from([dt.UTC, dt.timezone(dt.timedelta(hours=14)),
                                                 dt.timezone(dt.timedelta(hours=-12))]))
@@ -127,6 +141,18 @@ def outcome(call: Callable[[], Any], fields: set[str]) -> Any:
         return None
 
 
+def real_entries(vector: Any) -> bool:
+    """Whether ``vector`` is a flat sequence of real numbers (no bools, complex numbers,
+    strings, bytes or other objects): the oracle for what a vector argument may hold."""
+    if isinstance(vector, np.ndarray):
+        return vector.ndim == 1 and (vector.dtype.kind in "iuf" or (
+            vector.dtype.kind == "O" and all(map(real_entries, [[v] for v in vector]))))
+    if not isinstance(vector, (list, tuple)):
+        return False
+    return all(isinstance(v, (int, float, np.integer, np.floating))
+               and not isinstance(v, (bool, np.bool_)) for v in vector)
+
+
 def finite_scores(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         for name in ("similarity", "rank", "combined_score", "rrf_score", "tag_boost", "bm25",
@@ -140,17 +166,39 @@ def finite_scores(rows: list[dict[str, Any]]) -> None:
                                                     st.just(np.int64(7)), anything),
        embedding=st.one_of(st.none(), hostile_vector),
        tags=st.one_of(st.lists(st.sampled_from(["a", "a:b", "Bad", "x:", "ok-1:z"]),
-                               max_size=3), anything))
-@example(content="lone \ud800 surrogate", token_count=0, embedding=None, tags=[])
-@example(content="x", token_count=np.int64(3), embedding=[10**400, 1.0], tags=[])
-@example(content="x", token_count=0, embedding=[1e-30, 1e-30], tags={"a"})
+                               max_size=3), anything),
+       embedding_model=hostile_model)
+@example(content="lone \ud800 surrogate", token_count=0, embedding=None, tags=[],
+         embedding_model=None)
+@example(content="x", token_count=np.int64(3), embedding=[10**400, 1.0], tags=[],
+         embedding_model=None)
+@example(content="x", token_count=0, embedding=[1e-30, 1e-30], tags={"a"}, embedding_model=None)
+# Each of these was accepted (or escaped as a raw or driver error) before validation.py's
+# validate_embedding_model and real_vector.
+@example(content="model with a surrogate", token_count=0, embedding=[0.1, 0.2], tags=[],
+         embedding_model=("x\ud800", "m"))
+@example(content="model with a NUL", token_count=0, embedding=[0.1, 0.2], tags=[],
+         embedding_model=("p\x00", "m"))
+@example(content="strings as numbers", token_count=0, embedding=["1", "2"], tags=[],
+         embedding_model=None)
+@example(content="bools as numbers", token_count=0, embedding=[True, False], tags=[],
+         embedding_model=None)
+@example(content="bytes as numbers", token_count=0, embedding=[b"1"], tags=[],
+         embedding_model=None)
+@example(content="complex numbers", token_count=0, embedding=np.array([1 + 2j, 0.5]), tags=[],
+         embedding_model=None)
+@example(content="objects", token_count=0, embedding=np.array([0.5, "1"], dtype=object),
+         tags=[], embedding_model=None)
 def test_add_stores_exactly_or_rejects_before_writing(store, hostile_url, content,
-                                                      token_count, embedding, tags):
+                                                      token_count, embedding, tags,
+                                                      embedding_model):
     robot = store.register_robot("hostile")
     before = counts(hostile_url)
     result = outcome(lambda: store.add(content=content, robot_id=robot, token_count=token_count,
-                                       embedding=embedding, tags=tags),
-                     {"content", "token_count", "embedding", "tags", "tag", "robot_id"})
+                                       embedding=embedding, tags=tags,
+                                       embedding_model=embedding_model),
+                     {"content", "token_count", "embedding", "tags", "tag", "robot_id",
+                      "embedding_model"})
     if result is None:
         assert counts(hostile_url) == before
         return
@@ -160,6 +208,7 @@ def test_add_stores_exactly_or_rejects_before_writing(store, hostile_url, conten
     if result["is_new"]:
         assert node["token_count"] == int(token_count)
         if embedding is not None:
+            assert real_entries(embedding), embedding
             stored = node["embedding"]
             assert np.allclose(stored, np.asarray(embedding, dtype=np.float32))
     assert set(store.get_node_tags(result["node_id"])) >= set(tags)
@@ -172,6 +221,9 @@ def test_add_stores_exactly_or_rejects_before_writing(store, hostile_url, conten
 @example(query="\udfff", limit=5, timeframe=None, embedding=[float("nan"), 1.0])
 @example(query="ok", limit=2**70, timeframe=("last 99999999 years", None),
          embedding=[1e30, 1e30])
+@example(query="ok", limit=5, timeframe=None, embedding=["0.1", "0.2", "0.3"])
+@example(query="ok", limit=5, timeframe=None, embedding=[True, False, True])
+@example(query="ok", limit=5, timeframe=None, embedding=np.array([0.1, 0.2, 0.3j]))
 def test_searches_return_finite_scores_or_reject(store, query, limit, timeframe, embedding):
     fields = {"query", "limit", "timeframe", "embedding", "embedding_service"}
     calls = [
@@ -192,6 +244,10 @@ def test_searches_return_finite_scores_or_reject(store, query, limit, timeframe,
         rows = outcome(call, fields)
         if rows and isinstance(rows[0], dict):
             finite_scores(rows)
+    if not real_entries(embedding):  # numbers in name only: every vector search refuses them
+        for call in (calls[0], calls[3]):
+            with pytest.raises(ValidationError):
+                call()
 
 
 @FAST
@@ -238,23 +294,41 @@ def test_register_robot_rejects_what_json_cannot_hold(store, hostile_url):
        token_counts=st.one_of(st.none(), st.lists(st.one_of(st.integers(-1, 2**32),
                                                             st.just(np.int64(4))),
                                                   min_size=1, max_size=4), anything),
-       remembered_at=st.one_of(st.none(), st.lists(hostile_time, min_size=1, max_size=4)))
+       remembered_at=st.one_of(st.none(), st.lists(hostile_time, min_size=1, max_size=4)),
+       embedding_model=hostile_model)
 @example(contents=["a", "b"], robots="r", embeddings=[[0.1, 0.2], [0.3]], token_counts=None,
-         remembered_at=None)
+         remembered_at=None, embedding_model=None)
+@example(contents=["a", "b"], robots="r", embeddings=[["1", "2"], ["3", "4"]],
+         token_counts=None, remembered_at=None, embedding_model=None)
+@example(contents=["a", "b"], robots="r", embeddings=[[True, False], [False, True]],
+         token_counts=None, remembered_at=None, embedding_model=None)
+@example(contents=["a", "b"], robots="r", embeddings=np.ones((2, 2), dtype=complex),
+         token_counts=None, remembered_at=None, embedding_model=None)
+@example(contents=["a", "b"], robots="r", embeddings=np.ones((2, 2), dtype=object).astype(str),
+         token_counts=None, remembered_at=None, embedding_model=None)
+@example(contents=["a"], robots="r", embeddings=[[0.1, 0.2]], token_counts=None,
+         remembered_at=None, embedding_model=("x\ud800", "m"))
+@example(contents=["a"], robots="r", embeddings=[[0.1, 0.2]], token_counts=None,
+         remembered_at=None, embedding_model=("p", "m\x00"))
+@example(contents=["a"], robots="r" * 300, embeddings=None, token_counts=None,
+         remembered_at=None, embedding_model=None)
 @example(contents=["a", "b"], robots="r", embeddings=[["x", "y"], ["z", "w"]],
-         token_counts=[np.int64(1), 2], remembered_at=None)
+         token_counts=[np.int64(1), 2], remembered_at=None, embedding_model=None)
 @example(contents=["a"], robots="r", embeddings=None, token_counts=None,
-         remembered_at=[dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5)))])
+         remembered_at=[dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5)))],
+         embedding_model=None)
 @example(contents=["a"], robots="r", embeddings=None, token_counts=None,
-         remembered_at=[dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5)))])
+         remembered_at=[dt.datetime(9999, 12, 31, 23, tzinfo=dt.timezone(dt.timedelta(hours=-5)))],
+         embedding_model=None)
 def test_bulk_add_loads_all_or_nothing(store, hostile_url, contents, robots, embeddings,
-                                       token_counts, remembered_at):
+                                       token_counts, remembered_at, embedding_model):
     before = counts(hostile_url)
     frame = outcome(lambda: store.bulk_add(contents, robots=robots, embeddings=embeddings,
                                            token_counts=token_counts,
-                                           remembered_at=remembered_at),
+                                           remembered_at=remembered_at,
+                                           embedding_model=embedding_model),
                     {"contents", "robots", "embeddings", "token_counts", "remembered_at",
-                     "tags"})
+                     "tags", "embedding_model"})
     if frame is None:
         assert counts(hostile_url) == before
         return
@@ -303,10 +377,20 @@ def test_htm_remember_and_recall(htm_store, content, topic, timeframe, strategy,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(args=st.lists(st.one_of(
     st.sampled_from(["--since", "--until", "--robot", "--limit", "--prefix", "--level",
-                     "--json", "--csv", "2026-01-01", "-5", "99999999999999999999"]),
-    st.text(st.characters(categories=["L", "N", "P", "Zs"]), max_size=12)), max_size=4),
-       command=st.sampled_from(["tags", "trends", "robots", "tag-tree"]))
+                     "--json", "--csv", "2026-01-01", "-5", "99999999999999999999",
+                     "--freq", "--by", "--min-shared", "--sort-by", "--max-depth",
+                     "--never-used", "--overlap", "--indexes", "--target-recall", "tag",
+                     "robot", "npmi", "W", "1e308", "nan"]),
+    st.sampled_from(SPECIAL_TEXT),
+    st.text(st.characters(categories=["L", "N", "P", "Zs", "Cs"]), max_size=12)),
+    max_size=4),
+       command=st.sampled_from(["tags", "trends", "robots", "tag-tree", "health", "indexes",
+                                "status", "advise"]))
+@example(args=["--robot", "x\ud800"], command="robots")
+@example(args=["--prefix", "a\x00"], command="tags")
 def test_cli_fails_with_a_message_not_a_traceback(hostile_url, args, command):
+    if command == "advise":
+        args = [*args, "--no-sweep"]  # the sweep is a benchmark, not input handling
     result = CliRunner().invoke(cli, ["--db", hostile_url, command, *args],
                                 standalone_mode=False)
     counted["cases"] += 1
@@ -371,3 +455,124 @@ def test_store_options_open_a_working_store_or_reject(hostile_url, options):
                 assert store.search_fulltext(query="database") is not None
             except QueryTimeoutError:  # a query_timeout of a few milliseconds is honoured
                 assert store.query_timeout < 1000
+
+
+# Every text, name and vector argument of the store's other public methods, one call each
+# with the arguments drawn independently; each call succeeds, raises a ValidationError naming
+# one of its arguments, or a typed lookup/embedding error. Never a builtin or driver error.
+hostile_ids = st.one_of(st.integers(-3, 2**63 + 3), st.lists(st.integers(-3, 2**63 + 3),
+                                                             max_size=3), anything)
+hostile_names = st.one_of(hostile_text, st.lists(hostile_text, max_size=3), anything)
+STORE_CALLS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+    "check_embedding_model": (
+        lambda s, a: s.check_embedding_model(a["provider"], a["model"], a["dimension"]),
+        {"provider": hostile_text, "model": hostile_text,
+         "dimension": st.one_of(st.integers(-2, 2**40), anything)}),
+    "robot_ids": (lambda s, a: s.robot_ids(a["names"]), {"names": hostile_names}),
+    "node_ids_by_content": (lambda s, a: s.node_ids_by_content(a["contents"]),
+                            {"contents": hostile_names}),
+    "find_query_matching_tags": (lambda s, a: s.find_query_matching_tags(a["query"]),
+                                 {"query": hostile_text}),
+    "nodes_by_topic": (lambda s, a: s.nodes_by_topic(a["topic_path"], exact=a["exact"],
+                                                     limit=a["limit"]),
+                       {"topic_path": hostile_text, "exact": anything, "limit": hostile_limit}),
+    "search_by_tags": (lambda s, a: s.search_by_tags(tags=a["tags"], match_all=a["match_all"],
+                                                     limit=a["limit"]),
+                       {"tags": hostile_names, "match_all": anything, "limit": hostile_limit}),
+    "imported_keys": (lambda s, a: s.imported_keys(a["source_system"], a["source_table"],
+                                                   a["keys"]),
+                      {"source_system": hostile_text, "source_table": hostile_text,
+                       "keys": hostile_names}),
+    "record_imports": (lambda s, a: s.record_imports(a["source_system"], a["source_table"],
+                                                     a["records"]),
+                       {"source_system": hostile_text, "source_table": hostile_text,
+                        "records": st.one_of(anything, st.lists(st.fixed_dictionaries(
+                            {"key": hostile_text, "record": st.one_of(st.dictionaries(
+                                hostile_text, hostile_text, max_size=2), anything)},
+                            optional={"robot_id": hostile_ids, "node_id": hostile_ids,
+                                      "event": st.tuples(hostile_time, hostile_text)}),
+                            max_size=2))}),
+    "retrieve": (lambda s, a: s.retrieve(a["node_id"]), {"node_id": hostile_ids}),
+    "robots_of_nodes": (lambda s, a: s.robots_of_nodes(a["node_ids"]),
+                        {"node_ids": hostile_ids}),
+    "search_by_strategy": (lambda s, a: s.search_by_strategy(a["strategy"], query=a["query"],
+                                                             embedding=a["embedding"]),
+                           {"strategy": st.one_of(hostile_text, st.sampled_from(
+                               ["vector", "fulltext", "rrf", "vector_bm25"])),
+                            "query": hostile_text, "embedding": hostile_vector}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(STORE_CALLS))
+def test_every_store_argument_is_validated(store, hostile_url, name):
+    call, arguments = STORE_CALLS[name]
+
+    @FAST
+    @given(st.fixed_dictionaries(arguments))
+    def check(drawn: dict[str, Any]) -> None:
+        before = counts(hostile_url)
+        try:
+            result = outcome(lambda: call(store, drawn), set(arguments) | {"topic", "names"})
+        except (HTMError, LookupError) as exc:  # typed: not found, embedding mismatch
+            assert isinstance(exc, HTMError), repr(exc)
+            result = None
+        if result is None:  # rejected (or a lookup that writes nothing): nothing written
+            assert counts(hostile_url) == before
+
+    check()
+
+
+@FAST
+@given(queries=st.one_of(st.lists(hostile_text, min_size=1, max_size=2), anything),
+       query_vectors=st.one_of(hostile_vector, st.lists(not_real_vector, min_size=1,
+                                                       max_size=2)),
+       relevant=st.one_of(st.lists(st.integers(-1, 3), min_size=1, max_size=2), anything))
+@example(queries=["database"], query_vectors=[["0.1", "0.2", "0.3"]], relevant=[1])
+@example(queries=["database"], query_vectors=np.array([[0.1, 0.2, 0.3j]]), relevant=[1])
+def test_retrieval_quality_rejects_vectors_that_are_not_numbers(store, queries, query_vectors,
+                                                                relevant):
+    frame = outcome(lambda: retrieval_quality(store, queries, query_vectors, relevant,
+                                                 strategies=("vector",)),
+                    {"queries", "query_vectors", "relevant", "vector", "query", "embedding"})
+    assert frame is None or isinstance(frame, pd.DataFrame)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(robot_name=st.one_of(st.none(), hostile_text, anything),
+       working_memory_size=st.one_of(st.integers(-5, 2**70), anything),
+       embedder=st.one_of(st.none(), st.just("hashing"), hostile_text, anything),
+       contents=st.one_of(st.lists(hostile_text, min_size=1, max_size=3), anything),
+       tags=st.one_of(st.none(), st.lists(st.lists(st.sampled_from(["a", "a:b", "Bad"]),
+                                                    max_size=2), min_size=1, max_size=3),
+                      anything),
+       strategy=st.one_of(st.sampled_from(["balanced", "recent", "frequent"]), hostile_text),
+       max_tokens=st.one_of(st.none(), st.integers(-5, 2**40), anything),
+       confirm=st.one_of(st.none(), st.just("confirmed"), hostile_text))
+@example(robot_name="x\ud800", working_memory_size=100, embedder=None, contents=["a"],
+         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+@example(robot_name="r" * 300, working_memory_size=100, embedder=None, contents=["a"],
+         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+@example(robot_name=None, working_memory_size=100, embedder="   ", contents=["a"],
+         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+@example(robot_name=None, working_memory_size=100, embedder=["hashing"], contents=["a"],
+         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+@example(robot_name=None, working_memory_size=100, embedder=5, contents=["a"],
+         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+@example(robot_name=None, working_memory_size=100, embedder=None, contents=["a"],
+         tags=None, strategy="balanced", max_tokens=False, confirm=None)
+def test_htm_arguments_are_validated(htm_store, robot_name, working_memory_size, embedder,
+                                     contents, tags, strategy, max_tokens, confirm):
+    htm = outcome(lambda: HTM(robot_name, store=htm_store, embedder=embedder,
+                              working_memory_size=working_memory_size),
+                  {"robot_name", "working_memory_size", "embedder", "name"})
+    if htm is None:
+        return
+    ids = outcome(lambda: htm.remember_many(contents, tags=tags),
+                  {"contents", "tags", "content", "token_counts", "tag"})
+    outcome(lambda: htm.assemble_context(strategy, max_tokens), {"strategy", "max_tokens"})
+    if ids:
+        try:
+            outcome(lambda: htm.forget(ids[0], confirm=confirm), {"node_id", "confirm"})
+        except HTMError as exc:  # typed: the node went with an earlier example
+            assert type(exc).__name__ == "NotFoundError", repr(exc)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import nbformat
@@ -38,8 +39,12 @@ def test_notebook_runs_top_to_bottom(path: Path, demo: dict, tmp_path: Path,
     assert not errors
     printed = "".join(output.get("text", "") for cell in notebook.cells
                       for output in cell.get("outputs", []) if output.get("name") == "stdout")
+    if path.stem == "01_explore":  # the summary beside the tag graph counts what it draws
+        drawn = re.search(r"the plot: (\d+) tags in (\d+) communities", printed)
+        assert drawn and int(drawn.group(1)) <= 30, printed
     if path.stem == "02_tune_hnsw":  # conclusions are computed and printed
         assert "ef_search=" in printed and "filtered to" in printed
         assert "recommended ef_search=" in printed and "usage statistics since" in printed
+        assert not re.search(r"from \d+\.0 \(|\(1\.0x\)", printed), printed
     if path.stem == "03_report":
         assert (tmp_path / "report.html").stat().st_size > 100_000

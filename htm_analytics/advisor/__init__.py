@@ -87,7 +87,9 @@ def advise(store: LongTermMemory, *, thresholds: AdvisorThresholds | None = None
         - ``recommendation`` (string): what to do and why;
         - ``sql`` (string): statements that do it (or show more), separated by ``;`` and a
           line break; none is run by the toolkit. ``attrs["statistics_since"]`` holds when
-          the usage statistics began.
+          the usage statistics began (``statistics_seconds``: their age, ``statistics_note``:
+          both in words) and ``attrs["unused_indexes"]`` the names of the indexes the
+          ``unused_index`` check counted.
     """
     if not isinstance(store, LongTermMemory):
         raise ValidationError("needs a live LongTermMemory (a snapshot has no server "
@@ -112,5 +114,7 @@ def advise(store: LongTermMemory, *, thresholds: AdvisorThresholds | None = None
             column.map(_SEVERITY_ORDER) if column.name == "severity" else column),
             kind="stable").reset_index(drop=True)
     frame.attrs["statistics_since"] = since
+    frame.attrs["statistics_seconds"] = seconds
     frame.attrs["statistics_note"] = statistics_note
+    frame.attrs["unused_indexes"] = indexes.unused_candidates(context)["index"].tolist()
     return frame

@@ -79,14 +79,21 @@ def invalid_indexes(context: Context) -> Iterator[dict[str, str]]:
              f"{quote_identifier(index['schema'], index['index'])}"])
 
 
-def unused_indexes(context: Context, statistics_note: str) -> Iterator[dict[str, str]]:
+def unused_candidates(context: Context) -> pd.DataFrame:
+    """The indexes the unused check reports: valid, not a key, scanned at most
+    ``unused_max_scans`` times, not flagged by another check; biggest first."""
     limits = context.limits
     candidates = context.indexes[
         context.indexes["is_valid"] & ~context.indexes["is_unique"]
         & ~context.indexes["is_primary"] & (context.indexes["idx_scan"] <= limits.unused_max_scans)
         & (context.indexes["size_bytes"] >= limits.unused_min_bytes)
         & ~context.indexes["index"].isin(context.flagged)]
-    candidates = candidates.sort_values(["size_bytes", "index"], ascending=[False, True])
+    return candidates.sort_values(["size_bytes", "index"], ascending=[False, True])
+
+
+def unused_indexes(context: Context, statistics_note: str) -> Iterator[dict[str, str]]:
+    limits = context.limits
+    candidates = unused_candidates(context)
     if candidates.empty:
         return
     young = context.statistics_seconds is None or \

@@ -22,8 +22,8 @@ import pandas as pd
 from ..errors import ValidationError
 from ..validation import (
     TAG_PATTERN,
-    validate_content,
     validate_datetime,
+    validate_name,
     validate_number,
     validate_positive_int,
 )
@@ -160,7 +160,7 @@ def simulate_remembers(frame: pd.DataFrame, *, robots: tuple[str, ...] = DEMO_RO
     if isinstance(robots, str) or not isinstance(robots, (list, tuple)) or not robots:
         raise ValidationError("must be a non-empty list or tuple of robot names, not one "
                               "string", field="robots")
-    robots = tuple(validate_content(name, field="robots") for name in robots)
+    robots = tuple(validate_name(name, field="robots") for name in robots)
     # At most a century back, so that every simulated time stays in the calendar.
     days = validate_positive_int(days, field="days", maximum=36_500)
     for name, probability in (("shared_probability", shared_probability),

@@ -258,9 +258,9 @@ def get_embedder(name: str | None = None, **options: Any) -> Embedder:
     >>> get_embedder("ollama", base_url="http://gpu-box:11434", timeout=10)  # doctest: +SKIP
     """
     name = name or os.environ.get("HTM_EMBEDDING__PROVIDER") or "hashing"
-    if name not in PROVIDERS:
-        raise ValidationError(f"unknown embedding provider {name!r}; choose from "
-                              f"{', '.join(PROVIDERS)}", field="provider")
+    if not isinstance(name, str) or name not in PROVIDERS:
+        raise ValidationError(f"unknown embedding provider {name!r:.80}; choose from "
+                              f"{', '.join(PROVIDERS)}", field="name")
     model = os.environ.get("HTM_EMBEDDING__MODEL")
     dimensions = os.environ.get("HTM_EMBEDDING__DIMENSIONS")
     if model and "model" not in options and name != "hashing":

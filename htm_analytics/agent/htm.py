@@ -13,6 +13,7 @@ from ..errors import NotFoundError, ValidationError
 from ..store import LongTermMemory
 from ..validation import (
     validate_content,
+    validate_embedding_model,
     validate_id,
     validate_positive_int,
     validate_tag,
@@ -25,6 +26,23 @@ from .tokens import count_tokens
 from .working_memory import WorkingMemory
 
 __all__ = ["HTM"]
+
+
+def _embedder(embedder: Any) -> Embedder:
+    """HTM's ``embedder`` argument: a provider's name (or None) for :func:`get_embedder`, or
+    an object with ``embed`` and the ``name`` and ``model`` it records with each vector."""
+    if embedder is None or isinstance(embedder, str):
+        try:
+            return get_embedder(embedder)
+        except ValidationError as exc:
+            raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
+                                  field="embedder") from None
+    if not callable(getattr(embedder, "embed", None)):
+        raise ValidationError(f"must be a provider name or an object with embed(), got "
+                              f"{type(embedder).__name__}", field="embedder")
+    validate_embedding_model((getattr(embedder, "name", None), getattr(embedder, "model", None)),
+                             field="embedder")
+    return cast(Embedder, embedder)
 
 
 class HTM:
@@ -69,8 +87,7 @@ class HTM:
                  buffer_writes: bool = True) -> None:
         working_memory_size = validate_positive_int(working_memory_size,
                                                     field="working_memory_size")
-        self.embedder: Embedder = (embedder if embedder is not None and not isinstance(
-            embedder, str) else get_embedder(embedder))
+        self.embedder: Embedder = _embedder(embedder)
         self.token_counter = token_counter or count_tokens
         self._clock = clock or (lambda: dt.datetime.now(dt.UTC))
         self._owns_store = not isinstance(store, LongTermMemory)

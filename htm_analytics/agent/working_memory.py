@@ -100,7 +100,7 @@ class WorkingMemory:
 
     def has_space(self, tokens: int) -> bool:
         """Whether ``tokens`` more fit in the budget."""
-        return self._tokens + _tokens(tokens) <= self.max_tokens
+        return self._tokens + _tokens(tokens, "tokens") <= self.max_tokens
 
     def add(self, key: Hashable, value: Any, *, token_count: int, access_count: int = 0,
             last_accessed: dt.datetime | None = None) -> None:
@@ -171,7 +171,7 @@ class WorkingMemory:
         ValidationError
             If ``tokens`` exceed the whole budget (nothing is evicted then).
         """
-        needed = _tokens(tokens)
+        needed = _tokens(tokens, "tokens")
         if needed > self.max_tokens:
             raise ValidationError(f"{needed} tokens do not fit a working memory of "
                                   f"{self.max_tokens}", field="tokens")
@@ -204,7 +204,7 @@ class WorkingMemory:
         if strategy not in CONTEXT_STRATEGIES:
             raise ValidationError(f"must be one of {', '.join(CONTEXT_STRATEGIES)}, got "
                                   f"{strategy!r}", field="strategy")
-        budget = self.max_tokens if max_tokens is None else _tokens(max_tokens)
+        budget = self.max_tokens if max_tokens is None else _tokens(max_tokens, "max_tokens")
         with self._lock:
             now = self._clock()
             entries = list(self._entries.values())
@@ -224,5 +224,5 @@ class WorkingMemory:
             return "\n\n".join(parts)
 
 
-def _tokens(value: Any) -> int:
-    return validate_token_count(value)
+def _tokens(value: Any, field: str = "token_count") -> int:
+    return validate_token_count(value, field=field)

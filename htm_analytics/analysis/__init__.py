@@ -23,6 +23,7 @@ from .tags import (
     popular_tags,
     tag_cooccurrence,
     tag_graph,
+    tag_graph_view,
     tag_hierarchy,
     write_tag_graph,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "plot_robot_activity",
     "tag_cooccurrence",
     "tag_graph",
+    "tag_graph_view",
     "write_tag_graph",
     "tag_hierarchy",
     "popular_tags",

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from .._docs import share_docs
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, short_label
 from ..frames import MemorySource, scope_params
 
 __all__ = ["robot_overlap", "robot_activity", "plot_robot_overlap", "plot_robot_activity"]
@@ -102,12 +102,16 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
                        annotate: bool = True, **kwargs: Any) -> Any:
     """Heatmap of a :func:`robot_overlap` result (``value``: 'jaccard' or 'shared_nodes').
 
-    ``**kwargs`` go to :meth:`matplotlib.axes.Axes.imshow`. Returns the Axes.
+    The colour scale starts at 0 (nothing shared) and, for Jaccard, ends at 1 (the same
+    memories), so that a colour means the same amount in every report; a scale stretched
+    between the smallest and largest pair would make 0.05 and 0.07 look like none and all.
+    ``**kwargs`` go to :meth:`matplotlib.axes.Axes.imshow` (``vmin``/``vmax`` override the
+    scale). Returns the Axes.
     """
     matrix = df.pivot(index="robot1", columns="robot2", values=value)
     # Room for the names too (long names would squeeze the matrix to nothing), but capped:
     # the figure of a thousand robots must not take gigabytes.
-    longest = max((len(str(name)) for name in matrix.index), default=0)
+    longest = max((len(short_label(name)) for name in matrix.index), default=0)
     ax = axes_or_new(ax, (min(2.5 + 0.7 * len(matrix) + 0.08 * longest, 20.0),
                           min(1.5 + 0.6 * len(matrix) + 0.06 * longest, 20.0)))
     values = matrix.to_numpy(dtype=float, copy=True)
@@ -115,20 +119,24 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
         # A robot's overlap with itself is trivially complete: blank it so that the colour
         # scale shows the pairs.
         np.fill_diagonal(values, np.nan)
-    cmap = matplotlib.colormaps[kwargs.pop("cmap", "viridis")].with_extremes(bad="#eeeeee")
+    cmap = matplotlib.colormaps[kwargs.pop("cmap", "Blues")].with_extremes(bad="#eeeeee")
+    kwargs.setdefault("vmin", 0.0)
+    largest = float(np.nanmax(values)) if np.isfinite(values).any() else 0.0
+    kwargs.setdefault("vmax", 1.0 if value == "jaccard" else max(largest, 1.0))
     image = ax.imshow(values, cmap=cmap, **kwargs)
     if len(matrix) <= 60:  # beyond, labels overlap: the axes keep positions only
-        ax.set_xticks(range(len(matrix.columns)), matrix.columns, rotation=45, ha="right")
-        ax.set_yticks(range(len(matrix.index)), matrix.index)
+        ax.set_xticks(range(len(matrix.columns)), [short_label(c) for c in matrix.columns],
+                      rotation=45, ha="right")
+        ax.set_yticks(range(len(matrix.index)), [short_label(r) for r in matrix.index])
     if annotate and len(matrix) <= 20:
-        middle = (np.nanmin(values) + np.nanmax(values)) / 2 if np.isfinite(values).any() \
-            else 0.0
+        middle = (kwargs["vmin"] + kwargs["vmax"]) / 2
         for (i, j), v in np.ndenumerate(values):
             if np.isnan(v):
                 continue
             ax.text(j, i, f"{v:.2f}" if value == "jaccard" else f"{v:.0f}", ha="center",
-                    va="center", fontsize=8, color="white" if v < middle else "black")
-    ax.figure.colorbar(image, ax=ax, label=value.replace("_", " "))
+                    va="center", fontsize=8, color="white" if v > middle else "black")
+    ax.figure.colorbar(image, ax=ax, label=("Jaccard: shared / union (0 none, 1 all)"
+                                            if value == "jaccard" else "shared memories"))
     ax.set_title("Shared memories between robots (diagonal left out)")
     return ax
 
@@ -137,10 +145,12 @@ def plot_robot_activity(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> A
     """Stacked bars per robot of a :func:`robot_activity` result: memories only it remembers
     and memories shared with other robots. Returns the Axes."""
     ax = axes_or_new(ax, (7, min(max(2.0, 0.3 * len(df)), 20.0)))
-    names = df["robot"].tolist()
+    # Positions, not names, on the axis: two long names cut to the same label stay two bars.
+    rows = list(range(len(df)))
     own = df["nodes"] - df["shared_nodes"]
-    ax.barh(names, own, label="only this robot", **kwargs)
-    ax.barh(names, df["shared_nodes"], left=own, label="shared", **kwargs)
+    ax.barh(rows, own, label="only this robot", **kwargs)
+    ax.barh(rows, df["shared_nodes"], left=own, label="shared", **kwargs)
+    ax.set_yticks(rows, [short_label(name) for name in df["robot"]])
     ax.invert_yaxis()
     ax.set_xlabel("memories")
     ax.legend()

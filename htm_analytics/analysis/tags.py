@@ -19,7 +19,8 @@ from ..frames import MemorySource, period_unit, scope_params
 from ..validation import validate_positive_int
 
 __all__ = [
-    "tag_cooccurrence", "tag_graph", "write_tag_graph", "tag_hierarchy", "popular_tags",
+    "tag_cooccurrence", "tag_graph", "tag_graph_view", "write_tag_graph", "tag_hierarchy",
+    "popular_tags",
     "plot_tag_cooccurrence", "plot_tag_graph", "plot_tag_hierarchy", "plot_popular_tags",
 ]
 
@@ -205,7 +206,8 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
     -------
     pandas.DataFrame
         Without ``freq``: ``tag`` (string), ``nodes`` (int64) and ``share`` (float64: nodes /
-        tagged nodes in scope), most used first.
+        tagged nodes in scope, not / all nodes), most used first; ``attrs["tagged_nodes"]``
+        is that denominator.
         With ``freq``: ``period`` (datetime64[us, UTC]), ``tag`` (string), ``nodes`` (int64)
         for the same top tags, periods without new nodes for a tag left out.
     """
@@ -222,8 +224,10 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
         tagged = source.analytics_frame("tagged_nodes", params, {"nodes": "int64"})
         total = int(tagged["nodes"].iloc[0])
         totals["share"] = totals["nodes"] / total if total else 0.0
-        return totals.reset_index(drop=True).astype(
+        result = totals.reset_index(drop=True).astype(
             {"tag": "string", "nodes": "int64", "share": "float64"})
+        result.attrs["tagged_nodes"] = total
+        return result
     frame = frame[frame["tag"].isin(totals["tag"])]
     frame = frame.sort_values(["period", "tag"]).reset_index(drop=True)
     return frame[["period", "tag", "nodes"]]
@@ -247,18 +251,16 @@ def plot_tag_cooccurrence(df: pd.DataFrame, *, ax: Any = None, measure: str = "n
     return ax
 
 
-def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
-                   labels: int | None = None, edges_per_tag: int = 3, seed: int = 0,
-                   **kwargs: Any) -> Any:
-    """Draw a :func:`tag_graph`: the ``max_nodes`` biggest connected tags, sized by memories,
-    coloured by community (legend: each community's biggest tag); the ``labels`` biggest are
-    named (default: all).
+def tag_graph_view(graph: nx.Graph, *, max_nodes: int = 30,
+                   edges_per_tag: int = 3) -> nx.Graph:
+    """The part of a :func:`tag_graph` that :func:`plot_tag_graph` draws: the ``max_nodes``
+    biggest tags with a tie above chance (weight > 0), each with its ``edges_per_tag``
+    strongest ties among them; tags left without a tie are dropped, so the view can hold
+    fewer than ``max_nodes`` tags. Node and edge attributes are the graph's.
 
-    Only each tag's ``edges_per_tag`` strongest ties above chance (weight > 0) are drawn and
-    drive the layout: drawing every pair makes a hairball. ``**kwargs`` go to
-    :func:`networkx.draw_networkx_nodes`. Returns the Axes.
+    Text about a plot (its caption, a notebook's summary) counts tags and communities here,
+    so that it speaks of what is drawn.
     """
-    ax = axes_or_new(ax, (9, 7))
     positive = [(a, b, d) for a, b, d in graph.edges(data=True) if d.get("weight", 0.0) > 0]
     connected = sorted({n for a, b, _ in positive for n in (a, b)},
                        key=lambda n: (-graph.nodes[n].get("nodes", 0), n))[:max_nodes]
@@ -272,6 +274,23 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
     shown.add_nodes_from((n, graph.nodes[n]) for n in connected)
     shown.add_edges_from((a, b, graph.edges[a, b]) for a, b in sorted(strongest))
     shown.remove_nodes_from([n for n in list(shown) if shown.degree(n) == 0])
+    return shown
+
+
+def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
+                   labels: int | None = None, edges_per_tag: int = 3, seed: int = 0,
+                   **kwargs: Any) -> Any:
+    """Draw a :func:`tag_graph` (its :func:`tag_graph_view`): the ``max_nodes`` biggest
+    connected tags, sized by memories,
+    coloured by community (legend: each community's biggest tag); the ``labels`` biggest are
+    named (default: all).
+
+    Only each tag's ``edges_per_tag`` strongest ties above chance (weight > 0) are drawn and
+    drive the layout: drawing every pair makes a hairball. ``**kwargs`` go to
+    :func:`networkx.draw_networkx_nodes`. Returns the Axes.
+    """
+    ax = axes_or_new(ax, (9, 7))
+    shown = tag_graph_view(graph, max_nodes=max_nodes, edges_per_tag=edges_per_tag)
     if shown.number_of_nodes() == 0:
         ax.set_axis_off()
         ax.set_title("Tag graph (no tags)")

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import matplotlib.patches
 import pandas as pd
+from pandas.tseries.frequencies import to_offset
 
 from .._docs import share_docs
 from .._plotting import axes_or_new
@@ -69,7 +71,10 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
           already had (the hive mind at work);
         - ``repeated_remembers`` (int64): a robot remembering content it already had;
         - ``active_robots`` (int64): robots that remembered anything;
-        - ``cumulative_memories``, ``cumulative_remembers`` (int64): running totals (per group).
+        - ``cumulative_memories``, ``cumulative_remembers`` (int64): running totals (per group);
+        - ``partial`` (bool): the period had not ended when the trends were read (a snapshot:
+          when it was exported) or ends after ``timeframe``, so its counts are not
+          comparable with full periods.
 
         ``remembers == new_memories + shared_remembers + repeated_remembers``.
     """
@@ -104,11 +109,27 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     frame = frame.astype({**dict.fromkeys(_COUNTS, "int64"),
                           "cumulative_memories": "int64", "cumulative_remembers": "int64",
                           **({by: "string"} if by else {})})
+    ends = frame["period"] + to_offset(pandas_freq)
+    frame["partial"] = (ends > _as_of(source, params.get("end"))).astype("bool")
     frame.attrs["exact"] = exact
     frame.attrs["missing_remembers"] = missing
     if not exact:
         frame.attrs["reason"] = _inexact_reason(missing)
     return frame
+
+
+def _as_of(source: MemorySource, end: Any) -> pd.Timestamp:
+    """When the data was read: now for a live store, the export time of a snapshot; earlier
+    if the timeframe ends before."""
+    info = getattr(source, "info", None)
+    exported = info.get("exported_at") if isinstance(info, dict) else None
+    as_of = pd.Timestamp(exported) if exported is not None and not pd.isna(exported) \
+        else pd.Timestamp.now(tz="UTC")
+    if as_of.tzinfo is None:
+        as_of = as_of.tz_localize("UTC")
+    if end is not None:
+        as_of = min(as_of, pd.Timestamp(end))
+    return as_of
 
 
 def _inexact_reason(missing: int) -> str:
@@ -194,10 +215,10 @@ def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = No
                          **kwargs: Any) -> Any:
     """Plot a :func:`remember_trends` result.
 
-    Without groups: stacked bars of new, shared and repeated remembers per period (``y=None``)
-    or a line of the column ``y``. With a ``robot`` or ``tag`` column: one line per group of
-    ``y`` (default ``cumulative_memories``). ``**kwargs`` go to the matplotlib call. Returns the
-    Axes.
+    Without groups: stacked bars of new, shared and repeated remembers per period (``y=None``;
+    a period still in progress, ``partial``, is hatched) or a line of the column ``y``. With a
+    ``robot`` or ``tag`` column: one line per group of ``y`` (default
+    ``cumulative_memories``). ``**kwargs`` go to the matplotlib call. Returns the Axes.
     """
     ax = axes_or_new(ax, (9, 4))
     group = next((c for c in ("robot", "tag") if c in df), None)
@@ -211,12 +232,25 @@ def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = No
     elif y is None:
         width = _bar_width(df["period"])
         bottom = pd.Series(0, index=df.index)
-        for column, label in (("new_memories", "new"), ("shared_remembers", "shared"),
-                              ("repeated_remembers", "repeated")):
-            ax.bar(df["period"], df[column], bottom=bottom, width=width, label=label,
-                   align="edge", **kwargs)
+        partial = df["partial"] if "partial" in df else pd.Series(False, index=df.index)
+        for number, (column, label) in enumerate((("new_memories", "new"),
+                                                  ("shared_remembers", "shared"),
+                                                  ("repeated_remembers", "repeated"))):
+            bars = ax.bar(df["period"], df[column], bottom=bottom, width=width, label=label,
+                          align="edge", color=f"C{number}", **kwargs)
+            # A period still in progress is drawn pale and hatched: fewer remembers so far,
+            # not a collapse.
+            for bar, in_progress in zip(bars.patches, partial):
+                if in_progress:
+                    bar.set_alpha(0.4)
+                    bar.set_hatch("//")
             bottom = bottom + df[column]
-        ax.legend()
+        handles, _ = ax.get_legend_handles_labels()
+        if partial.any():
+            handles.append(matplotlib.patches.Patch(
+                facecolor="white", hatch="//", edgecolor="0.4",
+                label="period in progress (partial)"))
+        ax.legend(handles=handles)
         ax.set_ylabel("remembers")
         title = "Remembers per period: new, shared, repeated"
     else:

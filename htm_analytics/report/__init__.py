@@ -27,7 +27,9 @@ from .demo import (
 )
 from .render import (
     REPORT_CSS,
+    counted,
     escape,
+    first_sentence,
     html_table,
     markdown_table,
     shorten,
@@ -58,4 +60,6 @@ __all__ = [
     "with_size",
     "shorten",
     "REPORT_CSS",
+    "counted",
+    "first_sentence",
 ]

@@ -6,16 +6,16 @@ import html
 
 import pandas as pd
 
-from ..advisor import advise
 from ..store import LongTermMemory
 from ..tuning.advice import (
     EfSearchAdvice,
     concurrency_sweep,
+    describe_concurrency,
     plot_concurrency,
     recommend_ef_search,
 )
 from ..tuning.benchmark import plot_recall_by_ef, plot_recall_latency
-from .render import Figure, Section
+from .render import Figure, Section, first_sentence
 
 __all__ = ["advisor_section", "hnsw_section", "findings_html", "findings_markdown"]
 
@@ -51,15 +51,14 @@ def findings_markdown(findings: pd.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
-def advisor_section(store: LongTermMemory, ef_advice: EfSearchAdvice | None,
-                    ) -> Section:
-    """The report's first section: what to do, most severe first."""
-    findings = advise(store, ef_search_advice=ef_advice)
+def advisor_section(findings: pd.DataFrame) -> Section:
+    """The report's first section: the findings of :func:`~htm_analytics.advise`, most
+    severe first."""
     counts = findings["severity"].value_counts()
     summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("critical", "warning", "info"))
     headline = [f"Advisor: {summary} finding(s)."]
     headline += [f"{str(row.severity).capitalize()}: {row.check} on {row.object}: "
-                 f"{str(row.recommendation).split('.')[0]}."
+                 f"{first_sentence(str(row.recommendation))}"
                  for row in findings.itertuples() if row.severity != "info"][:5]
     section = Section(
         "advice", "What to do",
@@ -104,13 +103,9 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         threads = concurrency_sweep(store, ef_search=advice.ef_search, k=advice.k,
                                     queries=min(sweep_queries, int(first["rows"])))
         section.data["concurrency"] = threads
-        best = threads.iloc[int(threads["qps"].to_numpy().argmax())]
         section.text += (f"\n\nUnder concurrent clients at ef_search {advice.ef_search}: "
-                         f"{threads['qps'].iloc[0]:,.0f} queries/s with one thread, at most "
-                         f"{best['qps']:,.0f} with {int(best['threads'])} "
-                         f"({best['speedup']:.1f}x), p95 {best['latency_p95_ms']:.2f} ms there."
-                         " Each thread has its own pooled connection; the server's cores "
-                         "bound the speedup.")
+                         f"{describe_concurrency(threads)} Each thread has its own pooled "
+                         "connection; the server's cores bound the speedup.")
         section.tables.append(("Concurrent searches (threads each with their own connection)",
                                threads))
         section.figures.append(Figure.from_axes(

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
-from ..advisor import statistics_age
+from ..advisor import advise, statistics_age
 from ..analysis.indexes import index_usage, plot_index_usage, table_health
 from ..analysis.robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
 from ..analysis.tags import (
@@ -21,6 +22,7 @@ from ..analysis.tags import (
     popular_tags,
     tag_cooccurrence,
     tag_graph,
+    tag_graph_view,
     tag_hierarchy,
 )
 from ..analysis.trends import (
@@ -38,6 +40,7 @@ from .render import (
     REPORT_CSS,
     Figure,
     Section,
+    counted,
     escape,
     html_table,
     markdown_table,
@@ -57,6 +60,9 @@ first), so that its size does not grow with the number of robots."""
 
 TOP_TREND_ROBOTS = 10
 """Robots drawn in the per-robot trend chart."""
+
+TAG_GRAPH_TAGS = 30
+"""The biggest tags considered for the report's tag graph."""
 
 
 @dataclass
@@ -230,7 +236,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                               labelled_queries=labelled_queries))
     if live:
         assert isinstance(source, LongTermMemory)
-        ef_advice = None
+        ef_advice, hnsw = None, None
         if benchmark:
             with source.tuning_session() as session:
                 stored = max(session.vector_dimensions().values(), default=0)
@@ -238,14 +244,19 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                 # Held-out queries are stored vectors: never more than there are.
                 hnsw, ef_advice = hnsw_section(source,
                                                sweep_queries=min(sweep_queries, stored))
-                sections.append(hnsw)
             elif stored:
-                sections.append(Section(
+                hnsw = Section(
                     "hnsw", "HNSW recall and latency",
                     text=f"Not measured: {stored} stored vectors of the most common dimension; "
-                         f"a recall sweep needs at least {MIN_SWEEP_VECTORS}."))
-        if advice:
-            sections.insert(0, advisor_section(source, ef_advice))
+                         f"a recall sweep needs at least {MIN_SWEEP_VECTORS}.")
+        # One reading of the statistics after every query of the report, shared by the
+        # advisor and the index section, so that both give the same counts and age.
+        findings = advise(source, ef_search_advice=ef_advice) if advice else None
+        sections.append(_index_section(source, findings))
+        if hnsw is not None:
+            sections.append(hnsw)
+        if findings is not None:
+            sections.insert(0, advisor_section(findings))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
                   facts=facts, sections=sections)
 
@@ -253,14 +264,15 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
 def _sections(source: MemorySource, *, live: bool, freq: str,
               labelled_queries: Any) -> Iterator[Section]:
     counts = source.table_counts()  # type: ignore[attr-defined]
-    rows = counts.set_index("table")["rows"]
+    rows = counts.set_index("table")["rows"].astype(int)
+    held = (f"{counted(rows['nodes'], 'memory', 'memories')} held by "
+            f"{counted(rows['robots'], 'robot')}")
     yield Section("overview", "Memory at a glance",
-                  text=f"{rows['nodes']:,} memories held by {rows['robots']:,} robots "
-                       f"({rows['robot_nodes']:,} robot-memory pairs: a memory shared by two "
-                       f"robots counts twice), with {rows['tags']:,} distinct tags.",
-                  findings=[f"{rows['nodes']:,} memories held by {rows['robots']:,} robots, "
-                            f"{rows['robot_nodes'] / max(rows['nodes'], 1):.2f} robots per "
-                            "memory on average."],
+                  text=f"{held} ({counted(rows['robot_nodes'], 'robot-memory pair')}: a "
+                       "memory shared by two robots counts twice), with "
+                       f"{counted(rows['tags'], 'distinct tag')}.",
+                  findings=[f"{held}, {rows['robot_nodes'] / max(rows['nodes'], 1):.2f} "
+                            "robots per memory on average."],
                   tables=[("Rows per table (count(*) when the report was built)", counts)],
                   data={"table_counts": counts})
 
@@ -302,9 +314,14 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
                            "repeated: a robot reinforcing its own memory.",
                       data={"trends": trends, "trends_by_robot": by_robot})
     if len(trends):
+        partial = trends.loc[trends["partial"], "period"]
+        in_progress = ("" if partial.empty else
+                       f" The last period (from {partial.iloc[0]:%Y-%m-%d}) was still in "
+                       "progress when the data was read: hatched, its count is partial, "
+                       "not a drop.")
         section.figures.append(Figure.from_axes(
             plot_remember_trends(trends),
-            f"Remembers per period ({freq}), stacked by kind; {how}."))
+            f"Remembers per period ({freq}), stacked by kind; {how}.{in_progress}"))
         section.figures.append(Figure.from_axes(
             plot_remember_trends(by_robot),
             "Cumulative new memories per robot (the robot that first remembered them)"
@@ -324,12 +341,15 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
 
     hierarchy = tag_hierarchy(source)
     popular = popular_tags(source, limit=15)
+    tagged = int(popular.attrs.get("tagged_nodes", 0))
     pairs = tag_cooccurrence(source, min_shared=3, sort_by="npmi", limit=15)
     section = Section("tags", "Tags",
                       text="Tags are hierarchical (a:b:c); tagging attaches the ancestors, so "
                            "a tag's cumulative count includes everything below it. Pairs are "
                            "ranked by normalised PMI, which does not favour big tags.",
-                      tables=[("Most used tags (node_tags)", popular),
+                      tables=[(f"Most used tags (node_tags); share: of the "
+                               f"{counted(tagged, 'memory', 'memories')} that carry a tag",
+                               popular.rename(columns={"share": "share of tagged"})),
                               ("Tag pairs that meet far more often than their sizes predict "
                                "(at least 3 shared memories; a tag and its ancestor left out)",
                                pairs[["topic1", "topic2", "shared_nodes", "jaccard", "lift",
@@ -341,12 +361,17 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             "The tag tree to depth 2, biggest subtrees first: memories carrying each tag or "
             "one below it."))
         graph = tag_graph(source, level=2, min_shared=3, weight="npmi", seed=0)
-        if graph.number_of_edges():
+        view = tag_graph_view(graph, max_nodes=TAG_GRAPH_TAGS)
+        if view.number_of_nodes():
+            # The caption counts what the plot draws (the view), not the whole graph.
+            communities = len({view.nodes[n].get("community", 0) for n in view})
             section.figures.append(Figure.from_axes(
-                plot_tag_graph(graph),
-                "Tags rolled up to two levels: the 30 biggest that share at least 3 memories "
-                "with another, each drawn with its 3 strongest ties by normalised PMI (edge "
-                "width); colours are Louvain communities (seed 0), named by their biggest tag."))
+                plot_tag_graph(graph, max_nodes=TAG_GRAPH_TAGS),
+                f"Tags rolled up to two levels: the {view.number_of_nodes()} biggest that "
+                "share at least 3 memories with another, each drawn with its 3 strongest ties "
+                "by normalised PMI (edge width); "
+                f"colours are {counted(communities, 'Louvain community', 'Louvain communities')}"
+                " (seed 0), named by their biggest tag."))
     yield section
 
     if not live:
@@ -384,17 +409,27 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             "queries (query vectors from the same model as the memories), with each "
             "strategy's median latency (diamonds, right axis)."))
         yield section
+
+
+def _index_section(source: LongTermMemory, findings: pd.DataFrame | None) -> Section:
+    """Index usage and table health; the never-used indexes and the statistics' age are the
+    advisor's (``findings``) when it ran, so that the report states them once."""
     usage = index_usage(source)
-    never = usage.loc[usage["never_used"], "index"].tolist()
+    if findings is not None:
+        never = list(findings.attrs["unused_indexes"])
+        age_seconds, since = (findings.attrs["statistics_seconds"],
+                              findings.attrs["statistics_note"])
+    else:
+        never = usage.loc[usage["never_used"], "index"].tolist()
+        _, age_seconds, since = statistics_age(source)
     health = table_health(source)
     nodes = health.set_index("table").loc["nodes"]
     hot = (f"{nodes['hot_update_fraction']:.0%} of the {nodes['n_tup_upd']:,} updates of nodes "
            "were HOT (no index entry written)" if nodes["n_tup_upd"] else "")
-    _, age_seconds, since = statistics_age(source)
     judge = "" if age_seconds is not None and age_seconds >= 7 * 86400 else \
         " (too short a time to call them unused)"
-    unused = (f"{len(never)} of {int((~(usage['is_unique'] | usage['is_primary'])).sum())} "
-              f"non-key indexes were never used since {since}{judge}.")
+    unused = (f"{counted(len(never), 'non-key index', 'non-key indexes')} "
+              f"{'was' if len(never) == 1 else 'were'} never used since {since}{judge}.")
     section = Section(
         "indexes", "Indexes and tables",
         findings=[f"Indexes: {unused}"] + ([f"Updates: {hot}; each of the others wrote an "
@@ -421,4 +456,4 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
     section.figures.append(Figure.from_axes(
         plot_index_usage(usage), "Index scans per index since the last statistics reset; red: "
                                  "never used (key indexes excepted)."))
-    yield section
+    return section

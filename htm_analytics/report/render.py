@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import html
 import io
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 __all__ = ["Figure", "Section", "html_table", "escape", "markdown_table", "with_size", "shorten",
-           "REPORT_CSS"]
+           "REPORT_CSS", "counted", "first_sentence"]
 
 
 @dataclass
@@ -125,3 +126,19 @@ def shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame:
     frame[column] = frame[column].astype(str).map(
         lambda text: text if len(text) <= width else text[: width - 1] + "…")
     return frame
+
+
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """``number`` and the noun in agreement: ``1 memory``, ``2,777 memories``."""
+    noun = singular if number == 1 else (plural or f"{singular}s")
+    return f"{number:,} {noun}"
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text``, with its full stop: a stop inside a number or a name
+    (``0.95``, ``hnsw.ef_search``) does not end it; one followed by a space or the end does."""
+    match = _SENTENCE_END.search(text)
+    return text[: match.end()] if match else text.rstrip() + "."

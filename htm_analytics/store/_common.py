@@ -11,6 +11,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ValidationError
+from ..validation import validate_embedding_model
 
 __all__ = [
     "Statement", "StoredModel", "MAX_LIMIT", "VECTOR_BM25_DEPTH", "TIMEFRAME", "Timeframe",
@@ -74,13 +75,8 @@ def to_numpy(value: Any) -> np.ndarray:
 
 def embedding_model_names(value: Any) -> tuple[str | None, str | None]:
     """Validate an ``embedding_model=(provider, model)`` argument."""
-    if value is None:
-        return None, None
-    if (not isinstance(value, (tuple, list)) or len(value) != 2
-            or not all(isinstance(v, str) and v.strip() for v in value)):
-        raise ValidationError("must be a (provider, model) pair of names",
-                              field="embedding_model")
-    return value[0].strip(), value[1].strip()
+    names = validate_embedding_model(value, field="embedding_model")
+    return (None, None) if names is None else names
 
 
 def lift_statement_timeout(cur: psycopg.Cursor[Any]) -> None:

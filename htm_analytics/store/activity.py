@@ -10,7 +10,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from ..errors import NotFoundError, ValidationError
-from ..validation import validate_content, validate_id, validate_ids, validate_json
+from ..validation import validate_id, validate_ids, validate_json, validate_name
 from ._base import StoreBase
 
 __all__ = ["ActivityMixin", "lock_robot_name", "validate_step"]
@@ -66,9 +66,7 @@ class ActivityMixin(StoreBase):
 
         Concurrent registrations of one name give one robot (an advisory lock on the name).
         """
-        name = validate_content(robot_name, field="robot_name")
-        if len(name) > 255:
-            raise ValidationError("must be at most 255 characters", field="robot_name")
+        name = validate_name(robot_name, field="robot_name")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise ValidationError("must be a mapping", field="metadata")
         if metadata is not None:

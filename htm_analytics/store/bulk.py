@@ -16,9 +16,11 @@ from ..errors import ConcurrencyError, ValidationError
 from ..validation import (
     MAX_EMBEDDING_DIMENSION,
     check_norms,
+    real_matrix,
     tag_ancestors,
     validate_content,
     validate_datetime,
+    validate_name,
     validate_tag,
     validate_tag_list,
     validate_token_count,
@@ -302,7 +304,7 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
         return list(value)
 
     names = [robots] * n if isinstance(robots, str) else per_row(robots, "robots")
-    rows.robot_names = [validate_content(r, field=f"robots[{i}]") for i, r in enumerate(names)]
+    rows.robot_names = [validate_name(r, field=f"robots[{i}]") for i, r in enumerate(names)]
     if token_counts is None:
         rows.token_counts = [0] * n
     else:
@@ -317,12 +319,8 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
         for i, when in enumerate(per_row(remembered_at, "remembered_at")):
             rows.remembered_at.append(validate_datetime(when, field=f"remembered_at[{i}]"))
     if embeddings is not None:
-        try:
-            array = np.asarray(embeddings, dtype=np.float64)
-        except (TypeError, ValueError, OverflowError) as exc:  # ragged rows, strings
-            raise ValidationError(f"must be an (n={n}, d) array of numbers ({exc})",
-                                  field="embeddings") from None
-        if array.ndim != 2 or array.shape[0] != n:
+        array = real_matrix(embeddings, field="embeddings")
+        if array.shape[0] != n:
             raise ValidationError(f"must be an (n={n}, d) array, got shape {array.shape}",
                                   field="embeddings")
         if not 0 < array.shape[1] <= MAX_EMBEDDING_DIMENSION:

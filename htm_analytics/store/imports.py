@@ -9,10 +9,40 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from ..errors import ValidationError
+from ..validation import (
+    validate_datetime,
+    validate_id,
+    validate_json,
+    validate_key,
+    validate_list,
+    validate_name,
+)
 from ._base import StoreBase
 from ._common import lift_statement_timeout
 
 __all__ = ["ImportsMixin"]
+
+
+def _import_row(item: Any, number: int) -> tuple[Any, ...]:
+    """One record of :meth:`ImportsMixin.record_imports`, validated, as a staging row."""
+    field = f"records[{number}]"
+    if not isinstance(item, Mapping) or "key" not in item or "record" not in item:
+        raise ValidationError("must be a mapping with 'key' and 'record'", field=field)
+    robot_id, node_id = (None if item.get(name) is None else
+                         validate_id(item[name], field=field) for name in ("robot_id", "node_id"))
+    event = item.get("event")
+    occurred_at, kind = None, None
+    if event is not None:
+        if not isinstance(event, (tuple, list)) or len(event) != 2:
+            raise ValidationError("event must be an (occurred_at, kind) pair", field=field)
+        occurred_at = None if event[0] is None else validate_datetime(event[0], field=field)
+        kind = validate_name(event[1], field=field)
+    record = item["record"]
+    if not isinstance(record, Mapping):
+        raise ValidationError("record must be a mapping", field=field)
+    return (validate_key(item["key"], field=field), robot_id, node_id, occurred_at, kind,
+            Jsonb(validate_json(dict(record), field=field)))
 
 
 class ImportsMixin(StoreBase):
@@ -29,10 +59,13 @@ class ImportsMixin(StoreBase):
         dict
             ``{source_key: node_id or None}`` for the keys found in ``import_records``.
         """
+        source_system = validate_name(source_system, field="source_system")
+        source_table = validate_name(source_table, field="source_table")
+        wanted = [validate_key(k, field="keys") for k in validate_list(keys, field="keys")]
         rows = self._fetch("""SELECT source_key, node_id FROM import_records
                               WHERE source_system = %s AND source_table = %s
                                 AND source_key = ANY(%s::text[])""",
-                           (source_system, source_table, list(keys)))
+                           (source_system, source_table, wanted))
         return {r["source_key"]: (None if r["node_id"] is None else int(r["node_id"]))
                 for r in rows}
 
@@ -46,7 +79,11 @@ class ImportsMixin(StoreBase):
         already recorded are left alone, so recording twice changes nothing. Returns the
         number of new records.
         """
-        if not records:
+        source_system = validate_name(source_system, field="source_system")
+        source_table = validate_name(source_table, field="source_table")
+        rows = [_import_row(item, i) for i, item in enumerate(validate_list(records,
+                                                                            field="records"))]
+        if not rows:
             return 0
         with self._transaction() as cur:
             lift_statement_timeout(cur)
@@ -55,10 +92,8 @@ class ImportsMixin(StoreBase):
                                occurred_at timestamptz, kind text, record jsonb)
                            ON COMMIT DROP""")
             with cur.copy("COPY htm_import_staging FROM STDIN") as copy:
-                for item in records:
-                    occurred_at, kind = item.get("event") or (None, None)
-                    copy.write_row((item["key"], item.get("robot_id"), item.get("node_id"),
-                                    occurred_at, kind, Jsonb(dict(item["record"]))))
+                for row in rows:
+                    copy.write_row(row)
             cur.execute("""
                 WITH fresh AS MATERIALIZED (
                     SELECT DISTINCT ON (s.source_key) s.*,
@@ -87,8 +122,9 @@ class ImportsMixin(StoreBase):
 
     def robot_ids(self, names: Sequence[str]) -> dict[str, int]:
         """``{name: id}`` of the robots among ``names`` that exist (the oldest of a name)."""
+        wanted = [validate_name(n, field="names") for n in validate_list(names, field="names")]
         rows = self._fetch("""SELECT name, min(id) AS id FROM robots
-                              WHERE name = ANY(%s::text[]) GROUP BY name""", (list(names),))
+                              WHERE name = ANY(%s::text[]) GROUP BY name""", (wanted,))
         return {r["name"]: int(r["id"]) for r in rows}
 
     @contextmanager

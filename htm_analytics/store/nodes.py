@@ -12,11 +12,15 @@ from psycopg import sql
 
 from ..errors import ConcurrencyError, ValidationError
 from ..validation import (
+    MAX_EMBEDDING_DIMENSION,
     prepare_embedding,
     tag_ancestors,
     validate_content,
     validate_id,
     validate_ids,
+    validate_list,
+    validate_name,
+    validate_positive_int,
     validate_tag,
     validate_tag_list,
     validate_token_count,
@@ -306,7 +310,8 @@ class NodesMixin(StoreBase):
 
     def node_ids_by_content(self, contents: Sequence[str]) -> list[int | None]:
         """The node id storing each text (compared by SHA-256 of the stripped text), or None."""
-        stripped = [validate_content(c) for c in contents]
+        contents = validate_list(contents, field="contents")
+        stripped = [validate_content(c, field=f"contents[{i}]") for i, c in enumerate(contents)]
         hashes = [content_hash(c) for c in stripped]
         given = [content_hash(c) if isinstance(c, str) else h for c, h in zip(contents, hashes)]
         rows = self._fetch("SELECT content_hash, id FROM nodes WHERE content_hash = ANY(%s)",
@@ -367,4 +372,8 @@ class NodesMixin(StoreBase):
         EmbeddingError
             Naming the stored models and the query's.
         """
+        provider = validate_name(provider, field="provider")
+        model = validate_name(model, field="model")
+        dimension = validate_positive_int(dimension, field="dimension",
+                                          maximum=MAX_EMBEDDING_DIMENSION)
         check_model(stored_embedding_models(self), provider, model, dimension)

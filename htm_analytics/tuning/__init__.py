@@ -5,6 +5,7 @@ recommendation and the concurrency sweep, and retrieval-quality evaluation.
 from .advice import (
     EfSearchAdvice,
     concurrency_sweep,
+    describe_concurrency,
     plot_concurrency,
     recommend_ef_search,
 )
@@ -30,6 +31,7 @@ __all__ = [
     "EfSearchAdvice",
     "recommend_ef_search",
     "concurrency_sweep",
+    "describe_concurrency",
     "plot_concurrency",
     "DEFAULT_EF_SEARCH_SWEEP",
     "benchmark_recall",

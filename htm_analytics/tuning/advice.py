@@ -20,7 +20,7 @@ from ..validation import validate_number, validate_positive_int
 from .benchmark import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
 
 __all__ = ["EfSearchAdvice", "recommend_ef_search", "concurrency_sweep",
-           "plot_concurrency"]
+           "describe_concurrency", "plot_concurrency"]
 
 DEFAULT_THREADS = (1, 2, 4, 8)
 
@@ -157,6 +157,26 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
     return frame.astype({"threads": "int64", "ef_search": "int64", "k": "int64",
                          "queries": "int64", "qps": "float64", "latency_p50_ms": "float64",
                          "latency_p95_ms": "float64", "speedup": "float64"})
+
+
+def describe_concurrency(df: pd.DataFrame) -> str:
+    """One sentence on a :func:`concurrency_sweep` result: throughput with one client, the
+    best and with how many threads (the report and the notebooks print this one text).
+
+    >>> describe_concurrency(pd.DataFrame({"threads": [1, 2], "qps": [100.0, 180.0],
+    ...     "speedup": [1.0, 1.8], "latency_p95_ms": [12.0, 15.5]}))
+    '100 queries/s with one client thread, at most 180 with 2 threads (1.8x), p95 15.50 ms there.'
+    """
+    one = df.loc[df["threads"] == 1, "qps"]
+    baseline = f"{float(one.iloc[0]):,.0f} queries/s with one client thread" if len(one) else ""
+    best = df.iloc[int(df["qps"].to_numpy().argmax())]
+    threads = int(best["threads"])
+    if threads == 1 or float(best["speedup"]) < 1.05:
+        return (f"{baseline}; more threads did not add throughput (p95 "
+                f"{float(best['latency_p95_ms']):.2f} ms).")
+    return (f"{baseline}, at most {float(best['qps']):,.0f} with {threads} threads "
+            f"({float(best['speedup']):.1f}x), p95 {float(best['latency_p95_ms']):.2f} ms "
+            "there.")
 
 
 def _require_store(store: Any) -> None:

@@ -19,10 +19,16 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, fraction_limits
 from ..errors import ValidationError
 from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
-from ..validation import validate_positive_int
+from ..validation import (
+    real_matrix,
+    real_vector,
+    validate_id,
+    validate_list,
+    validate_positive_int,
+)
 
 __all__ = ["EVALUATED_STRATEGIES", "RetrievalEvaluation", "evaluate_retrieval",
            "read_labelled_queries", "plot_retrieval", "retrieval_quality",
@@ -104,10 +110,10 @@ def _query_vectors(queries: pd.DataFrame) -> list[np.ndarray | None]:
         if value is None or (np.ndim(value) == 0 and pd.isna(value)):
             vectors.append(None)
             continue
-        vector = np.asarray(value, dtype=np.float32)
-        if vector.ndim != 1 or not len(vector) or not np.isfinite(vector).all():
+        vector = real_vector(value, field=f"vector[{row}]")
+        if not len(vector) or not np.isfinite(vector).all():
             raise ValidationError(f"row {row}: not a finite 1-d vector", field="vector")
-        vectors.append(vector)
+        vectors.append(vector.astype(np.float32))
     return vectors
 
 
@@ -305,7 +311,7 @@ def plot_retrieval(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     ax.set_xscale("log")
     ax.set_xlabel("latency per query, ms (dot p50, line to p95)")
     ax.set_ylabel(f"MRR@{k}")
-    ax.set_ylim(0, 1)
+    ax.set_ylim(*fraction_limits(df[f"mrr_at_{k}"]))
     ax.set_title("Search quality against latency")
     return ax
 
@@ -326,7 +332,10 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
         ``no_result``, ``latency_p50_ms``, ``latency_p95_ms`` (float64), ``queries``, ``k``
         (int64).
     """
-    vectors = np.asarray(query_vectors, dtype=np.float32)
+    queries = validate_list(queries, field="queries")
+    relevant = [validate_id(r, field="relevant")
+                for r in validate_list(relevant, field="relevant")]
+    vectors = real_matrix(query_vectors, field="query_vectors").astype(np.float32)
     if len(queries) != len(vectors) or len(queries) != len(relevant):
         raise ValidationError("queries, query_vectors and relevant must have the same length",
                               field="queries")
