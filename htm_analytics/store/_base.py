@@ -8,6 +8,7 @@ Every other module of the store is a mixin over :class:`StoreBase`: it runs its 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -39,7 +40,10 @@ from .schema import apply_migrations, native_index_dimensions
 from .schema_info import SchemaInfo, detect_schema
 from .tracing import Tracer, tracing_cursor_class
 
-__all__ = ["StoreBase"]
+__all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
+
+WRITER_TIMEZONE_VARIABLE = "HTM_WRITER_TIMEZONE"
+"""The environment variable naming the time zone of ``timestamp without time zone`` columns."""
 
 Rows = list[dict[str, Any]]
 
@@ -77,6 +81,7 @@ class StoreBase:
         cache_ttl: float = 300,
         init_schema: bool = False,
         tracer: Tracer | None = None,
+        writer_timezone: str | None = None,
     ) -> None:
         if pool_size is not None:
             pool_size = validate_positive_int(pool_size, field="pool_size", maximum=1000)
@@ -93,11 +98,17 @@ class StoreBase:
         if tracer is not None and not callable(tracer):
             raise ValidationError("must be callable as tracer(sql, params, seconds)",
                                   field="tracer")
+        if writer_timezone is None:
+            writer_timezone = os.environ.get(WRITER_TIMEZONE_VARIABLE) or None
+        if writer_timezone is not None and (not isinstance(writer_timezone, str)
+                                            or not writer_timezone.strip()):
+            raise ValidationError(f"must be a time zone name, got {writer_timezone!r}",
+                                  field="writer_timezone")
         self._cursor_class = tracing_cursor_class(tracer)
         self._url = resolve_database_url(config_or_url)
         self.url = mask_url(self._url)
         self.schema_info: SchemaInfo
-        self.server_info = self._prepare_database(init_schema)
+        self.server_info = self._prepare_database(init_schema, writer_timezone)
         self._read_prefix = self.schema_info.read_prefix()
         self._native_dimensions = set(self.server_info.pop("native_dimensions"))
         # cache of embedding_models() as (provider, model, dimension, nodes) tuples
@@ -126,7 +137,8 @@ class StoreBase:
 
     # -- connections ----------------------------------------------------------------------
 
-    def _prepare_database(self, init_schema: bool) -> dict[str, Any]:
+    def _prepare_database(self, init_schema: bool,
+                          writer_timezone: str | None) -> dict[str, Any]:
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=10,
                                  cursor_factory=self._cursor_class) as conn:
@@ -155,6 +167,15 @@ class StoreBase:
                                       "`htm-analytics init-db`")
                 result.pop("has_migrations")
                 self.schema_info = detect_schema(conn)
+                if writer_timezone is not None:
+                    known = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_timezone_names "
+                                         "WHERE name = %s)", (writer_timezone,)).fetchone()
+                    if not (known and known[0]):
+                        raise ValidationError(
+                            f"is not a time zone the server knows: {writer_timezone!r} "
+                            "(see pg_timezone_names)", field="writer_timezone")
+                    self.schema_info = self.schema_info.with_writer_timezone(
+                        writer_timezone, given=True)
                 result["schema_version"] = self.schema_info.additions_version
                 result["native_dimensions"] = native_index_dimensions(conn)
                 result["migrations_applied"] = applied
@@ -186,9 +207,13 @@ class StoreBase:
     def _configure_connection(self, conn: psycopg.Connection[Any]) -> None:
         conn.cursor_factory = self._cursor_class
         register_vector(conn)
+        # UTC, except where the HTM tables keep local time without a zone: there the session
+        # runs in the writer's zone, so that what the store writes (CURRENT_TIMESTAMP into
+        # such a column) is the same local time as the writer's, and reads convert both.
+        zone = self.schema_info.writer_timezone if self.schema_info.reads_local_time else "UTC"
         conn.execute("SELECT set_config('statement_timeout', %s, false),"
-                     "       set_config('TimeZone', 'UTC', false)",
-                     (str(self.query_timeout),))
+                     "       set_config('TimeZone', %s, false)",
+                     (str(self.query_timeout), zone))
         conn.commit()
 
     @contextmanager

@@ -21,7 +21,7 @@ from ..errors import ValidationError
 from ..validation import validate_content, validate_positive_int, validate_timeframe
 from ._common import MAX_LIMIT, Timeframe, bind_timeframe, native_distance
 from ._search_base import SearchBase, service_key
-from ._search_sql import fulltext_text, search_statement, tsquery_sql
+from ._search_sql import fulltext_text, lexical_statistics, search_statement, tsquery_sql
 from .search_pool import DEFAULT_EF_SEARCH
 
 __all__ = ["LexicalSearchMixin", "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
@@ -119,11 +119,19 @@ class LexicalSearchMixin(SearchBase):
             distance = sql.SQL("n.embedding <=> %(q)s")
             has_vector = sql.SQL("n.embedding IS NOT NULL")
         statement = search_statement("vector_bm25", timeframe_sql, distance=distance,
-                                      has_vector=has_vector)
+                                     has_vector=has_vector,
+                                     statistics=self._lexical_statistics())
 
         return self._cached(key, lambda: self._run_search(
             statement, params, ef_search=max(DEFAULT_EF_SEARCH, depth),
             filtered=frame is not None))
+
+    def _lexical_statistics(self) -> dict[str, sql.Composable]:
+        """Where document frequencies are read: ``node_search_vectors`` where the additions
+        are installed, else the seed's expression index (see :func:`lexical_statistics`)."""
+        info = self.schema_info
+        return lexical_statistics(None if info.has_table("node_search_vectors")
+                                  else info.content_fulltext_index)
 
     def _search_fulltext_any_bounded(self, query: str, limit: int,
                                      frame: tuple[dt.datetime, dt.datetime] | None,
@@ -133,7 +141,8 @@ class LexicalSearchMixin(SearchBase):
         params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
                                   "budget": text_budget, "cap": 10 * text_budget}
         statement = search_statement("fulltext_any", bind_timeframe(params, frame),
-                                      tsquery=sql.SQL(tsquery_sql("any")))
+                                     tsquery=sql.SQL(tsquery_sql("any")),
+                                     statistics=self._lexical_statistics())
         return self._fetch(statement, params)
 
     def _search_fuzzy_bounded(self, query: str, limit: int,
@@ -148,7 +157,8 @@ class LexicalSearchMixin(SearchBase):
                                   "neighbours": FUZZY_NEIGHBOURS,
                                   "shortlist": max(FUZZY_SHORTLIST, 2 * limit)}
         statement = search_statement("fuzzy_word", bind_timeframe(params, frame),
-                                     query_text=sql.SQL("(SELECT words FROM corrected)"))
+                                     query_text=sql.SQL("(SELECT words FROM corrected)"),
+                                     statistics=self._lexical_statistics())
         with self._transaction() as cur:
             # The lexicon's % operator reads its threshold from a setting, and the lexicon is
             # read through its trigram index whatever its statistics say (this transaction).

@@ -52,6 +52,12 @@ class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, Cata
         ``tracer=print``). The logger ``htm_analytics.sql`` also logs each statement at DEBUG
         level, with its duration and the parameters masked; see
         :mod:`htm_analytics.store.tracing`.
+    writer_timezone : str, optional
+        The time zone (``"America/Chicago"``) of the writer of ``timestamp without time
+        zone`` columns: the current gem's migrations make them and it writes its process's
+        local time into them. Such columns are read as local times of this zone (default:
+        ``HTM_WRITER_TIMEZONE``, else the server's ``TimeZone``); ``schema_info.describe()``
+        says which. Ignored where every column has a time zone.
 
     Notes
     -----

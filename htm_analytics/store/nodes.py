@@ -98,11 +98,17 @@ RETURNING {NODE_COLUMNS},
        CASE WHEN embedding_dimension IS NOT NULL
             THEN subvector(embedding, 1, embedding_dimension) END AS embedding"""
 
-# The current gem keeps working memory per robot and soft-deletes: the same row, read there.
-_RETRIEVE_GEM = _RETRIEVE.replace(
-    "in_working_memory", "EXISTS (SELECT 1 FROM robot_nodes w WHERE w.node_id = nodes.id "
-    "AND w.working_memory AND w.deleted_at IS NULL) AS in_working_memory").replace(
-    "WHERE id = %s", "WHERE id = %s AND deleted_at IS NULL")
+# The current gem keeps working memory per robot, soft-deletes, leaves embedding_dimension
+# NULL and may keep local times: the access is counted on the live row, which is then read
+# through the store's view of the tables (StoreBase._read), in the same transaction.
+_COUNT_ACCESS_GEM = """
+UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
+WHERE id = %s AND deleted_at IS NULL RETURNING id"""
+_READ_NODE = f"""
+SELECT {NODE_COLUMNS},
+       CASE WHEN embedding_dimension IS NOT NULL
+            THEN subvector(embedding, 1, embedding_dimension) END AS embedding
+FROM nodes WHERE id = %s"""
 
 
 _ADD_ATTEMPTS = 5
@@ -286,9 +292,13 @@ class NodesMixin(StoreBase):
         """
         node_id = validate_id(node_id, field="node_id")
         with self._transaction() as cur:
-            gem = self.schema_info.working_memory_column == "robot_nodes.working_memory" \
-                and self.schema_info.soft_deletes
-            row = cur.execute(_RETRIEVE_GEM if gem else _RETRIEVE, (node_id,)).fetchone()
+            if self._read_prefix:
+                row = cur.execute(_COUNT_ACCESS_GEM if self.schema_info.soft_deletes
+                                  else _RETRIEVE, (node_id,)).fetchone()
+                if row is not None:
+                    row = cur.execute(self._read(_READ_NODE), (node_id,)).fetchone()
+            else:
+                row = cur.execute(_RETRIEVE, (node_id,)).fetchone()
             if row is None:
                 return None
             self._log_events(cur, "retrieve", None, [node_id])
