@@ -37,7 +37,7 @@ from ..validation import validate_positive_int
 from ._common import LOG_EVENTS
 from .cache_generation import has_shared_generation, read_shared_generation
 from .schema import apply_migrations, native_index_dimensions
-from .schema_info import SchemaInfo, detect_schema
+from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema
 from .tracing import Tracer, tracing_cursor_class
 
 __all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
@@ -46,6 +46,9 @@ WRITER_TIMEZONE_VARIABLE = "HTM_WRITER_TIMEZONE"
 """The environment variable naming the time zone of ``timestamp without time zone`` columns."""
 
 Rows = list[dict[str, Any]]
+
+# Kinds of event the triggers of migration 7 (and 10) write for every writer.
+_TRIGGER_LOGGED = ("remember", "delete", "restore", "purge")
 
 _LEADING_COMMENTS = re.compile(r"^(?:\s+|--[^\n]*\n)*")
 _WITH = re.compile(r"^WITH(\s+RECURSIVE)?\s", re.IGNORECASE)
@@ -191,8 +194,12 @@ class StoreBase:
         here too would count them twice.
         """
         info = self.schema_info
-        if not info.has_event_log or (kind in ("remember", "delete") and info.event_triggers):
+        if not info.has_event_log or (kind in _TRIGGER_LOGGED and info.event_triggers):
             return
+        if kind in ("restore", "purge") and FORGET_EVENTS_VERSION not in info.applied_migrations:
+            if kind == "restore":  # a kind the log before migration 10 does not accept
+                return
+            kind = "delete"
         cur.execute(LOG_EVENTS, {"kind": kind, "robot_id": robot_id, "node_ids": node_ids})
 
     def _claim_event_logging(self, cur: psycopg.Cursor[Any]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .bulk import BulkMixin
 from .catalog import CatalogMixin
+from .forgetting import ForgettingMixin
 from .imports import ImportsMixin
 from .indexing import IndexingMixin
 from .nodes import NodesMixin
@@ -14,11 +15,12 @@ __all__ = ["LongTermMemory"]
 
 
 class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, CatalogMixin,
-                     IndexingMixin, ImportsMixin):
+                     IndexingMixin, ImportsMixin, ForgettingMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`: ``nodes``
-    (add, retrieve, delete), ``activity`` (robots, accesses, working memory),
+    (add, retrieve, delete), ``forgetting`` (forget, restore, purge_deleted as each HTM era
+    does), ``activity`` (robots, accesses, working memory),
     ``recall_buffer`` (working-memory steps written behind, in sets), ``search``
     (every search; ``lexical``: the bounded lexical ones; ``search_pool``: the connections
     searches run on), ``tagging`` (tags and topics), ``bulk`` (:meth:`bulk_add`), ``catalog``

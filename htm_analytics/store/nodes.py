@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from psycopg import errors as pg_errors
 
-from ..errors import ConcurrencyError, ValidationError
+from ..errors import ConcurrencyError, NotFoundError, ValidationError
 from ..validation import (
     prepare_embedding,
     tag_ancestors,
@@ -26,6 +26,7 @@ from ._common import (
     embedding_model_names,
     to_numpy,
 )
+from .forgetting import set_forgotten
 from .tagging import TAG_NODE, ensure_tags
 
 __all__ = ["NodesMixin"]
@@ -61,10 +62,6 @@ _PROBE_CHARACTERS = 100  # the first words only: a short query is as selective, 
 # on its first add, to know whether the probe above is ever needed.
 _ANY_UNSTRIPPED = """
 SELECT EXISTS (SELECT 1 FROM nodes WHERE content ~ '^[[:space:]]|[[:space:]]$') AS found"""
-
-_RESTORE_SOFT_DELETED = """
-UPDATE nodes SET deleted_at = NULL, updated_at = CURRENT_TIMESTAMP
-WHERE id = %s AND deleted_at IS NOT NULL"""
 
 _RECORD_EMBEDDING_MODEL = """
 INSERT INTO node_embedding_models (node_id, provider, model, dimension)
@@ -234,7 +231,10 @@ class NodesMixin(StoreBase):
                         "embedding": vector, "dimension": dimension, "node_id": row["id"]})
                     stored_vector = cur.rowcount == 1
                 if self.schema_info.soft_deletes:  # the gem's add restores a forgotten twin
-                    cur.execute(_RESTORE_SOFT_DELETED, (row["id"],))
+                    try:
+                        set_forgotten(cur, self.schema_info, int(row["id"]), forgotten=False)
+                    except NotFoundError as exc:  # deleted meanwhile: insert it again
+                        raise _NodeDeletedMeanwhile from exc
             node_id = int(row["id"])
             try:
                 link = (_LINK_ROBOT_RESTORING if self.schema_info.has_column(

@@ -17,10 +17,14 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["SchemaInfo", "detect_schema", "EVENT_TRIGGERS_VERSION", "derived_dimension_sql"]
+__all__ = ["SchemaInfo", "detect_schema", "EVENT_TRIGGERS_VERSION", "FORGET_EVENTS_VERSION",
+           "derived_dimension_sql"]
 
 EVENT_TRIGGERS_VERSION = 7
 """The migration from which triggers write the remember and delete events for every writer."""
+
+FORGET_EVENTS_VERSION = 10
+"""The migration from which the event log also has ``restore`` and ``purge`` events."""
 
 _ADDITIONS = ("memory_events", "node_embedding_models", "node_search_vectors",
               "import_records", "node_lexicon")
