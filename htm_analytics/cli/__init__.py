@@ -27,7 +27,7 @@ from ..trends import remember_trends
 from ..tuning_advice import recommend_ef_search
 from ._output import emit, output_options, scope_options
 
-__all__ = ["main", "cli", "bench", "evaluate", "forgetting", "imports"]
+__all__ = ["main", "cli", "bench", "evaluate", "forgetting", "imports", "serve"]
 
 
 
@@ -337,7 +337,7 @@ def main() -> None:
 
 
 # The command groups register themselves on ``cli`` when imported.
-from . import bench, evaluate, forgetting, imports  # noqa: E402
+from . import bench, evaluate, forgetting, imports, serve  # noqa: E402
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -85,7 +85,14 @@ class StoreBase:
         init_schema: bool = False,
         tracer: Tracer | None = None,
         writer_timezone: str | None = None,
+        read_only: bool = False,
     ) -> None:
+        if not isinstance(read_only, bool):
+            raise ValidationError(f"must be True or False, got {read_only!r}", field="read_only")
+        if read_only and init_schema:
+            raise ValidationError("a read-only store cannot install the schema",
+                                  field="init_schema")
+        self.read_only = read_only
         if pool_size is not None:
             pool_size = validate_positive_int(pool_size, field="pool_size", maximum=1000)
         # statement_timeout is an int of milliseconds on the server
@@ -221,6 +228,8 @@ class StoreBase:
         conn.execute("SELECT set_config('statement_timeout', %s, false),"
                      "       set_config('TimeZone', %s, false)",
                      (str(self.query_timeout), zone))
+        if self.read_only:  # never turned off here: a role's or server's setting stays
+            conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
         conn.commit()
 
     @contextmanager

@@ -60,6 +60,11 @@ class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, Cata
         local time into them. Such columns are read as local times of this zone (default:
         ``HTM_WRITER_TIMEZONE``, else the server's ``TimeZone``); ``schema_info.describe()``
         says which. Ignored where every column has a time zone.
+    read_only : bool
+        Every transaction of the store's connections is read-only
+        (``default_transaction_read_only``): any write, by any method, is refused by the
+        server (``DatabaseError``). For servers that must not change the memory (the MCP
+        server).
 
     Notes
     -----
