@@ -168,6 +168,10 @@ def test_vectors_without_a_recorded_dimension(
             for position in live_positions():
                 np.testing.assert_allclose(vectors[CONTENTS[position]], vector(position),
                                            rtol=1e-6)
+            with reader.tuning_session() as session:  # what recall sweeps measure
+                assert session.vector_dimensions() == {DIMENSION: 3}
+                ids, stored = session.stored_vectors(DIMENSION)
+                assert len(ids) == 3 and stored.shape == (3, DIMENSION)
             models = reader.embedding_models()
             assert models["dimension"].tolist() == [DIMENSION]
             assert models["nodes"].tolist() == [3]

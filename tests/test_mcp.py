@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import anyio
@@ -9,7 +11,7 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from mcp import Client
+from mcp import Client, StdioServerParameters
 
 import htm_analytics as ha
 from htm_analytics import DatabaseError, LongTermMemory, ValidationError
@@ -154,3 +156,23 @@ def test_status_on_the_current_gem_counts_forgotten_apart(
 
             anyio.run(session)
         assert footprint(url) == before
+
+
+def test_the_command_serves_over_stdio(database_url: str) -> None:
+    populate(database_url)
+    before = footprint(database_url)
+    command = StdioServerParameters(
+        command=sys.executable, args=["-m", "htm_analytics", "--db", database_url, "mcp",
+                                      "--max-rows", "1"],
+        env={k: v for k, v in os.environ.items() if k.startswith(("HTM_", "TMP", "PG"))})
+
+    async def session() -> None:
+        async with Client(command) as client:
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+            robots = await call(client, "robots")
+            assert robots["total_rows"] == 2 and robots["truncated"] is True
+            found = await call(client, "search", query="kafka events", limit=2)
+            assert found["strategy"] == "fulltext_any" and len(found["results"]) == 2
+
+    anyio.run(session)
+    assert footprint(database_url) == before
