@@ -104,9 +104,9 @@ def main() -> None:
             for i, text in enumerate(texts):
                 for name, store in stores.items():
                     for strategy in ("fulltext_any", "vector_bm25"):
-                        timed(times[name][strategy], lambda s=store, t=text, st=strategy:
-                              s.search_by_strategy(st, query=t, limit=10,
-                                                   embedding=query_vectors[i]))
+                        timed(times[name][strategy],
+                              lambda s=store, t=text, st=strategy, q=query_vectors[i]:
+                              s.search_by_strategy(st, query=t, limit=10, embedding=q))
             print("search, top 10, p50")
             base = times["after init-db"]
             for name in stores:
@@ -139,11 +139,11 @@ def main() -> None:
             vector: dict[str, list[float]] = {"padded 2000-d": [], "native 384-d": []}
             padded_store = stores["bare, owner"]  # opened before the index: does not use it
             native_store = LongTermMemory(bare_url, cache_size=0, pool_size=1)
-            for i in range(len(texts)):
+            for q in query_vectors[:len(texts)]:
                 timed(vector["padded 2000-d"],
-                      lambda: padded_store.search(embedding=query_vectors[i], limit=10))
+                      lambda q=q: padded_store.search(embedding=q, limit=10))
                 timed(vector["native 384-d"],
-                      lambda: native_store.search(embedding=query_vectors[i], limit=10))
+                      lambda q=q: native_store.search(embedding=q, limit=10))
             print(f"\nnative 384-d index on the derived dimension: built in {built:.1f} s; "
                   f"vector search p50 {p50_ms(vector['native 384-d']):.2f} ms against "
                   f"{p50_ms(vector['padded 2000-d']):.2f} ms on the 2000-d index")

@@ -20,6 +20,8 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg import sql
 
 import htm_analytics as ha
@@ -251,3 +253,19 @@ def test_local_time_columns_are_read_in_the_writers_zone(
     with pytest.raises(ha.ValidationError) as error:
         LongTermMemory(reader_url, writer_timezone="Mars/Olympus_Mons")
     assert error.value.field == "writer_timezone"
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(zone=st.one_of(st.text(max_size=40), st.integers(), st.sampled_from(
+    ["UTC", "Europe/Paris", "'; DROP TABLE nodes; --", "America/Chicago\x00"])))
+def test_any_writer_timezone_opens_or_is_refused_by_name(database_url: str,
+                                                         zone: object) -> None:
+    try:
+        store = LongTermMemory(database_url, writer_timezone=zone,  # type: ignore[arg-type]
+                               cache_size=0, pool_size=1)
+    except ha.ValidationError as error:
+        assert error.field == "writer_timezone"
+    else:
+        with store:
+            assert store.schema_info.writer_timezone == zone and store.stats()

@@ -110,8 +110,9 @@ class StoreBase:
                                   field="tracer")
         if writer_timezone is None:
             writer_timezone = os.environ.get(WRITER_TIMEZONE_VARIABLE) or None
-        if writer_timezone is not None and (not isinstance(writer_timezone, str)
-                                            or not writer_timezone.strip()):
+        if writer_timezone is not None and (
+                not isinstance(writer_timezone, str) or not writer_timezone.strip()
+                or "\x00" in writer_timezone or len(writer_timezone) > 100):
             raise ValidationError(f"must be a time zone name, got {writer_timezone!r}",
                                   field="writer_timezone")
         self._cursor_class = tracing_cursor_class(tracer)
