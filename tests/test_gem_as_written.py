@@ -269,3 +269,21 @@ def test_any_writer_timezone_opens_or_is_refused_by_name(database_url: str,
     else:
         with store:
             assert store.schema_info.writer_timezone == zone and store.stats()
+
+
+@pytest.mark.parametrize("dimension", [1, 8, 255, 256, 383, 384, 768, 1024, 1536, 1999, 2000])
+def test_the_derived_dimension_is_the_last_non_zero_component(
+        database_url: str, dimension: int) -> None:
+    from htm_analytics.store.schema_info import derived_dimension_sql
+
+    rng = np.random.default_rng(dimension)
+    values = rng.normal(size=dimension)
+    values[: dimension // 2] = np.where(rng.random(dimension // 2) < 0.1, 0.0,
+                                        values[: dimension // 2])  # zeros inside are fine
+    vectors = [values, -values]
+    with psycopg.connect(database_url) as conn:
+        found = [r[0] for r in conn.execute(
+            f"SELECT {derived_dimension_sql()} FROM (SELECT v::vector AS embedding, "
+            "NULL::integer AS embedding_dimension FROM unnest(%s::text[]) AS v) AS nodes",
+            ([str([*map(float, v), *[0.0] * (2000 - dimension)]) for v in vectors],))]
+    assert found == [dimension, dimension]

@@ -61,17 +61,32 @@ SELECT (SELECT coalesce(jsonb_object_agg(c.relname, (
 _HTM_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags")
 
 
+# Dimensions of the common embedding models, tried first (nomic-embed-text, the gem's default,
+# then MiniLM, OpenAI, mxbai...): each is two reads of components, where the general rule
+# below formats the whole vector as text (about 10x slower on a padded 2000-d vector).
+_COMMON_DIMENSIONS = (768, 384, 1536, 1024, 512, 256)
+
+
 def derived_dimension_sql(alias: str = "") -> str:
     """The dimension of a vector stored zero-padded without its ``embedding_dimension`` (the
-    current gem never writes it): the position of its last non-zero component, read from
-    pgvector's text form. Immutable and without a subquery, so that a partial index's
-    predicate can use it (:meth:`create_native_index`) and the planner matches it with the
-    same expression in a query.
+    current gem never writes it): the position of its last non-zero component.
+
+    Immutable and without a subquery, so that a partial index's predicate can use it
+    (:meth:`create_native_index`) and the planner matches it with the same expression in a
+    query. A common model dimension ``d`` is recognised by a non-zero ``d``-th component and
+    nothing after it; any other by pgvector's text form with its trailing zeros trimmed (a
+    non-zero number always has a character other than ``,``, ``0`` and ``]``).
     """
-    column = f"{alias}.embedding" if alias else "embedding"
-    return (f"coalesce({alias + '.' if alias else ''}embedding_dimension, "
-            f"CASE WHEN {column} IS NOT NULL THEN array_length(string_to_array("
-            rf"regexp_replace({column}::text, '^\[|(,-?0)*\]$', '', 'g'), ','), 1) END)")
+    prefix = f"{alias}." if alias else ""
+    column = f"{prefix}embedding"
+    dims = f"vector_dims({column})"
+    common = " ".join(
+        f"WHEN {dims} >= {d} AND vector_norm(subvector({column}, {d}, 1)) > 0 AND ({dims} = {d}"
+        f" OR vector_norm(subvector({column}, {d + 1}, greatest({dims} - {d}, 1))) = 0) "
+        f"THEN {d}" for d in _COMMON_DIMENSIONS)
+    return (f"coalesce({prefix}embedding_dimension, CASE WHEN {column} IS NULL THEN NULL "
+            f"{common} ELSE array_length(string_to_array(rtrim({column}::text, ',0]'), ','), 1)"
+            " END)")
 
 
 _TABLES = ["robots", "nodes", "robot_nodes", "tags", "node_tags", *_ADDITIONS]
