@@ -37,7 +37,8 @@ from htm_analytics.connection import resolve_database_url
 from htm_analytics.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
 
-SCHEMA = Path(__file__).resolve().parents[1] / "tests" / "sql" / "gem_0032_migrations.sql"
+# The gem's tables as its Sequel migrations create them: timestamp columns without time zone.
+SCHEMA = Path(__file__).resolve().parents[1] / "tests" / "sql" / "gem_0032_schema.sql"
 
 
 def p50_ms(samples: list[float]) -> float:
@@ -46,7 +47,8 @@ def p50_ms(samples: list[float]) -> float:
 
 def load_as_the_gem(url: str, contents: list[str], vectors: np.ndarray) -> None:
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(SCHEMA.read_text().encode())
+        conn.execute(SCHEMA.read_text().replace(
+            "timestamptz", "timestamp without time zone").encode())
         register_vector(conn)
         padded = np.zeros((len(vectors), 2000), dtype=np.float32)
         padded[:, :vectors.shape[1]] = vectors

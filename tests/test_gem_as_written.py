@@ -1,7 +1,7 @@
 """The current HTM gem's databases as the gem (0.0.32) really writes them.
 
-Its Sequel migrations create ``timestamp without time zone`` columns
-(``tests/sql/gem_0032_migrations.sql``), into which it writes the local time of its process;
+Its Sequel migrations create ``timestamp without time zone`` columns (:func:`migrations_schema`),
+into which it writes the local time of its process;
 it never writes ``embedding_dimension``; it stores vectors zero-padded to 2000; its ``forget``
 soft-deletes the node with its robot and tag links. The toolkit opens such a database
 without its additions (as a user would, read-only) and after ``init-db``.
@@ -29,21 +29,28 @@ from htm_analytics import LongTermMemory
 from htm_analytics.cli import cli
 from htm_analytics.store import SEARCH_STRATEGIES
 from tests.fixtures_db import temporary_database
-from tests.test_existing_databases import as_role, footprint, roles  # noqa: F401 (fixture)
+from tests.test_existing_databases import CONTENTS as EXISTING_CONTENTS
+from tests.test_existing_databases import (  # noqa: F401 (roles: a fixture)
+    GEM_SCHEMA,
+    REMEMBERS,
+    TAGS,
+    as_role,
+    create_schema,
+    footprint,
+    roles,
+)
 
-SCHEMA = Path(__file__).parent / "sql" / "gem_0032_migrations.sql"
 DIMENSION = 8
 WRITER_ZONE = "America/Chicago"  # the gem's process: UTC-6 in winter, UTC-5 in summer
-CONTENTS = [
-    "PostgreSQL is our primary database",
-    "Redis caches the sessions of the web tier",
-    "Kafka carries the order events between services",
-    "MySQL was our database before 2020",
-]
-REMEMBERS = [("gem-a", 0, 3), ("gem-a", 1, 1), ("gem-a", 2, 2), ("gem-b", 1, 2),
-             ("gem-b", 3, 1)]
-TAGS = [(0, "database:postgresql"), (1, "cache:redis"), (3, "database:mysql")]
+CONTENTS = [c.strip() for c in EXISTING_CONTENTS]  # the current gem strips them
 FORGOTTEN = 3  # soft-deleted by the gem's forget
+
+
+def migrations_schema() -> str:
+    """The gem's tables as its Sequel migrations create them (HTM::Database.setup): those of
+    its db/schema.sql (gem_0032_schema.sql), but every timestamp column ``timestamp without
+    time zone``, into which it writes its process's local time."""
+    return GEM_SCHEMA.read_text().replace("timestamptz", "timestamp without time zone")
 
 
 def vector(position: int) -> list[float]:
@@ -97,15 +104,7 @@ def write_as_the_gem(conn: psycopg.Connection[Any], *, forget: bool = True) -> l
 def gem_written(server_url: str, roles: dict[str, str], *,  # noqa: F811
                 populate: bool = True) -> Iterator[str]:
     with temporary_database(server_url, "htm_gem_real", template=None) as url:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(SCHEMA.read_text().encode())
-            for statement in (
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {w}",
-                "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {w}",
-                "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {r}",
-            ):
-                conn.execute(sql.SQL(statement).format(w=sql.Identifier(roles["writer"]),
-                                                       r=sql.Identifier(roles["reader"])))
+        create_schema(url, migrations_schema(), roles)
         if populate:
             with gem_connection(as_role(url, roles["writer"])) as conn:
                 write_as_the_gem(conn)
