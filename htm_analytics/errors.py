@@ -16,6 +16,7 @@ __all__ = [
     "DatabaseConnectionError",
     "QueryTimeoutError",
     "SchemaError",
+    "NoSoftDeleteError",
     "EmbeddingError",
 ]
 
@@ -65,6 +66,12 @@ class SchemaError(DatabaseError):
     """The database lacks an extension, table or migration that the store needs."""
 
 
+class NoSoftDeleteError(SchemaError):
+    """The schema has no soft delete (no ``nodes.deleted_at``: the seed-era HTM schema and
+    this toolkit's own): forgetting deletes permanently, and nothing can be restored or
+    purged."""
+
+
 class EmbeddingError(HTMError):
     """An embedding provider failed, or its vectors do not fit the stored vectors."""
 
@@ -78,6 +85,7 @@ for _cls in (
     DatabaseConnectionError,
     QueryTimeoutError,
     SchemaError,
+    NoSoftDeleteError,
     EmbeddingError,
 ):
     _cls.__module__ = "htm_analytics"

@@ -27,7 +27,7 @@ def test_mypy_is_clean() -> None:
 
 # The layers, lowest first. A module of a layer imports from its own layer, the layers before
 # it and the shared modules at the top of the package, never from a layer after it.
-LAYERS = ("store", "agent", "analysis", "peers", "tuning", "advisor", "report", "cli")
+LAYERS = ("store", "agent", "analysis", "peers", "tuning", "advisor", "report", "mcp", "cli")
 # The shared modules every layer may use; they import only from each other.
 SHARED = ("errors", "validation", "frames", "_docs", "_plotting", "_sql")
 # The package's own entry points: they gather the public names of every layer.

@@ -79,19 +79,24 @@ def gem_database(server_url: str, era: str, roles: dict[str, str], *,
                  populate: bool = True) -> Iterator[str]:
     """A database of ``era`` ("seed" or "gem") written by the writer role as the gem does."""
     with temporary_database(server_url, f"htm_{era}", template=None) as url:
-        with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute((_seed_ddl() if era == "seed" else GEM_SCHEMA.read_text()).encode())
-            for statement in (
-                "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {w}",
-                "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {w}",
-                "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {r}",
-            ):
-                conn.execute(sql.SQL(statement).format(w=sql.Identifier(roles["writer"]),
-                                                       r=sql.Identifier(roles["reader"])))
+        create_schema(url, (_seed_ddl() if era == "seed" else GEM_SCHEMA.read_text()), roles)
         if populate:
             with psycopg.connect(as_role(url, roles["writer"]), autocommit=True) as conn:
                 write_as_the_gem(conn, era)
         yield url
+
+
+def create_schema(url: str, ddl: str, roles: dict[str, str]) -> None:
+    """Run ``ddl``; the writer role may then write every table, the reader read them."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(ddl.encode())
+        for statement in (
+            "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO {w}",
+            "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {w}",
+            "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {r}",
+        ):
+            conn.execute(sql.SQL(statement).format(w=sql.Identifier(roles["writer"]),
+                                                   r=sql.Identifier(roles["reader"])))
 
 
 def write_as_the_gem(conn: psycopg.Connection[Any], era: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..errors import NotFoundError, ValidationError
+from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..validation import (
     validate_content,
@@ -301,25 +301,52 @@ class HTM:
             evicted=[k for k in dict.fromkeys(evicted) if k not in self.working_memory])
         return list(rows) if raw else [r["content"] for r in rows]
 
-    def forget(self, node_id: int, *, confirm: str | None = None) -> bool:
-        """Delete a memory permanently, for every robot: only with ``confirm="confirmed"``.
+    def forget(self, node_id: int, *, permanent: bool = False,
+               confirm: str | None = None) -> bool:
+        """Forget a memory, for every robot, as the database's HTM era does.
+
+        On the current gem's schema (soft deletes) the memory is marked deleted and
+        :meth:`restore` brings it back; ``permanent=True`` with ``confirm="confirmed"``
+        deletes it. On the seed-era schema forgetting is always permanent and needs
+        ``confirm="confirmed"``. See :meth:`LongTermMemory.forget`.
 
         Raises
         ------
         ValidationError
-            Without the confirmation (nothing is deleted).
+            A permanent deletion without the confirmation (nothing is deleted).
         NotFoundError
             No such node.
         """
         node_id = validate_id(node_id, field="node_id")
-        if confirm != "confirmed":
-            raise ValidationError('permanent deletion needs confirm="confirmed"',
-                                  field="confirm")
-        if not self.store.delete(node_id):
-            raise NotFoundError(f"no node with id {node_id}")
+        self.store.forget(node_id, permanent=permanent, confirm=confirm)
         self.working_memory.remove(node_id)
         self.store.update_robot_activity(self.robot_id)
         return True
+
+    def restore(self, node_id: int) -> bool:
+        """Bring back a memory forgotten softly (the current gem's schema).
+
+        Raises
+        ------
+        NoSoftDeleteError
+            The schema has no soft delete (seed era): a forgotten memory is gone.
+        NotFoundError
+            No such node.
+        ValidationError
+            The memory is not forgotten (as the gem's ``restore``).
+        """
+        node_id = validate_id(node_id, field="node_id")
+        if not self.store.restore(node_id):
+            raise ValidationError(f"memory {node_id} is not forgotten", field="node_id")
+        self.store.update_robot_activity(self.robot_id)
+        return True
+
+    def purge_deleted(self, *, older_than: dt.datetime | dt.date | dt.timedelta,
+                      confirm: str | None = None) -> int:
+        """Delete for good the memories forgotten before ``older_than`` (an aware datetime, a
+        date or an age); needs ``confirm="confirmed"``. Returns how many were deleted. See
+        :meth:`LongTermMemory.purge_deleted`."""
+        return self.store.purge_deleted(older_than=older_than, confirm=confirm)
 
     def clear_working_memory(self) -> int:
         """Empty working memory (flagging the nodes evicted); returns how many were held."""

@@ -134,8 +134,11 @@ def tag_graph(source: MemorySource, *, min_shared: int = 2, level: int | None = 
         # Louvain needs positive weights; a negative PMI means "less than chance": no tie.
         graph.add_edge(row.topic1, row.topic2, **attributes,
                        weight=max(attributes[weight], 0.0))
-    communities = nx.community.louvain_communities(graph, weight="weight",
-                                                   resolution=resolution, seed=seed)
+    if graph.size(weight="weight") > 0:
+        communities = nx.community.louvain_communities(graph, weight="weight",
+                                                       resolution=resolution, seed=seed)
+    else:  # no positive tie (a tag on every memory has PMI 0 with all): each tag alone
+        communities = [{tag} for tag in graph.nodes]
     ordered = sorted(communities, key=lambda c: (-len(c), min(c)))
     for number, members in enumerate(ordered):
         for tag in members:

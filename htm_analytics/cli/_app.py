@@ -30,14 +30,16 @@ __all__ = ["main", "cli"]
 
 def _open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
     try:
-        return LongTermMemory(ctx.obj["db"], cache_size=0, **options)
+        return LongTermMemory(ctx.obj["db"], cache_size=0,
+                              writer_timezone=ctx.obj.get("writer_timezone"), **options)
     except SchemaError:
         demo_url = _demo_instead(ctx)
         if demo_url is None:
             raise
         click.echo(f"note: the default database has no memory; using the demo's, "
                    f"{mask_url(demo_url)} (pass --db or set HTM_DBURL to choose)", err=True)
-        return LongTermMemory(demo_url, cache_size=0, **options)
+        return LongTermMemory(demo_url, cache_size=0,
+                              writer_timezone=ctx.obj.get("writer_timezone"), **options)
 
 
 def _demo_instead(ctx: click.Context) -> str | None:
@@ -81,12 +83,17 @@ class _Group(click.Group):
 @click.option("--db", envvar=None, default=None, metavar="URL",
               help="PostgreSQL URL. Default: HTM_DBURL, HTM_DATABASE__URL or DATABASE_URL, "
                    "else the embedded server.")
+@click.option("--writer-timezone", envvar="HTM_WRITER_TIMEZONE", default=None, metavar="ZONE",
+              help="Time zone of the writer of timestamp-without-time-zone columns (the "
+                   "current gem writes its local time): e.g. America/Chicago. Default: "
+                   "HTM_WRITER_TIMEZONE, else the server's TimeZone.")
 @click.version_option(package_name="htm-analytics")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None) -> None:
+def cli(ctx: click.Context, db: str | None, writer_timezone: str | None) -> None:
     """Explore, tune and report on the long-term memory of HTM robots."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
+    ctx.obj["writer_timezone"] = writer_timezone
 
 
 @cli.command()

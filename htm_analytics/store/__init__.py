@@ -35,6 +35,7 @@ from .databases import (
     scratch_database,
     with_database,
 )
+from .forgetting import CONFIRMATION
 from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION, apply_migrations
 from .schema_info import SchemaInfo
@@ -46,6 +47,7 @@ from .tracing import SQL_LOGGER, Tracer
 from .tuning_session import TuningSession
 
 __all__ = [
+    "CONFIRMATION",
     "DEFAULT_EF_SEARCH",
     "HYBRID_SIMILARITY_WEIGHT",
     "HYBRID_TAG_WEIGHT",

@@ -8,6 +8,7 @@ Every other module of the store is a mixin over :class:`StoreBase`: it runs its 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -42,13 +43,19 @@ from .connection import mask_url, resolve_database_url
 from .display import SearchResults
 from .recall_buffer import FLUSH_RECALL_WRITES, RecallBuffer
 from .schema import apply_migrations, native_index_dimensions
-from .schema_info import SchemaInfo, detect_schema
+from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema
 from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
 from .tracing import Tracer, tracing_cursor_class
 
-__all__ = ["StoreBase"]
+__all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
+
+WRITER_TIMEZONE_VARIABLE = "HTM_WRITER_TIMEZONE"
+"""The environment variable naming the time zone of ``timestamp without time zone`` columns."""
 
 Rows = list[dict[str, Any]]
+
+# Kinds of event the triggers of migration 7 (and 10) write for every writer.
+_TRIGGER_LOGGED = ("remember", "delete", "restore", "purge")
 
 _LEADING_COMMENTS = re.compile(r"^(?:\s+|--[^\n]*\n)*")
 _WITH = re.compile(r"^WITH(\s+RECURSIVE)?\s", re.IGNORECASE)
@@ -84,7 +91,15 @@ class StoreBase:
         cache_ttl: float = 300,
         init_schema: bool = False,
         tracer: Tracer | None = None,
+        writer_timezone: str | None = None,
+        read_only: bool = False,
     ) -> None:
+        if not isinstance(read_only, bool):
+            raise ValidationError(f"must be True or False, got {read_only!r}", field="read_only")
+        if read_only and init_schema:
+            raise ValidationError("a read-only store cannot install the schema",
+                                  field="init_schema")
+        self.read_only = read_only
         if pool_size is not None:
             pool_size = validate_number(pool_size, field="pool_size", minimum=1, maximum=1000,
                                         integer=True)
@@ -96,6 +111,13 @@ class StoreBase:
         if tracer is not None and not callable(tracer):
             raise ValidationError("must be callable as tracer(sql, params, seconds)",
                                   field="tracer")
+        if writer_timezone is None:
+            writer_timezone = os.environ.get(WRITER_TIMEZONE_VARIABLE) or None
+        if writer_timezone is not None and (
+                not isinstance(writer_timezone, str) or not writer_timezone.strip()
+                or "\x00" in writer_timezone or len(writer_timezone) > 100):
+            raise ValidationError(f"must be a time zone name, got {writer_timezone!r}",
+                                  field="writer_timezone")
         self._cursor_class = tracing_cursor_class(tracer)
         self._url = resolve_database_url(config_or_url)
         self.url = mask_url(self._url)
@@ -103,7 +125,7 @@ class StoreBase:
         self.schema_info: SchemaInfo
         self._native_dimensions: set[int] = set()
         self._has_shared_generation = False
-        self.server_info = self._prepare_database(init_schema)
+        self.server_info = self._prepare_database(init_schema, writer_timezone)
         self._read_prefix = self.schema_info.read_prefix()
         # Caches of facts this store changes itself: the stored vectors' models (None until
         # read; reset when this store adds a vector) and whether any memory was stored with
@@ -131,7 +153,8 @@ class StoreBase:
 
     # -- connections ----------------------------------------------------------------------
 
-    def _prepare_database(self, init_schema: bool) -> dict[str, Any]:
+    def _prepare_database(self, init_schema: bool,
+                          writer_timezone: str | None) -> dict[str, Any]:
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=10,
                                  cursor_factory=self._cursor_class) as conn:
@@ -160,6 +183,15 @@ class StoreBase:
                                       "`htm-analytics init-db`")
                 result.pop("has_migrations")
                 self.schema_info = detect_schema(conn)
+                if writer_timezone is not None:
+                    known = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_timezone_names "
+                                         "WHERE name = %s)", (writer_timezone,)).fetchone()
+                    if not (known and known[0]):
+                        raise ValidationError(
+                            f"is not a time zone the server knows: {writer_timezone!r} "
+                            "(see pg_timezone_names)", field="writer_timezone")
+                    self.schema_info = self.schema_info.with_writer_timezone(
+                        writer_timezone, given=True)
                 result["schema_version"] = self.schema_info.additions_version
                 result["migrations_applied"] = applied
                 self._native_dimensions = set(native_index_dimensions(conn))
@@ -176,8 +208,12 @@ class StoreBase:
         here too would count them twice.
         """
         info = self.schema_info
-        if not info.has_event_log or (kind in ("remember", "delete") and info.event_triggers):
+        if not info.has_event_log or (kind in _TRIGGER_LOGGED and info.event_triggers):
             return
+        if kind in ("restore", "purge") and FORGET_EVENTS_VERSION not in info.applied_migrations:
+            if kind == "restore":  # a kind the log before migration 10 does not accept
+                return
+            kind = "delete"
         cur.execute(LOG_EVENTS, {"kind": kind, "robot_id": robot_id, "node_ids": node_ids})
 
     def _claim_event_logging(self, cur: psycopg.Cursor[Any]) -> None:
@@ -192,9 +228,15 @@ class StoreBase:
     def _configure_connection(self, conn: psycopg.Connection[Any]) -> None:
         conn.cursor_factory = self._cursor_class
         register_vector(conn)
+        # UTC, except where the HTM tables keep local time without a zone: there the session
+        # runs in the writer's zone, so that what the store writes (CURRENT_TIMESTAMP into
+        # such a column) is the same local time as the writer's, and reads convert both.
+        zone = self.schema_info.writer_timezone if self.schema_info.reads_local_time else "UTC"
         conn.execute("SELECT set_config('statement_timeout', %s, false),"
-                     "       set_config('TimeZone', 'UTC', false)",
-                     (str(self.query_timeout),))
+                     "       set_config('TimeZone', %s, false)",
+                     (str(self.query_timeout), zone))
+        if self.read_only:  # never turned off here: a role's or server's setting stays
+            conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
         conn.commit()
 
     @contextmanager

@@ -17,7 +17,7 @@ from ._vectors import distance_sql
 
 __all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "MAX_QUERY_WORDS",
            "fulltext_text", "tsquery_sql", "hybrid_weighted_sql", "hybrid_rrf_sql",
-           "search_statement"]
+           "lexical_statistics", "search_statement"]
 
 RRF_K = 60
 HYBRID_SIMILARITY_WEIGHT = 0.7
@@ -124,16 +124,42 @@ def hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> sq
 _QUERY_TEXT = sql.SQL("%(query)s")
 
 
-def search_statement(name: str, timeframe: str, *, query_text: sql.Composable = _QUERY_TEXT,
+def lexical_statistics(content_index: str | None) -> dict[str, sql.Composable]:
+    """Where the bounded lexical searches read document frequencies: the statistics of
+    ``node_search_vectors.content_tsv`` (the toolkit's additions), else, given its name, those
+    PostgreSQL keeps for the seed's expression index ``to_tsvector('english', content)``
+    (its column is named after the function), over the rows of ``nodes``."""
+    if content_index is None:
+        table, column, corpus = "node_search_vectors", "content_tsv", "public.node_search_vectors"
+        uncounted: sql.Composable = sql.SQL("0")
+    else:
+        table, column, corpus = content_index, "to_tsvector", "public.nodes"
+        # An index's statistics are shown to the table's owner only: other roles count the
+        # lexeme's matches through the same index, up to the candidates' cap.
+        uncounted = _CAPPED_MATCHES
+    return {"stats_table": sql.Literal(table), "stats_column": sql.Literal(column),
+            "corpus_table": sql.Literal(corpus), "uncounted": uncounted}
+
+
+_CAPPED_MATCHES = sql.SQL(
+    "(SELECT count(*) FROM (SELECT 1 FROM node_search_vectors m WHERE m.content_tsv @@ "
+    "quote_literal(q.lexeme)::tsquery LIMIT %(cap)s) matches)")
+
+
+def search_statement(name: str, timeframe: str, *, statistics: dict[str, sql.Composable],
+                     query_text: sql.Composable = _QUERY_TEXT,
                      **parts: sql.Composable) -> sql.Composed:
     """A statement of ``sql/search/`` with the shared lexical head and ``parts`` filled in.
 
     ``query_text`` is the SQL expression whose words the head looks up (the query itself
-    by default).
+    by default); ``statistics`` says where its document frequencies are
+    (:func:`lexical_statistics`).
     """
     condition = sql.SQL(timeframe)  # a fixed fragment, not input
     head = sql.SQL(read_sql("search", "lexical_candidates.sql")).format(
         query_text=query_text, timeframe=condition,
-        nodes_join=sql.SQL(" JOIN nodes n ON n.id = sv.node_id" if timeframe else ""))
+        nodes_join=sql.SQL(" JOIN nodes n ON n.id = sv.node_id" if timeframe else ""),
+        **statistics)
+    used = {k: v for k, v in statistics.items() if k in ("stats_table", "stats_column")}
     return sql.SQL(read_sql("search", f"{name}.sql")).format(
-        head=head, timeframe=condition, columns=sql.SQL(SEARCH_COLUMNS), **parts)
+        head=head, timeframe=condition, columns=sql.SQL(SEARCH_COLUMNS), **parts, **used)

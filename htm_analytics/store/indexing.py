@@ -13,18 +13,23 @@ from ..errors import (
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_positive_int
 from ._base import StoreBase
 from ._common import create_index, lift_statement_timeout
+from .schema_info import derived_dimension_sql
 from .tuning_session import TuningSession
 
 __all__ = ["IndexingMixin"]
 
 
-def _native_index_sql(dimension: int, m: int, ef_construction: int, name: str) -> sql.Composed:
+def _native_index_sql(dimension: int, m: int, ef_construction: int, name: str, *,
+                      derived: bool) -> sql.Composed:
+    # Where the writer leaves embedding_dimension NULL (the current gem), the predicate is the
+    # dimension as reads derive it, the same expression, so that the planner matches them.
+    has_dimension = derived_dimension_sql() if derived else "embedding_dimension"
     return sql.SQL(
         "CREATE INDEX IF NOT EXISTS {name} ON nodes USING hnsw "
         "((subvector(embedding, 1, {d})::vector({d})) vector_cosine_ops) "
-        "WITH (m = {m}, ef_construction = {efc}) WHERE embedding_dimension = {d}").format(
+        "WITH (m = {m}, ef_construction = {efc}) WHERE {has_dimension} = {d}").format(
         name=sql.Identifier(name), d=sql.Literal(dimension), m=sql.Literal(m),
-        efc=sql.Literal(ef_construction))
+        efc=sql.Literal(ef_construction), has_dimension=sql.SQL(has_dimension))
 
 
 
@@ -39,7 +44,9 @@ class IndexingMixin(StoreBase):
         The reference schema stores every vector zero-padded to 2000 dimensions, which makes
         its HNSW index 2-5x slower to build and query than one at a model's native size. This
         adds a partial expression index ``idx_nodes_embedding_<d>`` on
-        ``subvector(embedding, 1, d)::vector(d)`` for rows with ``embedding_dimension = d``.
+        ``subvector(embedding, 1, d)::vector(d)`` for rows with ``embedding_dimension = d``
+        (where the writer leaves that column NULL, as the current gem does, for rows whose
+        vector's last non-zero component is the d-th).
         The seed tables and index are untouched; :meth:`search` and RRF hybrid search use the
         native index automatically for query vectors of that dimension. ``query_timeout``
         does not apply to the build.
@@ -59,7 +66,9 @@ class IndexingMixin(StoreBase):
         name = f"idx_nodes_embedding_{dimension}"
         with self._transaction() as cur:
             lift_statement_timeout(cur)
-            create_index(cur, _native_index_sql(dimension, m, ef_construction, name))
+            create_index(cur, _native_index_sql(
+                dimension, m, ef_construction, name,
+                derived=self.schema_info.derives_dimensions))
         self._native_index_added(dimension)
         self._cache.clear()
         return name

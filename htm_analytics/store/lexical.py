@@ -24,7 +24,7 @@ from ..validation import (
 )
 from ._base import StoreBase
 from ._common import MAX_LIMIT, VECTOR_BM25_DEPTH, Timeframe, bind_timeframe
-from ._search_sql import fulltext_text, search_statement, tsquery_sql
+from ._search_sql import fulltext_text, lexical_statistics, search_statement, tsquery_sql
 from ._vectors import query_vector, service_key
 from .display import SearchResults
 from .search_pool import DEFAULT_EF_SEARCH
@@ -117,10 +117,19 @@ class LexicalSearchMixin(StoreBase):
         timeframe_sql = bind_timeframe(params, frame)
         distance, has_vector = target.sql()
         statement = search_statement("vector_bm25", timeframe_sql, distance=distance,
-                                     has_vector=has_vector)
+                                     has_vector=has_vector,
+                                     statistics=lexical_sources(self))
         return self._cached_search(key, statement, params,
                                    ef_search=max(DEFAULT_EF_SEARCH, depth),
                                    filtered=frame is not None)
+
+
+def lexical_sources(store: StoreBase) -> dict[str, sql.Composable]:
+    """Where document frequencies are read: ``node_search_vectors`` where the additions are
+    installed, else the seed's expression index (see :func:`lexical_statistics`)."""
+    info = store.schema_info
+    return lexical_statistics(None if info.has_table("node_search_vectors")
+                              else info.content_fulltext_index)
 
 
 def search_fulltext_any_bounded(store: StoreBase, query: str, limit: int,
@@ -131,7 +140,8 @@ def search_fulltext_any_bounded(store: StoreBase, query: str, limit: int,
     params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
                               "budget": text_budget, "cap": 10 * text_budget}
     statement = search_statement("fulltext_any", bind_timeframe(params, frame),
-                                 tsquery=sql.SQL(tsquery_sql("any")))
+                                 tsquery=sql.SQL(tsquery_sql("any")),
+                                 statistics=lexical_sources(store))
     return store._fetch(statement, params)
 
 
@@ -147,7 +157,8 @@ def search_fuzzy_bounded(store: StoreBase, query: str, limit: int,
                               "neighbours": FUZZY_NEIGHBOURS,
                               "shortlist": max(FUZZY_SHORTLIST, 2 * limit)}
     statement = search_statement("fuzzy_word", bind_timeframe(params, frame),
-                                 query_text=sql.SQL("(SELECT words FROM corrected)"))
+                                 query_text=sql.SQL("(SELECT words FROM corrected)"),
+                                 statistics=lexical_sources(store))
     with store._transaction() as cur:
         # The lexicon's % operator reads its threshold from a setting, and the lexicon is
         # read through its trigram index whatever its statistics say (this transaction).

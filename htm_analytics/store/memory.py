@@ -9,6 +9,7 @@ from .activity import ActivityMixin
 from .bulk import BulkMixin
 from .catalog import CatalogMixin
 from .display import SearchResults
+from .forgetting import ForgettingMixin
 from .imports import ImportsMixin
 from .indexing import IndexingMixin
 from .lexical import LexicalSearchMixin
@@ -20,14 +21,15 @@ __all__ = ["LongTermMemory"]
 
 
 class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, LexicalSearchMixin,
-                     BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin):
+                     BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin, ForgettingMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`, a mixin
     directly over ``_base.StoreBase`` (pool, transactions, tracing, cache, search
     connections, recall writes): ``nodes`` (add, retrieve, delete, embedding models),
-    ``activity`` (robots, accesses, working memory, written directly or behind), ``tagging``
-    (tags and topics), ``search`` (vector, full text, fuzzy, hybrid), ``lexical``
+    ``forgetting`` (forget, restore, purge_deleted as each HTM era does), ``activity``
+    (robots, accesses, working memory, written directly or behind), ``tagging`` (tags and
+    topics), ``search`` (vector, full text, fuzzy, hybrid), ``lexical``
     (:meth:`search_vector_bm25` and the bounded lexical searches), ``bulk``
     (:meth:`bulk_add`), ``catalog`` (statistics, exports), ``indexing`` (native indexes,
     tuning sessions), ``imports`` (records of imports from other memory systems). No mixin
@@ -60,6 +62,17 @@ class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, Lexic
         ``tracer=print``). The logger ``htm_analytics.sql`` also logs each statement at DEBUG
         level, with its duration and the parameters masked; see
         :mod:`htm_analytics.store.tracing`.
+    writer_timezone : str, optional
+        The time zone (``"America/Chicago"``) of the writer of ``timestamp without time
+        zone`` columns: the current gem's migrations make them and it writes its process's
+        local time into them. Such columns are read as local times of this zone (default:
+        ``HTM_WRITER_TIMEZONE``, else the server's ``TimeZone``); ``schema_info.describe()``
+        says which. Ignored where every column has a time zone.
+    read_only : bool
+        Every transaction of the store's connections is read-only
+        (``default_transaction_read_only``): any write, by any method, is refused by the
+        server (``DatabaseError``). For servers that must not change the memory (the MCP
+        server).
 
     Notes
     -----

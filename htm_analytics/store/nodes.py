@@ -10,7 +10,7 @@ import pandas as pd
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from ..errors import ConcurrencyError, ValidationError
+from ..errors import ConcurrencyError, NotFoundError, ValidationError
 from ..validation import (
     MAX_EMBEDDING_DIMENSION,
     prepare_embedding,
@@ -27,7 +27,6 @@ from ..validation import (
 )
 from ._base import StoreBase
 from ._common import (
-    NODE_COLUMN_NAMES,
     NODE_COLUMNS,
     content_hash,
     content_too_large,
@@ -35,6 +34,7 @@ from ._common import (
     to_numpy,
 )
 from ._vectors import EMBEDDING_MODELS, check_model, stored_embedding_models
+from .forgetting import set_forgotten
 from .tagging import TAG_NODE, ensure_tags
 
 __all__ = ["NodesMixin"]
@@ -71,10 +71,6 @@ _PROBE_CHARACTERS = 100  # the first words only: a short query is as selective, 
 _ANY_UNSTRIPPED = """
 SELECT EXISTS (SELECT 1 FROM nodes WHERE content ~ '^[[:space:]]|[[:space:]]$') AS found"""
 
-_RESTORE_SOFT_DELETED = """
-UPDATE nodes SET deleted_at = NULL, updated_at = CURRENT_TIMESTAMP
-WHERE id = %s AND deleted_at IS NOT NULL"""
-
 _RECORD_EMBEDDING_MODEL = """
 INSERT INTO node_embedding_models (node_id, provider, model, dimension)
 VALUES (%(node_id)s, %(provider)s, %(model)s, %(dimension)s)
@@ -98,19 +94,24 @@ _LINK_ROBOT_PLAIN = _LINK_ROBOT.format(restore=sql.SQL(""))
 # The current gem soft-deletes links too: remembering again brings the link back.
 _LINK_ROBOT_RESTORING = _LINK_ROBOT.format(restore=sql.SQL(", deleted_at = NULL"))
 
-_RETRIEVE = sql.SQL("""
+_RETRIEVE = f"""
 UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
-WHERE id = %s{live}
-RETURNING {columns},
+WHERE id = %s
+RETURNING {NODE_COLUMNS},
        CASE WHEN embedding_dimension IS NOT NULL
-            THEN subvector(embedding, 1, embedding_dimension) END AS embedding""")
-_RETRIEVE_SEED = _RETRIEVE.format(live=sql.SQL(""), columns=sql.SQL(NODE_COLUMNS))
-# The current gem keeps working memory per robot and soft-deletes: the same row, read there.
-_RETRIEVE_GEM = _RETRIEVE.format(live=sql.SQL(" AND deleted_at IS NULL"), columns=sql.SQL(
-    ", ").join(sql.SQL("EXISTS (SELECT 1 FROM robot_nodes w WHERE w.node_id = nodes.id AND "
-                       "w.working_memory AND w.deleted_at IS NULL) AS in_working_memory")
-               if name == "in_working_memory" else sql.Identifier(name)
-               for name in NODE_COLUMN_NAMES))
+            THEN subvector(embedding, 1, embedding_dimension) END AS embedding"""
+
+# The current gem keeps working memory per robot, soft-deletes, leaves embedding_dimension
+# NULL and may keep local times: the access is counted on the live row, which is then read
+# through the store's view of the tables (StoreBase._read), in the same transaction.
+_COUNT_ACCESS_GEM = """
+UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
+WHERE id = %s AND deleted_at IS NULL RETURNING id"""
+_READ_NODE = f"""
+SELECT {NODE_COLUMNS},
+       CASE WHEN embedding_dimension IS NOT NULL
+            THEN subvector(embedding, 1, embedding_dimension) END AS embedding
+FROM nodes WHERE id = %s"""
 
 
 _ADD_ATTEMPTS = 5
@@ -231,7 +232,10 @@ class NodesMixin(StoreBase):
                         "embedding": vector, "dimension": dimension, "node_id": row["id"]})
                     stored_vector = cur.rowcount == 1
                 if self.schema_info.soft_deletes:  # the gem's add restores a forgotten twin
-                    cur.execute(_RESTORE_SOFT_DELETED, (row["id"],))
+                    try:
+                        set_forgotten(cur, self.schema_info, int(row["id"]), forgotten=False)
+                    except NotFoundError as exc:  # deleted meanwhile: insert it again
+                        raise _NodeDeletedMeanwhile from exc
             node_id = int(row["id"])
             try:
                 link = (_LINK_ROBOT_RESTORING if self.schema_info.has_column(
@@ -289,9 +293,13 @@ class NodesMixin(StoreBase):
         """
         node_id = validate_id(node_id, field="node_id")
         with self._transaction() as cur:
-            gem = self.schema_info.working_memory_column == "robot_nodes.working_memory" \
-                and self.schema_info.soft_deletes
-            row = cur.execute(_RETRIEVE_GEM if gem else _RETRIEVE_SEED, (node_id,)).fetchone()
+            if self._read_prefix:
+                row = cur.execute(_COUNT_ACCESS_GEM if self.schema_info.soft_deletes
+                                  else _RETRIEVE, (node_id,)).fetchone()
+                if row is not None:
+                    row = cur.execute(self._read(_READ_NODE), (node_id,)).fetchone()
+            else:
+                row = cur.execute(_RETRIEVE, (node_id,)).fetchone()
             if row is None:
                 return None
             self._log_events(cur, "retrieve", None, [node_id])

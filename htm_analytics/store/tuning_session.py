@@ -18,6 +18,7 @@ from ..validation import MAX_EMBEDDING_DIMENSION, validate_tag, validate_timefra
 from ._base import StoreBase
 from ._common import create_index, lift_statement_timeout, to_numpy
 from ._vectors import distance_sql
+from .schema_info import derived_dimension_sql
 
 __all__ = ["TuningSession"]
 
@@ -59,7 +60,7 @@ class TuningSession:
         distance, _ = distance_sql(dimension if native else None)
         index = f"idx_nodes_embedding_{dimension}" if native else "idx_nodes_embedding"
         conditions, params = _filter_conditions(filters)
-        conditions.insert(0, sql.SQL("n.embedding_dimension = {}").format(sql.Literal(dimension)))
+        conditions.insert(0, self._has_dimension(dimension))
         conditions += self._live()
         statement = sql.SQL("SELECT n.id FROM nodes n WHERE {} ORDER BY {} LIMIT {}").format(
             sql.SQL(" AND ").join(conditions), distance, sql.Literal(k))
@@ -72,12 +73,24 @@ class TuningSession:
         padded[:dimension] = vector[:dimension]
         return padded
 
+    def _dimension(self, alias: str) -> sql.Composable:
+        """A row's vector dimension: derived from the vector where the writer leaves
+        ``embedding_dimension`` NULL (the current gem), as the store's reads and native
+        indexes do."""
+        if self._store.schema_info.derives_dimensions:
+            return sql.SQL(derived_dimension_sql(alias))
+        return sql.SQL(f"{alias}.embedding_dimension" if alias else "embedding_dimension")
+
+    def _has_dimension(self, dimension: int) -> sql.Composable:
+        return sql.SQL("{} = {}").format(self._dimension("n"), sql.Literal(dimension))
+
     def vector_dimensions(self) -> dict[int, int]:
         """Stored embeddings per dimension: ``{dimension: rows}``."""
+        dimension = self._dimension("n")
         rows = self._conn.execute(sql.SQL(
-            "SELECT embedding_dimension, count(*) FROM nodes n "
-            "WHERE embedding_dimension IS NOT NULL{} GROUP BY 1").format(
-                sql.SQL("").join(sql.SQL(" AND ") + c for c in self._live()))).fetchall()
+            "SELECT {d}, count(*) FROM nodes n WHERE {d} IS NOT NULL{live} GROUP BY 1").format(
+                d=dimension,
+                live=sql.SQL("").join(sql.SQL(" AND ") + c for c in self._live()))).fetchall()
         self._conn.commit()
         return {int(d): int(n) for d, n in rows}
 
@@ -91,8 +104,7 @@ class TuningSession:
                 sql.Identifier(self._copy or ""))
         else:
             conditions, params = _filter_conditions(filters)
-            conditions.insert(0, sql.SQL("n.embedding_dimension = {}").format(
-                sql.Literal(dimension)))
+            conditions.insert(0, self._has_dimension(dimension))
             conditions += self._live()
             query = sql.SQL(
                 "SELECT n.id, subvector(n.embedding, 1, {d}) AS embedding FROM nodes n "
@@ -185,8 +197,9 @@ class TuningSession:
             cur.execute(sql.SQL(
                 "CREATE UNLOGGED TABLE {name} AS SELECT id, "
                 "subvector(embedding, 1, {d})::vector({d}) AS embedding FROM nodes "
-                "WHERE embedding_dimension = {d}").format(
-                name=sql.Identifier(name), d=sql.Literal(dimension)))
+                "WHERE {dimension} = {d}").format(
+                name=sql.Identifier(name), d=sql.Literal(dimension),
+                dimension=self._dimension("")))
             rows = cur.rowcount
             cur.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(name)))
         self._copy = name

@@ -3,7 +3,9 @@
 -- written before the log existed, or by a writer it did not see) they are approximated from
 -- robot_nodes: the first at first_remembered_at, the other remember_count - 1 at
 -- last_remembered_at. history.exact says whether every pair agreed; missing_remembers is
--- sum(remember_count) minus the logged remembers of those pairs.
+-- sum(remember_count) minus the logged remembers of those pairs. Only the remembers of pairs
+-- that are still there count: those of a memory deleted since, or soft-deleted (the current
+-- gem's forget, which robot_nodes here leaves out), are left out as the memory is.
 logged_pairs AS (
     SELECT robot_id, node_id, count(*) AS logged
     FROM memory_events WHERE kind = 'remember'
@@ -24,9 +26,9 @@ history AS (
 raw_remembers AS (
     SELECT e.occurred_at, e.id AS seq, e.robot_id, e.node_id, 1::bigint AS weight
     FROM memory_events e
-    WHERE e.kind = 'remember' AND NOT EXISTS (
+    WHERE e.kind = 'remember' AND EXISTS (
         SELECT 1 FROM pairs p
-        WHERE p.robot_id = e.robot_id AND p.node_id = e.node_id AND NOT p.agrees)
+        WHERE p.robot_id = e.robot_id AND p.node_id = e.node_id AND p.agrees)
     UNION ALL
     SELECT p.first_remembered_at, 0, p.robot_id, p.node_id, 1::bigint
     FROM pairs p WHERE NOT p.agrees

@@ -5,7 +5,7 @@
 -- similarity + %(alpha)s * bm25 / (best bm25 among them), so that only about 2 x depth
 -- vectors are read.
 -- Filled in by the store: head (lexical_candidates.sql), distance, has_vector, timeframe,
--- columns.
+-- columns, stats_table, stats_column.
 WITH {head},
 vector_candidates AS (
     SELECT n.id, 1 - ({distance}) AS similarity FROM nodes n WHERE {has_vector}{timeframe}
@@ -19,8 +19,8 @@ pool AS (
 average AS MATERIALIZED (
     SELECT coalesce((SELECT elem_count_histogram[cardinality(elem_count_histogram)]
                      FROM pg_stats
-                     WHERE schemaname = 'public' AND tablename = 'node_search_vectors'
-                       AND attname = 'content_tsv'), 50)::float8 AS lexemes),
+                     WHERE schemaname = 'public' AND tablename = {stats_table}
+                       AND attname = {stats_column}), 50)::float8 AS lexemes),
 lexical AS (
     SELECT p.id, sum(w.idf * t.tf * (%(k1)s + 1)
                      / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * length(p.content_tsv)

@@ -1,0 +1,78 @@
+"""``htm-analytics forget``, ``restore`` and ``purge``: as the database's HTM era does, each
+asking for confirmation unless ``--yes``."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import click
+
+from ..store import CONFIRMATION
+from ._app import _open_store, cli
+
+__all__ = ["forget", "restore", "purge"]
+
+_AGE = re.compile(r"^\s*(\d+)\s*([smhdw])\s*$")
+_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+
+
+def _older_than(_ctx: click.Context, _param: click.Parameter,
+                value: str) -> dt.datetime | dt.timedelta:
+    """An age (``30d``, ``12h``, ``2w``) or an ISO date or time (UTC when it has no zone)."""
+    if match := _AGE.match(value):
+        return dt.timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        moment = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise click.BadParameter("use an age (30d, 12h, 2w) or an ISO date or time") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+@cli.command()
+@click.argument("node_id", type=int)
+@click.option("--permanent", is_flag=True,
+              help="Delete the memory instead of marking it deleted (where the schema "
+                   "soft-deletes; on the seed-era schema every forget is permanent).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def forget(ctx: click.Context, node_id: int, permanent: bool, yes: bool) -> None:
+    """Forget memory NODE_ID for every robot: softly where the schema soft-deletes (the
+    current gem; `restore` brings it back), else, or with --permanent, for good."""
+    with _open_store(ctx) as store:
+        permanent = permanent or not store.schema_info.soft_deletes
+        how = "delete permanently" if permanent else "forget (restorable)"
+        if not yes:
+            click.confirm(f"{how} memory {node_id} in {store.url}?", abort=True)
+        changed = store.forget(node_id, permanent=permanent, confirm=CONFIRMATION)
+    click.echo(f"memory {node_id} " + ("deleted" if permanent else
+                                       "forgotten" if changed else "was already forgotten"))
+
+
+@cli.command()
+@click.argument("node_id", type=int)
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def restore(ctx: click.Context, node_id: int, yes: bool) -> None:
+    """Bring back memory NODE_ID, forgotten softly, with its robot and tag links."""
+    with _open_store(ctx) as store:
+        if not yes:
+            click.confirm(f"restore memory {node_id} in {store.url}?", abort=True)
+        restored = store.restore(node_id)
+    click.echo(f"memory {node_id} " + ("restored" if restored else "was not forgotten"))
+
+
+@cli.command()
+@click.option("--older-than", required=True, callback=_older_than, metavar="AGE|DATE",
+              help="Memories forgotten before this: an age (30d, 12h, 2w) or an ISO date or "
+                   "time (UTC unless it says).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def purge(ctx: click.Context, older_than: dt.datetime | dt.timedelta, yes: bool) -> None:
+    """Delete for good the memories forgotten (softly) before --older-than."""
+    with _open_store(ctx) as store:
+        if not yes:
+            click.confirm(f"permanently delete the memories forgotten before {older_than} "
+                          f"in {store.url}?", abort=True)
+        purged = store.purge_deleted(older_than=older_than, confirm=CONFIRMATION)
+    click.echo(f"{purged:,} forgotten memories deleted for good")
