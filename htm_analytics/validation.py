@@ -380,9 +380,13 @@ def _real_entries(value: Any, field: str, where: str = "") -> None:
     if all(_is_real_type(kind) for kind in set(map(type, value))):
         return
     for i, item in enumerate(value):
+        if isinstance(item, (list, tuple, np.ndarray)):
+            raise ValidationError(f"{where}must be one-dimensional: entry {i} is a "
+                                  f"{type(item).__name__}", field=field)
         if not _is_real_type(type(item)):
-            raise ValidationError(f"{where}entry {i} is {type(item).__name__} {item!r:.40}, "
-                                  "not a real number", field=field)
+            raise ValidationError(f"{where}must be a sequence of numbers: entry {i} is "
+                                  f"{type(item).__name__} {item!r:.40}, not a real number",
+                                  field=field)
 
 
 def _as_array(value: Any, field: str, rows: bool) -> np.ndarray:

@@ -72,9 +72,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             needing.append(item)
     if needing and _in_ci():
         raise pytest.UsageError(
-            f"CI is set and {len(needing)} of the {len(items)} collected tests {reason}; "
-            "it is missing, so they would be skipped and the run would look green. Provide "
-            "the corpus (HTM_CORPUS_DIR), or unset CI to skip them locally.")
+            f"CI is set and {len(needing)} of the {len(items)} collected tests read the "
+            "debian-memories corpus, which is missing (../shared/data/debian-memories beside "
+            "the checkout, or HTM_CORPUS_DIR): they would be skipped and the run would look "
+            "green. Provide the corpus, or unset CI to skip them locally.")
     for item in needing:
         item.add_marker(pytest.mark.skip(reason=reason))
     config.stash[_SKIPPED_FOR_CORPUS] = len(needing)

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import networkx as nx
 import numpy as np
 import pandas as pd
 import psycopg
@@ -22,6 +23,7 @@ from fixtures_db import temporary_database
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+import htm_analytics as ha
 from htm_analytics import (
     HTM,
     HTMError,
@@ -576,3 +578,45 @@ def test_htm_arguments_are_validated(htm_store, robot_name, working_memory_size,
             outcome(lambda: htm.forget(ids[0], confirm=confirm), {"node_id", "confirm"})
         except HTMError as exc:  # typed: the node went with an earlier example
             assert type(exc).__name__ == "NotFoundError", repr(exc)
+
+
+# Every argument of the analysis helpers, drawn independently (the scope arguments above, and
+# the options of each helper); they only read, so nothing may change.
+hostile_level = st.one_of(st.none(), st.integers(-2, 2**40), anything)
+hostile_prefix = st.one_of(st.none(), st.sampled_from(["database", "a:b", "Bad", "x:"]),
+                           hostile_text, anything)
+ANALYSIS_CALLS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+    "tag_graph": (lambda s, a: ha.tag_graph(s, **a), {
+        "min_shared": hostile_limit, "level": hostile_level, "prefix": hostile_prefix,
+        "weight": st.one_of(st.sampled_from(["jaccard", "npmi", "lift"]), hostile_text),
+        "resolution": st.one_of(st.floats(), anything), "seed": st.one_of(st.none(),
+                                                                          big_ints, anything)}),
+    "popular_tags": (lambda s, a: ha.popular_tags(s, **a), {
+        "limit": st.one_of(st.none(), hostile_limit), "level": hostile_level,
+        "prefix": hostile_prefix, "freq": st.one_of(st.none(), st.sampled_from(["D", "W"]),
+                                                    hostile_text)}),
+    "tag_hierarchy": (lambda s, a: ha.tag_hierarchy(s, **a), {"prefix": hostile_prefix}),
+    "remember_trends": (lambda s, a: ha.remember_trends(s, **a), {
+        "freq": st.one_of(st.sampled_from(["D", "W", "M"]), hostile_text),
+        "by": st.one_of(st.none(), st.sampled_from(["robot", "tag"]), hostile_text),
+        "prefix": hostile_prefix, "level": hostile_level, "fill_gaps": anything}),
+    "remember_count_distribution": (lambda s, a: ha.remember_count_distribution(s, **a), {
+        "by": st.one_of(st.none(), st.just("robot"), hostile_text)}),
+    "robot_activity": (lambda s, a: ha.robot_activity(s, **a), {
+        "robots": st.one_of(st.none(), hostile_names)}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ANALYSIS_CALLS))
+def test_every_analysis_argument_is_validated(store, hostile_url, name):
+    call, arguments = ANALYSIS_CALLS[name]
+
+    @FAST
+    @given(st.fixed_dictionaries(arguments))
+    def check(drawn: dict[str, Any]) -> None:
+        before = counts(hostile_url)
+        result = outcome(lambda: call(store, drawn), set(arguments))
+        assert result is None or isinstance(result, (pd.DataFrame, nx.Graph))
+        assert counts(hostile_url) == before
+
+    check()

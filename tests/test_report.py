@@ -138,3 +138,16 @@ def test_report_from_a_snapshot(demo: dict, tmp_path: Path) -> None:
     assert "<section id='tags'>" in html and "<section id='indexes'>" not in html
     assert "snapshot of" in html
     assert any(p.suffix == ".parquet" for p in (tmp_path / "parquet").iterdir())
+
+
+def test_without_the_advisor_the_index_count_is_the_usage_tables(ltm: ha.LongTermMemory) -> None:
+    robot = ltm.register_robot("solo")
+    ltm.add(content="one memory", robot_id=robot, tags=["topic:a"])
+    report = ha.build_report(ltm, benchmark=False, advice=False)
+    assert report.sections[0].key == "overview"
+    html = report.to_html()
+    assert "1 memory held by 1 robot " in html  # agreement, not "1 memories held by 1 robots"
+    usage = report.sections[-1].data["index_usage"]
+    never = int(usage["never_used"].sum())
+    noun = "non-key index was" if never == 1 else "non-key indexes were"
+    assert f"Indexes: {never} {noun} never used since" in html

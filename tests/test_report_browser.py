@@ -61,7 +61,7 @@ def render(html: Path, png: Path) -> tuple[dict[str, Any], list[str]]:
             page = browser.new_page(viewport={"width": WIDTH, "height": 1000})
             page.on("console", lambda message: problems.append(
                 f"console {message.type}: {message.text}")
-                if message.type in ("error", "warning") else None)
+                if message.type == "error" else None)
             page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
             page.on("requestfailed", lambda request: problems.append(
                 f"request failed: {request.url[:80]}"))

@@ -428,6 +428,9 @@ def _index_section(source: LongTermMemory, findings: pd.DataFrame | None) -> Sec
            "were HOT (no index entry written)" if nodes["n_tup_upd"] else "")
     judge = "" if age_seconds is not None and age_seconds >= 7 * 86400 else \
         " (too short a time to call them unused)"
+    scope = ("the memory tables, not counting unique and primary keys" if findings is None
+             else "every table of the database, not counting unique and primary keys nor the "
+                  "duplicates under What to do")
     unused = (f"{counted(len(never), 'non-key index', 'non-key indexes')} "
               f"{'was' if len(never) == 1 else 'were'} never used since {since}{judge}.")
     section = Section(
@@ -435,9 +438,10 @@ def _index_section(source: LongTermMemory, findings: pd.DataFrame | None) -> Sec
         findings=[f"Indexes: {unused}"] + ([f"Updates: {hot}; each of the others wrote an "
                                             "entry into every index, HNSW included."]
                                            if hot else []),
-        text=(f"Never used since {since} (not counting unique and primary "
-              f"keys): {', '.join(never)}." if never else
+        text=(f"Never used since {since} ({scope}): {', '.join(never)}." if never else
               f"Every non-key index has been scanned since {since}.")
+        + ("" if findings is None else " The never_used column and the red bars below cover "
+           "the memory tables only, duplicates included.")
         + (f"\n\n{hot}. The others added an entry to every index of nodes, the HNSW index "
            "included: an update that changes an indexed column cannot be HOT, and the "
            "reference schema indexes access_count, last_accessed and in_working_memory, which "
