@@ -15,7 +15,9 @@ from .databases import (
     database_exists,
     database_name,
     drop_database,
+    drop_unused_databases,
     ensure_database,
+    replace_database,
     scratch_database,
     with_database,
 )
@@ -52,6 +54,8 @@ __all__ = [
     "database_name",
     "drop_database",
     "ensure_database",
+    "replace_database",
+    "drop_unused_databases",
     "scratch_database",
     "with_database",
 ]
