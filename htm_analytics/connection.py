@@ -80,7 +80,7 @@ def mask_secrets(text: str, url: str) -> str:
     may be the password, part of it, or the whole connection string.
     """
     masked = text.replace(url, mask_url(url)) if url else text
-    for secret in _secrets(url):
+    for secret in _secrets(url) + _url_secrets(url):
         pieces = {secret, secret.strip("'"), urllib.parse.unquote(secret)}
         pieces.update(p for p in re.split(r"[\s'\"]+", secret) if len(p) >= 4)
         for piece in sorted(pieces, key=len, reverse=True):
@@ -240,13 +240,73 @@ def resolve_database_url(config_or_url: str | Mapping[str, Any] | None = None) -
     )
 
 
+_URL_SCHEME = re.compile(r"^postgres(?:ql)?://", re.I)
+_PERCENT_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+PERCENT_ENCODING_HINT = (
+    "percent-encode special characters in the user name and password (@ as %40, : as %3A, "
+    "/ as %2F, ? as %3F, # as %23, % as %25, a space as %20; in Python "
+    "urllib.parse.quote(password, safe='')), or pass a keyword string: "
+    "\"host=... user=... password='...'\"")
+
+
+def _url_syntax_error(url: str) -> str | None:
+    """What makes ``url`` (a ``postgresql://`` URL) ambiguous, in words that quote none of it.
+
+    libpq quotes the piece it cannot parse, which may be part of a password; this check runs
+    first and names only the kind of mistake. A URL passing it has its user information, if
+    any, between ``://`` and the one ``@`` before the first ``/`` or ``?``, so nothing of a
+    password can be read as a host, a port, a database or a parameter.
+    """
+    rest = url[_URL_SCHEME.match(url).end():]  # type: ignore[union-attr]
+    authority = re.split(r"[/?]", rest, maxsplit=1)[0]
+    after = rest[len(authority):]
+    if any(c.isspace() for c in url):
+        return "it contains a space"
+    if _PERCENT_ESCAPE.search(url):
+        return "a % is not followed by two hexadecimal digits"
+    if authority.count("@") > 1:
+        return "more than one @ before the host"
+    if "@" in after:
+        return "an @ after the host (a password with / or ? in it?)"
+    return None
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The password of a connection string libpq accepts, as written and decoded."""
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except psycopg.ProgrammingError:
+        return []
+    if not password:
+        return []
+    password = str(password)
+    return [password, urllib.parse.quote(password, safe=""), urllib.parse.quote(password)]
+
+
 def _checked(url: str, source: str) -> str:
+    """``url`` if libpq can parse it; else a ValidationError that quotes no part of it."""
+    if _URL_SCHEME.match(url):
+        problem = _url_syntax_error(url)
+        if problem:
+            raise ValidationError(f"not a valid PostgreSQL URL: {problem}; "
+                                  f"{PERCENT_ENCODING_HINT}", field=source)
     try:
         conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         # from None: libpq's own error would carry the password along in a traceback.
-        raise ValidationError(
-            f"not a valid PostgreSQL URL ({mask_url(url)}): "
-            f"{mask_secrets(str(exc).strip(), url)}", field=source
-        ) from None
+        has_password = bool(_secrets(url)) or "password" in url.lower()
+        if _URL_SCHEME.match(url):
+            # libpq quotes the piece it could not parse: with a password about, none of it.
+            detail = "libpq cannot parse it" if has_password \
+                else f"{url}: {str(exc).strip()}"
+            raise ValidationError(f"not a valid PostgreSQL URL ({detail}); "
+                                  f"{PERCENT_ENCODING_HINT}", field=source) from None
+        if has_password:
+            raise ValidationError(
+                "not a valid connection string: write it as a URL (postgresql://...) or as "
+                "libpq keywords (host=... dbname=... user=...), single-quoting a value with "
+                "spaces or quotes and escaping ' and \\ in it with a backslash",
+                field=source) from None
+        raise ValidationError(f"not a valid connection string: {str(exc).strip()}",
+                              field=source) from None
     return url
