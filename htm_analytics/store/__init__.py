@@ -26,6 +26,7 @@ from .schema import SCHEMA_VERSION, apply_migrations
 from .schema_info import SchemaInfo
 from .search import SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
 from .search_pool import DEFAULT_EF_SEARCH
+from .server import PGVECTOR_INSTALL_HINT, missing_schema_error, server_overview, server_sessions
 from .tracing import SQL_LOGGER, Tracer
 from .tuning_session import TuningSession
 
@@ -58,4 +59,8 @@ __all__ = [
     "drop_unused_databases",
     "scratch_database",
     "with_database",
+    "server_overview",
+    "server_sessions",
+    "missing_schema_error",
+    "PGVECTOR_INSTALL_HINT",
 ]

@@ -37,6 +37,7 @@ from ._common import LOG_EVENTS
 from .cache_generation import has_shared_generation, read_shared_generation
 from .schema import apply_migrations, native_index_dimensions
 from .schema_info import SchemaInfo, detect_schema
+from .server import missing_schema_error, read_overview
 from .tracing import Tracer, tracing_cursor_class
 
 __all__ = ["StoreBase"]
@@ -130,6 +131,9 @@ class StoreBase:
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=10,
                                  cursor_factory=self._cursor_class) as conn:
+                overview = read_overview(conn)
+                if init_schema and overview["pgvector_available"] is None:
+                    raise missing_schema_error(overview, self._url) or SchemaError("pgvector")
                 applied = apply_migrations(conn) if init_schema else []
                 info = conn.execute(
                     """SELECT current_setting('server_version') AS server_version,
@@ -138,22 +142,15 @@ class StoreBase:
                               (SELECT extversion FROM pg_extension WHERE extname = 'vector')
                                   AS pgvector_version,
                               (SELECT extversion FROM pg_extension WHERE extname = 'pg_trgm')
-                                  AS pg_trgm_version,
-                              to_regclass('public.nodes') IS NOT NULL AS has_schema,
-                              to_regclass('public.htm_analytics_migrations') IS NOT NULL
-                                  AS has_migrations""").fetchone()
+                                  AS pg_trgm_version""").fetchone()
                 assert info is not None
                 names = ["server_version", "server_version_num", "database",
-                         "pgvector_version", "pg_trgm_version", "has_schema", "has_migrations"]
+                         "pgvector_version", "pg_trgm_version"]
                 result = dict(zip(names, info))
-                if result["pgvector_version"] is None:
-                    raise SchemaError(
-                        f"the pgvector extension is not installed in {self.url}; run "
-                        "`htm-analytics init-db` (needs pgvector available on the server)")
-                if not result.pop("has_schema"):
-                    raise SchemaError(f"the HTM tables do not exist in {self.url}; run "
-                                      "`htm-analytics init-db`")
-                result.pop("has_migrations")
+                if not init_schema:
+                    problem = missing_schema_error(overview, self._url)
+                    if problem is not None:
+                        raise problem
                 self.schema_info = detect_schema(conn)
                 result["schema_version"] = self.schema_info.additions_version
                 result["native_dimensions"] = native_index_dimensions(conn)
