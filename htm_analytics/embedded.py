@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import DatabaseConnectionError, HTMError
-
 __all__ = ["embedded_data_dir", "EmbeddedServerStatus", "embedded_server_status",
            "reclaim_stale_handles", "refresh_after_restart", "stop_embedded_server",
            "delete_embedded_server"]
@@ -182,6 +180,8 @@ def stop_embedded_server(data_dir: Path | None = None, *, force: bool = False) -
 
     Refuses while another live process holds it, unless ``force``.
     """
+    from .errors import DatabaseConnectionError, HTMError
+
     status = embedded_server_status(data_dir)
     others = [h for h in status.holders if h["pid"] != os.getpid()]
     if status.running and others and not force:
@@ -209,6 +209,8 @@ def stop_embedded_server(data_dir: Path | None = None, *, force: bool = False) -
 
 def delete_embedded_server(data_dir: Path | None = None, *, force: bool = False) -> int:
     """Stop the embedded server and delete its data directory; return the bytes freed."""
+    from .errors import HTMError
+
     directory = (data_dir or embedded_data_dir()).expanduser().resolve()
     if not directory.exists():
         return 0

@@ -212,9 +212,16 @@ def test_help_is_fast_to_reach() -> None:
     code = ("import sys; from htm_analytics.cli import main; sys.argv = ['htm-analytics', "
             "'--help']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
             "heavy = [m for m in ('pandas', 'matplotlib', 'scipy', 'networkx', 'duckdb') "
-            "if m in sys.modules]\nprint(','.join(heavy))")
+            "if m in sys.modules]\nprint('heavy:', ','.join(heavy))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=tempfile.gettempdir())
     assert done.returncode == 0, done.stderr
     assert "Usage: htm-analytics" in done.stdout
-    assert done.stdout.strip().splitlines()[-1] == ""
+    assert done.stdout.strip().splitlines()[-1] == "heavy:"
+
+
+def test_the_spelt_out_default_sweep_is_the_tuning_one() -> None:
+    from htm_analytics.cli.bench import DEFAULT_SWEEP
+    from htm_analytics.tuning import DEFAULT_EF_SEARCH_SWEEP
+
+    assert DEFAULT_SWEEP == ",".join(map(str, DEFAULT_EF_SEARCH_SWEEP))

@@ -13,7 +13,6 @@ from typing import Any
 
 import click
 
-from ..errors import HTMError
 from ._database import DEMO_DATABASE, choose_database, open_store, say_database
 from ._output import emit, explain_empty, output_options, scope_options
 
@@ -335,7 +334,11 @@ def main() -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except HTMError as exc:
+    except Exception as exc:
+        from ..errors import HTMError  # here: --help need not load the database driver
+
+        if not isinstance(exc, HTMError):
+            raise
         click.echo(f"Error: {_cli_words(str(exc))}", err=True)
         sys.exit(1)
 

@@ -9,29 +9,29 @@ The rule (README, "Command line"): ``--db URL``; else ``HTM_DBURL``, ``HTM_DATAB
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..connection import URL_ENVIRONMENT_VARIABLES, mask_url, resolve_database_url
-from ..errors import HTMError, SchemaError
-from ..store import (
-    LongTermMemory,
-    database_exists,
-    database_name,
-    server_overview,
-    with_database,
-)
+if TYPE_CHECKING:
+    from ..store import LongTermMemory
 
 __all__ = ["choose_database", "open_store", "open_target", "say_database"]
 
 DEMO_DATABASE = "htm_demo"
 # The additions an import writes into (import_records is migration 5's).
 _IMPORT_NEEDS = ("import_records",)
+# The variables the library reads, in order (connection.URL_ENVIRONMENT_VARIABLES; not
+# imported from there so that `--help` loads no database driver).
+URL_ENVIRONMENT_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")
 
 
 def choose_database(ctx: click.Context, *, write: bool = False) -> tuple[str, str]:
     """``(url, why)``: the database this command uses, by the rule above."""
+    from ..connection import resolve_database_url
+    from ..errors import HTMError
+    from ..store import database_exists, server_overview, with_database
+
     chosen = ctx.obj.get("db") if ctx.obj else None
     if chosen:
         return chosen, "--db"
@@ -58,11 +58,15 @@ def choose_database(ctx: click.Context, *, write: bool = False) -> tuple[str, st
 
 def say_database(url: str, why: str) -> None:
     """One line on stderr, so that --json and --csv output stays clean."""
+    from ..connection import mask_url
+
     click.echo(f"database: {mask_url(url)} ({why})", err=True)
 
 
 def open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
     """The store of the database this (reading) command uses, named on stderr."""
+    from ..store import LongTermMemory
+
     url, why = choose_database(ctx)
     say_database(url, why)
     return LongTermMemory(url, cache_size=0, **options)
@@ -72,6 +76,10 @@ def open_target(ctx: click.Context, *, needs: tuple[str, ...] = _IMPORT_NEEDS,
                 **options: Any) -> LongTermMemory:
     """The store a writing command writes into: an empty database gets the schema; one with
     HTM tables but without the additions ``needs`` is refused, saying how to add them."""
+    from ..connection import mask_url, resolve_database_url
+    from ..errors import SchemaError
+    from ..store import LongTermMemory, database_name, server_overview
+
     url, why = choose_database(ctx, write=True)
     say_database(url, why)
     overview = server_overview(resolve_database_url(url))

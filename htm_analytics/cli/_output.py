@@ -7,10 +7,12 @@ import functools
 import json
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pandas as pd
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["output_options", "scope_options", "emit", "emit_document", "explain_empty",
            "human_bytes"]
@@ -62,6 +64,8 @@ def emit(frame: pd.DataFrame, fmt: str) -> None:
 
 def emit_document(document: dict[str, Any]) -> None:
     """Print one JSON object (frames inside it as arrays of objects)."""
+    import pandas as pd
+
     def plain(value: Any) -> Any:
         if isinstance(value, pd.DataFrame):
             return json.loads(value.to_json(orient="records", date_format="iso"))
@@ -93,6 +97,8 @@ def explain_empty(frame: pd.DataFrame, store: Any, robots: list[str] | None) -> 
 
 def human_bytes(size: float) -> str:
     """``1536`` -> ``"1.5 kB"`` (powers of 1024, as PostgreSQL's pg_size_pretty)."""
+    import pandas as pd
+
     if pd.isna(size):
         return ""
     value = float(size)
@@ -111,6 +117,7 @@ def terminal_table(frame: pd.DataFrame, width: int | None = None) -> str:
     """``frame`` for a terminal ``width`` wide (default: the terminal's): one line per row,
     long text shortened to fit; a table too wide even so is printed as one record per row,
     a column a line (psql's expanded display), rather than wrapped into blocks."""
+
     width = width or _terminal_width()
     for text_width in (40, 32, 24, 16):
         text = _readable(frame, text_width).to_string(index=False)
@@ -138,6 +145,8 @@ def _shown_name(column: Any) -> Any:
 def _readable(frame: pd.DataFrame, text_width: int = 40) -> pd.DataFrame:
     """A copy for the terminal: times to the minute, floats to 3 decimals, sizes in kB/MB/GB,
     long text cut, and blanks instead of NaN/NaT/<NA>."""
+    import pandas as pd
+
     shown = pd.DataFrame(index=frame.index)
     for column in frame.columns:
         values = frame[column]

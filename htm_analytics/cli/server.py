@@ -5,16 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-import pandas as pd
 
-from ..connection import embedded_dir_of
 from ..embedded import (
     delete_embedded_server,
     embedded_data_dir,
     embedded_server_status,
     stop_embedded_server,
 )
-from ..store import server_sessions
 from . import cli
 from ._output import emit, emit_document, human_bytes, output_options
 
@@ -23,6 +20,8 @@ __all__ = ["server"]
 
 def _data_dir(ctx: click.Context) -> Path:
     """The embedded server's data directory, or the one a --db URL of one points at."""
+    from ..connection import embedded_dir_of
+
     url = ctx.obj.get("db") if ctx.obj else None
     if not url:
         return embedded_data_dir()
@@ -47,6 +46,10 @@ def server_status(ctx: click.Context, fmt: str) -> None:
     sessions connected. --json prints one object: data_dir, initialized, size_bytes,
     running, pid, url, holders [{pid, command}], reclaimed [pid], sessions [{pid, database,
     user, application, client, state, since}]."""
+    import pandas as pd
+
+    from ..store import server_sessions
+
     status = embedded_server_status(_data_dir(ctx))
     sessions = pd.DataFrame(server_sessions(status.url) if status.url else [],
                             columns=["pid", "database", "user", "application", "client",

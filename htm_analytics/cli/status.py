@@ -3,16 +3,16 @@ table, one CSV table or one JSON document; on a database without the schema too.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pandas as pd
 
-from ..connection import mask_url, resolve_database_url
-from ..store import LongTermMemory, missing_schema_error, server_overview
 from . import cli
 from ._database import choose_database, say_database
 from ._output import emit, emit_document, human_bytes, output_options
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["status"]
 
@@ -29,6 +29,11 @@ def _extension(installed: str | None, available: str | None) -> str:
 
 def _status_document(url: str, why: str, indexes: bool) -> dict[str, Any]:
     """Everything ``status`` shows, as plain values and frames."""
+    import pandas as pd
+
+    from ..connection import mask_url, resolve_database_url
+    from ..store import LongTermMemory, missing_schema_error, server_overview
+
     overview = server_overview(resolve_database_url(url))
     problem = missing_schema_error(overview, url)
     document: dict[str, Any] = {
