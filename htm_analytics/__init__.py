@@ -196,7 +196,14 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _MODULE_OF.get(name)
     if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        if name.startswith("__"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        try:  # a submodule (``htm_analytics.store``), as an eager import made it available
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # the submodule exists but needs something missing
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # once: later lookups do not come here
     return value

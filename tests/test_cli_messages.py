@@ -224,4 +224,4 @@ def test_the_spelt_out_default_sweep_is_the_tuning_one() -> None:
     from htm_analytics.cli.bench import DEFAULT_SWEEP
     from htm_analytics.tuning import DEFAULT_EF_SEARCH_SWEEP
 
-    assert DEFAULT_SWEEP == ",".join(map(str, DEFAULT_EF_SEARCH_SWEEP))
+    assert ",".join(map(str, DEFAULT_EF_SEARCH_SWEEP)) == DEFAULT_SWEEP
