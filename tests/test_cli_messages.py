@@ -108,6 +108,18 @@ def test_init_db_without_pgvector_says_how_to_get_it(
     assert status.exit_code == 0 and "pgvector:   not available on this server" in status.stdout
 
 
+def test_a_demo_that_cannot_load_leaves_no_database(
+        server_without_pgvector: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run_main(["--db", server_without_pgvector, "demo", "--out",
+                              str(Path(tempfile.gettempdir()) / "never.html")],
+                             monkeypatch, capsys)
+    assert code == 1 and "pgvector is not installed on the server" in err
+    with psycopg.connect(server_without_pgvector) as conn:
+        names = [r[0] for r in conn.execute("SELECT datname FROM pg_database")]
+    assert not [name for name in names if name.startswith("htm_demo")], names
+
+
 def test_import_sets_up_an_empty_database(empty_database_url: str, tmp_path: Path) -> None:
     path = tmp_path / "agents.db"
     build_ghostkg(path)
