@@ -37,6 +37,7 @@ __all__ = [
     "embedded_data_dir",
     "embedded_server_url",
     "embedded_dir_of",
+    "check_database_url",
 ]
 
 URL_ENVIRONMENT_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")
@@ -274,6 +275,13 @@ def _url_secrets(url: str) -> list[str]:
         return []
     password = str(password)
     return [password, urllib.parse.quote(password, safe=""), urllib.parse.quote(password)]
+
+
+def check_database_url(url: str, source: str = "url") -> str:
+    """``url`` if libpq can parse it; else a ValidationError (naming ``source``) that quotes
+    no part of it. Starts nothing: :func:`resolve_database_url` also joins an embedded
+    server the URL points at."""
+    return _checked(url.strip(), source)
 
 
 def _checked(url: str, source: str) -> str:

@@ -80,3 +80,16 @@ def test_the_store_and_the_command_line_keep_the_password_out() -> None:
     assert isinstance(result.exception, ValidationError)
     shown = result.output + str(result.exception)
     assert "percent-encode" in shown and "cr@t" not in shown
+
+
+@pytest.mark.parametrize("url", ["postgresql://alice@localhost:5999/htm?password=x&жж",
+                                 "postgresql://alice:ж/ж@localhost:5999/htm"])
+def test_the_database_line_never_shows_a_malformed_url(url: str) -> None:
+    from click.testing import CliRunner
+
+    from htm_analytics.cli import cli
+
+    result = CliRunner().invoke(cli, ["--db", url, "status"])
+    assert isinstance(result.exception, ValidationError)
+    assert "ж" not in result.output + str(result.exception)
+    assert "database:" not in result.output  # refused before it is named

@@ -57,9 +57,11 @@ def choose_database(ctx: click.Context, *, write: bool = False) -> tuple[str, st
 
 
 def say_database(url: str, why: str) -> None:
-    """One line on stderr, so that --json and --csv output stays clean."""
-    from ..connection import mask_url
+    """One line on stderr, so that --json and --csv output stays clean; a malformed URL is
+    refused first (masking cannot be trusted on it)."""
+    from ..connection import check_database_url, mask_url
 
+    check_database_url(url, "--db" if why == "--db" else why)
     click.echo(f"database: {mask_url(url)} ({why})", err=True)
 
 
