@@ -237,3 +237,47 @@ def test_the_spelt_out_default_sweep_is_the_tuning_one() -> None:
     from htm_analytics.tuning import DEFAULT_EF_SEARCH_SWEEP
 
     assert ",".join(map(str, DEFAULT_EF_SEARCH_SWEEP)) == DEFAULT_SWEEP
+
+
+@pytest.fixture
+def own_default_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An embedded server of its own as the default one (no URL variable set)."""
+    from htm_analytics.embedded import delete_embedded_server
+
+    for name in ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    data_dir = embedded_test_dir("htm-default-") / "pgdata"
+    monkeypatch.setenv("HTM_EMBEDDED_DIR", str(data_dir))
+    yield data_dir
+    delete_embedded_server(data_dir, force=True)
+    shutil.rmtree(data_dir.parent, ignore_errors=True)
+
+
+def test_the_default_database_follows_one_rule_and_is_named(own_default_server: Path) -> None:
+    from htm_analytics.connection import resolve_database_url
+    from htm_analytics.store import create_database
+
+    runner = CliRunner()
+
+    def used(*args: str) -> str:
+        result = runner.invoke(cli, [*args])
+        assert result.exit_code == 0, result.output
+        said = [line for line in result.stderr.splitlines() if line.startswith("database: ")]
+        assert len(said) == 1, result.stderr
+        return said[0]
+
+    first = used("status", "--json")  # a new server: htm, empty
+    assert "/htm?" in first and "the embedded server's htm)" in first
+    server = resolve_database_url(None)
+    with LongTermMemory(create_database(server, "htm_demo"), init_schema=True) as demo:
+        demo.add(content="a demo memory", robot_id=demo.register_robot("demo-robot"))
+    assert "so the demo's htm_demo" in used("robots", "--json")
+    # init-db without --db writes htm, and only the schema: readers keep the demo's.
+    assert "/htm?" in used("init-db")
+    assert "so the demo's htm_demo" in used("robots", "--json")
+    with LongTermMemory(server) as store:  # what the README's Python snippets do
+        store.add(content="my own memory", robot_id=store.register_robot("mine"))
+    line = used("robots", "--json")
+    assert "/htm?" in line and "the default: the embedded server's htm)" in line
+    rows = json.loads(runner.invoke(cli, ["robots", "--json"]).stdout)
+    assert [row["robot"] for row in rows] == ["mine"]
