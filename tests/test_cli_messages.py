@@ -281,3 +281,22 @@ def test_the_default_database_follows_one_rule_and_is_named(own_default_server: 
     assert "/htm?" in line and "the default: the embedded server's htm)" in line
     rows = json.loads(runner.invoke(cli, ["robots", "--json"]).stdout)
     assert [row["robot"] for row in rows] == ["mine"]
+
+
+def test_status_csv_is_one_table_and_json_one_document(database_url: str) -> None:
+    import csv
+    import io
+
+    runner = CliRunner()
+    as_csv = runner.invoke(cli, ["--db", database_url, "status", "--csv"])
+    assert as_csv.exit_code == 0, as_csv.output
+    rows = list(csv.reader(io.StringIO(as_csv.stdout)))
+    assert rows[0] == ["table", "rows", "index", "method", "is_unique", "size_bytes"]
+    assert len({len(row) for row in rows}) == 1 and len(rows) > 6
+    assert {"nodes", "robots", "tags"} <= {row[0] for row in rows[1:]}
+    document = json.loads(runner.invoke(cli, ["--db", database_url, "status",
+                                              "--json"]).stdout)
+    assert set(document) == {"database", "database_name", "chosen_by", "server", "schema",
+                             "problem", "tables", "indexes"}
+    assert document["server"]["postgresql"] and document["server"]["pg_trgm"]
+    assert any(i["index"] == "idx_nodes_embedding" for i in document["indexes"])
