@@ -117,7 +117,11 @@ def run_demo(out: str | os.PathLike[str] = "report.html", *, server_url: str | N
     """The main job: a fresh demo database (``database`` on the configured or embedded
     server) and its report, written to ``out``."""
     started = time.perf_counter()
-    url = demo_database_url(server_url, fresh=True, database=database)
+    try:
+        url = demo_database_url(server_url, fresh=True, database=database)
+    except KeyboardInterrupt:
+        echo(f"\ninterrupted while loading: {database} is as it was before this run")
+        raise
     echo(f"demo memory loaded into {mask_url(url)} in {time.perf_counter() - started:.1f} s")
     from .report import build_report
 

@@ -72,11 +72,7 @@ def demo(ctx: click.Context, out: str) -> None:
 
     server, why = choose_database(ctx, write=True)
     say_database(server, f"{why}; the demo loads into its own {DEMO_DATABASE} there")
-    try:
-        run_demo(out, server_url=server, echo=click.echo)
-    except KeyboardInterrupt:
-        click.echo(f"\ninterrupted: {DEMO_DATABASE} is as it was before this run", err=True)
-        raise
+    run_demo(out, server_url=server, echo=click.echo)
 
 
 def _snapshot_hint(path: str) -> str:
