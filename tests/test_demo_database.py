@@ -100,3 +100,29 @@ def test_builds_of_killed_runs_are_dropped(server_url: str, demo_name: str,
             psycopg.sql.Identifier(abandoned)))
     demo_module.demo_database_url(server_url, database=demo_name)
     assert _databases(server_url, demo_name) == [demo_name]
+
+
+def test_ctrl_c_ends_the_command_with_130_and_says_so(
+        server_url: str, demo_name: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    import sys
+
+    from htm_analytics.cli import main
+
+    def interrupted(store: LongTermMemory, **_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo_module, "load_demo", interrupted)
+    monkeypatch.setattr(demo_module, "DEMO_DATABASE", demo_name)
+    real_run_demo = demo_module.run_demo
+    monkeypatch.setattr(demo_module, "run_demo", lambda out, **kw: real_run_demo(
+        out, **{**kw, "database": demo_name}))
+    monkeypatch.setattr(sys, "argv", ["htm-analytics", "--db", server_url, "demo", "--out",
+                                      str(tmp_path / "r.html")])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == 130
+    captured = capsys.readouterr()
+    assert f"interrupted while loading: {demo_name} is as it was" in captured.out
+    assert captured.err.strip().endswith("interrupted")
+    assert _databases(server_url, demo_name) == []
