@@ -232,9 +232,16 @@ def test_help_is_fast_to_reach() -> None:
     assert done.stdout.strip().splitlines()[-1] == "heavy:"
 
 
-def test_the_spelt_out_default_sweep_is_the_tuning_one() -> None:
+def test_the_spelt_out_defaults_are_the_library_ones() -> None:
+    # Spelt out in the command line so that --help imports neither the driver nor pandas.
+    from htm_analytics.cli import _database
     from htm_analytics.cli.bench import DEFAULT_SWEEP
+    from htm_analytics.connection import URL_ENVIRONMENT_VARIABLES
+    from htm_analytics.demo import DEMO_DATABASE
     from htm_analytics.tuning import DEFAULT_EF_SEARCH_SWEEP
+
+    assert _database.URL_ENVIRONMENT_VARIABLES == URL_ENVIRONMENT_VARIABLES
+    assert _database.DEMO_DATABASE == DEMO_DATABASE
 
     assert ",".join(map(str, DEFAULT_EF_SEARCH_SWEEP)) == DEFAULT_SWEEP
 

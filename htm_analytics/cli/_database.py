@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = ["choose_database", "open_store", "open_target", "say_database"]
 
-DEMO_DATABASE = "htm_demo"
+DEMO_DATABASE = "htm_demo"  # demo.DEMO_DATABASE (that module loads pandas)
 # The additions an import writes into (import_records is migration 5's).
 _IMPORT_NEEDS = ("import_records",)
 # The variables the library reads, in order (connection.URL_ENVIRONMENT_VARIABLES; not
