@@ -2,92 +2,140 @@
 
 The package is built in layers, each importing only from those before it: ``store`` (every
 read, write and search), ``agent`` (robots that remember and recall), ``analysis``
-(DataFrames and plots), ``peers`` (other memory systems), ``tuning``, ``advisor``, ``report``
-and ``cli``. Every public name is importable from here; see docs/architecture.md.
+(DataFrames and plots), ``peers`` (other memory systems), ``tuning``, ``advisor``, ``report``,
+``mcp`` and ``cli``. Every public name is importable from here, imported when first used
+(PEP 562), so that ``import htm_analytics`` and ``htm-analytics --help`` do not load pandas,
+matplotlib and scipy before they are needed; type checkers see the plain imports. See
+docs/architecture.md.
 """
 
+from __future__ import annotations
+
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _moved
-from .advisor import AdvisorThresholds, advise
-from .agent import HTM, WorkingMemory, count_tokens, get_embedder, parse_timeframe
-from .analysis import (
-    index_usage,
-    index_usage_delta,
-    most_reinforced,
-    plot_index_usage,
-    plot_popular_tags,
-    plot_remember_count_distribution,
-    plot_remember_trends,
-    plot_robot_activity,
-    plot_robot_overlap,
-    plot_tag_cooccurrence,
-    plot_tag_graph,
-    plot_tag_hierarchy,
-    popular_tags,
-    remember_count_distribution,
-    remember_trends,
-    robot_activity,
-    robot_overlap,
-    table_health,
-    tag_cooccurrence,
-    tag_graph,
-    tag_graph_view,
-    tag_hierarchy,
-    write_tag_graph,
-)
-from .errors import (
-    ConcurrencyError,
-    DatabaseConnectionError,
-    DatabaseError,
-    EmbeddingError,
-    HTMError,
-    NoSoftDeleteError,
-    NotFoundError,
-    QueryTimeoutError,
-    SchemaError,
-    ValidationError,
-)
-from .report import Report, build_report, demo_database_url, load_demo, run_demo
-from .store import (
-    SCHEMA_VERSION,
-    LongTermMemory,
-    QueryCache,
-    Snapshot,
-    content_hash,
-    embedded_server_url,
-    export_snapshot,
-    mask_url,
-    resolve_database_url,
-)
-from .tuning import (
-    EfSearchAdvice,
-    RetrievalEvaluation,
-    benchmark_index_build,
-    benchmark_recall,
-    concurrency_sweep,
-    describe_concurrency,
-    evaluate_retrieval,
-    exact_neighbors,
-    plot_concurrency,
-    plot_recall_by_ef,
-    plot_recall_latency,
-    plot_retrieval,
-    plot_retrieval_quality,
-    read_labelled_queries,
-    recommend_ef_search,
-    retrieval_quality,
-)
 
-_moved.install()
+if TYPE_CHECKING:
+    from .advisor import AdvisorThresholds, advise
+    from .agent import (
+        HTM,
+        WorkingMemory,
+        count_tokens,
+        get_embedder,
+        parse_timeframe,
+    )
+    from .analysis import (
+        index_usage,
+        index_usage_delta,
+        most_reinforced,
+        plot_index_usage,
+        plot_popular_tags,
+        plot_remember_count_distribution,
+        plot_remember_trends,
+        plot_robot_activity,
+        plot_robot_overlap,
+        plot_tag_cooccurrence,
+        plot_tag_graph,
+        plot_tag_hierarchy,
+        popular_tags,
+        remember_count_distribution,
+        remember_trends,
+        robot_activity,
+        robot_overlap,
+        table_health,
+        tag_cooccurrence,
+        tag_graph,
+        tag_graph_view,
+        tag_hierarchy,
+        write_tag_graph,
+    )
+    from .errors import (
+        ConcurrencyError,
+        DatabaseConnectionError,
+        DatabaseError,
+        EmbeddingError,
+        HTMError,
+        NoSoftDeleteError,
+        NotFoundError,
+        QueryTimeoutError,
+        SchemaError,
+        ValidationError,
+    )
+    from .report import (
+        Report,
+        build_report,
+        demo_database_url,
+        load_demo,
+        run_demo,
+    )
+    from .store import (
+        SCHEMA_VERSION,
+        LongTermMemory,
+        QueryCache,
+        Snapshot,
+        content_hash,
+        embedded_server_url,
+        export_snapshot,
+        mask_url,
+        resolve_database_url,
+    )
+    from .tuning import (
+        EfSearchAdvice,
+        RetrievalEvaluation,
+        benchmark_index_build,
+        benchmark_recall,
+        concurrency_sweep,
+        describe_concurrency,
+        evaluate_retrieval,
+        exact_neighbors,
+        plot_concurrency,
+        plot_recall_by_ef,
+        plot_recall_latency,
+        plot_retrieval,
+        plot_retrieval_quality,
+        read_labelled_queries,
+        recommend_ef_search,
+        retrieval_quality,
+    )
 
-
-def __getattr__(name: str) -> Any:
-    # ``htm_analytics.tags`` and the other modules of the previous release, as attributes.
-    if f"{__name__}.{name}" in _moved.MOVED_MODULES:
-        return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# Where each public name lives: package -> names.
+_LAZY: dict[str, tuple[str, ...]] = {
+    'advisor': (
+        "AdvisorThresholds", "advise",
+    ),
+    'agent': (
+        "HTM", "WorkingMemory", "count_tokens", "get_embedder", "parse_timeframe",
+    ),
+    'analysis': (
+        "index_usage", "index_usage_delta", "most_reinforced", "plot_index_usage",
+        "plot_popular_tags", "plot_remember_count_distribution", "plot_remember_trends",
+        "plot_robot_activity", "plot_robot_overlap", "plot_tag_cooccurrence", "plot_tag_graph",
+        "plot_tag_hierarchy", "popular_tags", "remember_count_distribution", "remember_trends",
+        "robot_activity", "robot_overlap", "table_health", "tag_cooccurrence", "tag_graph",
+        "tag_graph_view", "tag_hierarchy", "write_tag_graph",
+    ),
+    'errors': (
+        "ConcurrencyError", "DatabaseConnectionError", "DatabaseError", "EmbeddingError",
+        "HTMError", "NoSoftDeleteError", "NotFoundError", "QueryTimeoutError", "SchemaError",
+        "ValidationError",
+    ),
+    'report': (
+        "Report", "build_report", "demo_database_url", "load_demo", "run_demo",
+    ),
+    'store': (
+        "SCHEMA_VERSION", "LongTermMemory", "QueryCache", "Snapshot", "content_hash",
+        "embedded_server_url", "export_snapshot", "mask_url", "resolve_database_url",
+    ),
+    'tuning': (
+        "EfSearchAdvice", "RetrievalEvaluation", "benchmark_index_build", "benchmark_recall",
+        "concurrency_sweep", "describe_concurrency", "evaluate_retrieval", "exact_neighbors",
+        "plot_concurrency", "plot_recall_by_ef", "plot_recall_latency", "plot_retrieval",
+        "plot_retrieval_quality", "read_labelled_queries", "recommend_ef_search",
+        "retrieval_quality",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _LAZY.items() for name in names}
 
 __version__ = "0.1.0"
 
@@ -164,3 +212,26 @@ __all__ = [
     "resolve_database_url",
     "__version__",
 ]
+
+_moved.install()
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(f".{module}", __name__), name)
+        globals()[name] = value  # once: later lookups do not come here
+        return value
+    if f"{__name__}.{name}" in _moved.MOVED_MODULES or not name.startswith("__"):
+        # a subpackage (``htm_analytics.store``), or a module of the previous release
+        # (``htm_analytics.tags``, with its DeprecationWarning)
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # the module exists but needs something missing
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

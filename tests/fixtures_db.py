@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from htm_analytics.store import (
     with_database,
 )
 from htm_analytics.store.connection import embedded_server_url
+from htm_analytics.store.embedded import delete_embedded_server
 
 # Unique per run: concurrent runs may share the embedded server.
 TEMPLATE = f"htm_test_template_{os.getpid()}_{uuid.uuid4().hex[:6]}"
@@ -37,14 +39,26 @@ TEMPLATE = f"htm_test_template_{os.getpid()}_{uuid.uuid4().hex[:6]}"
 END = dt.datetime(2026, 6, 30, 12, tzinfo=dt.UTC)
 
 
+_RUN_DIRS: list[Path] = []  # the embedded servers' directories this run made
+_RUN_SERVER: list[Path] = []  # the one the database fixtures use, once started
+
+
+def embedded_test_dir(prefix: str = "htm-analytics-tests-") -> Path:
+    """A new directory for an embedded server of this run, deleted when the run ends
+    (and checked to be gone, with no server left running, by ``pytest_sessionfinish``)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    root.chmod(0o755)  # as root the server runs as another user, who must reach it
+    _RUN_DIRS.append(root)
+    return root
+
+
 def _server_url() -> str:
     dsn = os.environ.get("HTM_TEST_DSN")
     if dsn:
         return dsn
-    # One data directory per user, reused across runs: initdb happens once.
-    root = Path(tempfile.gettempdir()) / f"htm-analytics-tests-{os.getuid()}"
-    root.mkdir(exist_ok=True)
-    return embedded_server_url(root / "pgdata")
+    if not _RUN_SERVER:  # one server per run, in a directory of its own
+        _RUN_SERVER.append(embedded_test_dir())
+    return embedded_server_url(_RUN_SERVER[0] / "pgdata")
 
 
 def temporary_database(server_url: str, prefix: str,
@@ -64,6 +78,44 @@ def server_url() -> Iterator[str]:
         apply_migrations(conn)
     yield url
     drop_database(url, TEMPLATE)
+    _delete_run_server()
+
+
+def _delete_run_server() -> None:
+    """Stop the run's own server and delete its directory (the header may have started it
+    without any test using it)."""
+    for directory in _RUN_SERVER:
+        delete_embedded_server(directory / "pgdata", force=True)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _left_behind() -> list[str]:
+    """Servers still running from this run's directories, and the directories still there."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        command = " ".join(process.info["cmdline"] or [])
+        if process.info["name"] == "postgres" and any(str(d) in command for d in _RUN_DIRS):
+            found.append(f"postgres pid {process.pid}: {command}")
+    return found + [f"directory {d}" for d in _RUN_DIRS if d.exists()]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """The run leaves no server running and no data directory behind: anything left is
+    reported, cleaned up, and fails the run."""
+    _delete_run_server()
+    left = _left_behind()
+    if not left:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line("the test run left behind:\n  " + "\n  ".join(left), red=True)
+    for directory in _RUN_DIRS:
+        if (directory / "pgdata").exists():
+            delete_embedded_server(directory / "pgdata", force=True)
+        shutil.rmtree(directory, ignore_errors=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture(scope="session")

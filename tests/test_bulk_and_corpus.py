@@ -116,9 +116,8 @@ def corpus_store(server_url: str) -> object:
 
 
 def plan(store: LongTermMemory, statement: str, params: object = None) -> str:
-    """The plan of a statement under the settings the store's searches use."""
-    with store._transaction() as cur:
-        store._search_settings(cur, ef_search=40, filtered=False)
+    """The plan of a statement on a search connection, under the settings searches use."""
+    with store._search_cursor(ef_search=40) as cur:
         rows = cur.execute("EXPLAIN " + statement, params).fetchall()
     return "\n".join(r["QUERY PLAN"] for r in rows)
 

@@ -34,13 +34,15 @@ def test_init_db_then_status(empty_database_url: str) -> None:
     assert "pgvector:   0.8" in status.output and "idx_nodes_embedding" in status.output
     as_json = runner.invoke(cli, ["--db", empty_database_url, "status", "--json",
                                   "--no-indexes"])
-    assert {row["table"]: row["rows"] for row in json.loads(as_json.output)}["nodes"] == 0
+    document = json.loads(as_json.stdout)  # one document: server, schema, tables
+    assert {row["table"]: row["rows"] for row in document["tables"]}["nodes"] == 0
+    assert document["server"]["pgvector"].startswith("0.8") and document["schema"]["version"]
     as_csv = runner.invoke(cli, ["--db", empty_database_url, "status", "--csv", "--no-indexes"])
-    assert as_csv.output.splitlines()[0] == "table,rows"
+    assert as_csv.stdout.splitlines()[0] == "table,rows"
     # --db also goes after the command's name, and wins over the group's.
     after = runner.invoke(cli, ["--db", "postgresql://nobody@127.0.0.1:1/x", "status",
                                 "--csv", "--no-indexes", "--db", empty_database_url])
-    assert after.exit_code == 0 and after.output == as_csv.output
+    assert after.exit_code == 0 and after.stdout == as_csv.stdout
 
 
 def test_errors_are_one_line_without_password() -> None:
@@ -49,7 +51,9 @@ def test_errors_are_one_line_without_password() -> None:
          "postgresql://u:hunter2@127.0.0.1:1/x?connect_timeout=2", "status"],
         capture_output=True, text=True)
     assert result.returncode == 1
-    assert result.stderr.startswith("Error: could not talk to postgresql://u:***@")
+    said, error = result.stderr.splitlines()[:2]  # which database, then the error
+    assert said.startswith("database: postgresql://u:***@127.0.0.1:1/x")
+    assert error.startswith("Error: could not talk to postgresql://u:***@")
     assert "hunter2" not in result.stderr + result.stdout
     assert "Traceback" not in result.stderr
 
@@ -102,7 +106,7 @@ def test_analysis_commands(memory_url: str, tmp_path: Path) -> None:
     def run(*args: str) -> str:
         result = runner.invoke(cli, ["--db", memory_url, *args])
         assert result.exit_code == 0, result.output
-        return result.output
+        return result.stdout
 
     pairs = json.loads(run("tags", "--level", "1", "--limit", "5", "--json"))
     assert len(pairs) == 5 and ":" not in pairs[0]["topic1"]

@@ -7,6 +7,7 @@ count and time.
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from fixtures_db import embedded_test_dir
 
 from htm_analytics import (
     DatabaseConnectionError,
@@ -22,17 +24,21 @@ from htm_analytics import (
     QueryTimeoutError,
 )
 from htm_analytics.store.connection import _embedded_server, embedded_server_url
+from htm_analytics.store.embedded import delete_embedded_server
 
 pytestmark = pytest.mark.reliability
 
 
 @pytest.fixture(scope="module")
-def own_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, object]]:
-    """A private embedded server: (URL of its htm database, its handle)."""
-    data_dir = tmp_path_factory.mktemp("fault-server") / "pgdata"
+def own_server() -> Iterator[tuple[str, object]]:
+    """A private embedded server: (URL of its htm database, its handle); stopped (after
+    its restarts: the postmaster running then) and deleted at the end."""
+    data_dir = embedded_test_dir("htm-fault-server-") / "pgdata"
     url = embedded_server_url(data_dir)
     LongTermMemory(url, init_schema=True).close()  # the schema, once, for the tests below
     yield url, _embedded_server(Path(data_dir).resolve())
+    delete_embedded_server(data_dir, force=True)
+    shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
 def restart(server: object) -> None:

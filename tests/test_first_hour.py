@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from psycopg.conninfo import conninfo_to_dict
 
 import htm_analytics as ha
-import htm_analytics.cli._app as cli_module
+import htm_analytics.cli._database as cli_database
 from htm_analytics.agent.datasets import DEMO_ROBOTS, read_demo, simulate_remembers
 from htm_analytics.cli import cli
 
@@ -102,11 +102,11 @@ def test_next_command_after_the_demo_finds_its_memory(demo: dict, server_url: st
         monkeypatch.delenv(variable, raising=False)
     # The test server plays the embedded default server; the demo's database is the fixture's.
     monkeypatch.setenv("HTM_EMBEDDED_DIR", params["host"])
-    monkeypatch.setattr(cli_module, "DEMO_DATABASE", conninfo_to_dict(demo["url"])["dbname"])
+    monkeypatch.setattr(cli_database, "DEMO_DATABASE", conninfo_to_dict(demo["url"])["dbname"])
     result = CliRunner().invoke(cli, ["status", "--no-indexes", "--json"])
     assert result.exit_code == 0, result.output
-    assert "using the demo's" in result.stderr
-    rows = {r["table"]: r["rows"] for r in json.loads(result.stdout)}
+    assert "holds no memory yet, so the demo's" in result.stderr
+    rows = {r["table"]: r["rows"] for r in json.loads(result.stdout)["tables"]}
     with ha.LongTermMemory(demo["url"]) as store:
         assert rows == store.table_counts().set_index("table")["rows"].to_dict()
 

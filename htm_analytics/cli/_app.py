@@ -1,62 +1,25 @@
-"""The command group and the everyday commands (``bench``, ``import`` and ``eval`` are
-in modules of their own, registered by the package)."""
+"""The command group and the everyday commands (``bench``, ``import``, ``eval``, ``server``,
+``status``, ``forget``/``restore``/``purge`` and ``mcp`` are in modules of their own,
+registered by the package)."""
 
 from __future__ import annotations
 
-import os
 import sys
 import textwrap
+from pathlib import Path
 from typing import Any
 
 import click
 
-from ..advisor import advise as advise_store
-from ..analysis.indexes import index_usage, table_health
-from ..analysis.robots import robot_activity, robot_overlap
-from ..analysis.tags import tag_cooccurrence, tag_hierarchy
-from ..analysis.trends import remember_trends
-from ..errors import HTMError, SchemaError
-from ..report.build import build_report
-from ..report.demo import DEMO_DATABASE, run_demo
-from ..store import LongTermMemory, database_exists, database_name, with_database
-from ..store.connection import URL_ENVIRONMENT_VARIABLES, mask_url, resolve_database_url
-from ..store.snapshot import Snapshot, export_snapshot
-from ..tuning.advice import recommend_ef_search
-from ._output import emit, output_options, scope_options
+from ._database import DEMO_DATABASE, choose_database, open_store, say_database
+from ._output import emit, explain_empty, output_options, scope_options
 
 __all__ = ["main", "cli"]
 
 
-
-def _open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
-    try:
-        return LongTermMemory(ctx.obj["db"], cache_size=0,
-                              writer_timezone=ctx.obj.get("writer_timezone"), **options)
-    except SchemaError:
-        demo_url = _demo_instead(ctx)
-        if demo_url is None:
-            raise
-        click.echo(f"note: the default database has no memory; using the demo's, "
-                   f"{mask_url(demo_url)} (pass --db or set HTM_DBURL to choose)", err=True)
-        return LongTermMemory(demo_url, cache_size=0,
-                              writer_timezone=ctx.obj.get("writer_timezone"), **options)
-
-
-def _demo_instead(ctx: click.Context) -> str | None:
-    """The demo database's URL when no database was chosen (no --db, no environment variable)
-    and the server has a loaded demo database: right after ``htm-analytics demo``, the next
-    command finds its memory."""
-    if ctx.obj.get("db") or any(os.environ.get(v) for v in URL_ENVIRONMENT_VARIABLES):
-        return None
-    server = resolve_database_url(None)
-    if database_name(server) == DEMO_DATABASE:
-        return None
-    try:
-        if not database_exists(server, DEMO_DATABASE):
-            return None
-    except HTMError:
-        return None
-    return with_database(server, DEMO_DATABASE)
+def _open_store(ctx: click.Context, **options: Any) -> Any:
+    """The store of the database the command reads (see ``_database``), named on stderr."""
+    return open_store(ctx, **options)
 
 
 def _remember_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -82,7 +45,9 @@ class _Group(click.Group):
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--db", envvar=None, default=None, metavar="URL",
               help="PostgreSQL URL. Default: HTM_DBURL, HTM_DATABASE__URL or DATABASE_URL, "
-                   "else the embedded server.")
+                   "else the embedded server's htm database (commands that only read take "
+                   "the demo's htm_demo while htm holds no memory). Every command says on "
+                   "stderr which database it used.")
 @click.option("--writer-timezone", envvar="HTM_WRITER_TIMEZONE", default=None, metavar="ZONE",
               help="Time zone of the writer of timestamp-without-time-zone columns (the "
                    "current gem writes its local time): e.g. America/Chicago. Default: "
@@ -104,9 +69,25 @@ def demo(ctx: click.Context, out: str) -> None:
     """Load the bundled demo memory into a fresh database and write its report.
 
     Uses the embedded PostgreSQL unless --db or HTM_DBURL names a server; the demo gets a
-    database of its own (htm_demo) there.
+    database of its own (htm_demo) there, built aside and swapped in only when complete.
     """
-    run_demo(out, server_url=ctx.obj["db"], echo=click.echo)
+    from ..report.demo import run_demo
+
+    server, why = choose_database(ctx, write=True)
+    say_database(server, f"{why}; the demo loads into its own {DEMO_DATABASE} there")
+    run_demo(out, server_url=server, echo=click.echo)
+
+
+def _snapshot_hint(path: str) -> str:
+    """What to pass to --snapshot when ``path`` is not there but a snapshot of a related
+    name is (``snapshot memory`` writes a folder, not ``memory.duckdb``)."""
+    wanted = Path(path)
+    for candidate in (wanted.with_suffix(""), wanted.with_suffix(".duckdb")):
+        if candidate != wanted and candidate.exists():
+            kind = "a folder of Parquet files" if candidate.is_dir() else "a DuckDB file"
+            return f"; {candidate} is a snapshot ({kind}): --snapshot {candidate}"
+    return ("; write one with `htm-analytics snapshot PATH` (PATH.duckdb for a DuckDB file, "
+            "any other PATH for a Parquet folder)")
 
 
 @cli.command()
@@ -119,8 +100,9 @@ def demo(ctx: click.Context, out: str) -> None:
               help="Also write every table behind the report to this folder.")
 @click.option("--data-format", type=click.Choice(["csv", "parquet"]), default="csv",
               show_default=True)
-@click.option("--snapshot", "snapshot_path", type=click.Path(exists=True), default=None,
-              help="Report on a snapshot (DuckDB file or Parquet folder) instead of a server.")
+@click.option("--snapshot", "snapshot_path", type=click.Path(), default=None,
+              help="Report on a snapshot instead of a server: the DuckDB file or Parquet "
+                   "folder `htm-analytics snapshot PATH` wrote.")
 @click.option("--benchmark/--no-benchmark", default=True, show_default=True,
               help="Include the ef_search recall/latency sweep.")
 @click.option("--title", default="Memory report", show_default=True)
@@ -128,6 +110,8 @@ def demo(ctx: click.Context, out: str) -> None:
 def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
            data_format: str, snapshot_path: str | None, benchmark: bool, title: str) -> None:
     """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve."""
+    from ..report.build import build_report
+
     expected = {"html": (".html", ".htm"), "md": (".md", ".markdown")}[report_format]
     if out is None:
         out = f"report.{report_format}"
@@ -136,6 +120,13 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
         raise click.BadParameter(f"{out} does not match --format {report_format}; use a "
                                  f"{expected[0]} name", param_hint="--out")
     if snapshot_path:
+        if not Path(snapshot_path).exists():
+            raise click.BadParameter(f"no snapshot at {snapshot_path}"
+                                     f"{_snapshot_hint(snapshot_path)}",
+                                     param_hint="--snapshot")
+        from ..store.snapshot import Snapshot
+
+        click.echo(f"snapshot: {snapshot_path}", err=True)
         with Snapshot(snapshot_path) as source:
             built = build_report(source, title=title, benchmark=False)
     else:
@@ -152,7 +143,11 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
 @click.pass_context
 def init_db(ctx: click.Context) -> None:
     """Create the extensions and the memory schema (safe to run again)."""
-    with _open_store(ctx, init_schema=True) as store:
+    from ..store import LongTermMemory
+
+    url, why = choose_database(ctx, write=True)
+    say_database(url, why)
+    with LongTermMemory(url, init_schema=True, cache_size=0) as store:
         applied = store.server_info["migrations_applied"]
         click.echo(f"database: {store.url}")
         click.echo(f"PostgreSQL {store.server_info['server_version']}, "
@@ -171,6 +166,9 @@ def init_db(ctx: click.Context) -> None:
 @click.pass_context
 def advise(ctx: click.Context, sweep: bool, target_recall: float, fmt: str) -> None:
     """Health and tuning findings, most severe first, each with the SQL that fixes it."""
+    from ..advisor import advise as advise_store
+    from ..tuning.advice import recommend_ef_search
+
     with _open_store(ctx, init_schema=False) as store:
         ef_advice = None
         if sweep:
@@ -197,34 +195,13 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, fmt: str) -> N
 
 
 @cli.command()
-@click.option("--indexes/--no-indexes", default=True, help="Also list the indexes.")
-@output_options
-@click.pass_context
-def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
-    """Server and extension versions, table row counts and indexes."""
-    with _open_store(ctx, init_schema=False) as store:
-        info = store.server_info
-        if fmt == "table":
-            click.echo(f"database:   {store.url}")
-            click.echo(f"postgresql: {info['server_version']}")
-            click.echo(f"pgvector:   {info['pgvector_version']}")
-            click.echo(f"pg_trgm:    {info['pg_trgm_version']}")
-            click.echo(f"schema:     version {info['schema_version']}")
-            click.echo(f"found:      {store.schema_info.describe()}\n")
-        emit(store.table_counts(), fmt)
-        if indexes:
-            if fmt == "table":
-                click.echo("")
-            columns = ["table", "index", "method", "is_unique", "size_bytes"]
-            emit(store.index_list()[columns], fmt)
-
-
-@cli.command()
 @click.option("--never-used", is_flag=True, help="Only indexes never scanned (not keys).")
 @output_options
 @click.pass_context
 def indexes(ctx: click.Context, never_used: bool, fmt: str) -> None:
     """Index usage from pg_stat_user_indexes: scans, tuples, size, never-used flag."""
+    from ..analysis.indexes import index_usage
+
     with _open_store(ctx, init_schema=False) as store:
         frame = index_usage(store)
     if never_used:
@@ -237,6 +214,8 @@ def indexes(ctx: click.Context, never_used: bool, fmt: str) -> None:
 @click.pass_context
 def health(ctx: click.Context, fmt: str) -> None:
     """Live and dead rows, sequential vs index scans, last vacuum and analyze per table."""
+    from ..analysis.indexes import table_health
+
     with _open_store(ctx, init_schema=False) as store:
         emit(table_health(store), fmt)
 
@@ -256,8 +235,12 @@ def health(ctx: click.Context, fmt: str) -> None:
 @click.pass_context
 def tags(ctx: click.Context, fmt: str, **options: Any) -> None:
     """Pairs of tags found together, with Jaccard, lift and PMI."""
+    from ..analysis.tags import tag_cooccurrence
+
     with _open_store(ctx, init_schema=False) as store:
-        emit(tag_cooccurrence(store, **options), fmt)
+        frame = tag_cooccurrence(store, **options)
+        explain_empty(frame, store, options["robots"])
+    emit(frame, fmt)
 
 
 @cli.command("tag-tree")
@@ -268,8 +251,11 @@ def tags(ctx: click.Context, fmt: str, **options: Any) -> None:
 @click.pass_context
 def tag_tree(ctx: click.Context, fmt: str, max_depth: int | None, **options: Any) -> None:
     """Tags and the ancestors they imply, with direct and cumulative node counts."""
+    from ..analysis.tags import tag_hierarchy
+
     with _open_store(ctx, init_schema=False) as store:
         frame = tag_hierarchy(store, **options)
+        explain_empty(frame, store, options["robots"])
     if max_depth is not None:
         frame = frame[frame["depth"] <= max_depth]
     emit(frame, fmt)
@@ -287,8 +273,11 @@ def tag_tree(ctx: click.Context, fmt: str, max_depth: int | None, **options: Any
 @click.pass_context
 def trends(ctx: click.Context, fmt: str, **options: Any) -> None:
     """Remembers per period: new, shared from another robot, repeated."""
+    from ..analysis.trends import remember_trends
+
     with _open_store(ctx, init_schema=False) as store:
         frame = remember_trends(store, **options)
+        explain_empty(frame, store, options["robots"])
     if not frame.attrs.get("exact", True):
         click.echo("note: " + frame.attrs.get("reason", "history approximated from "
                                               "first/last remember times"), err=True)
@@ -302,20 +291,36 @@ def trends(ctx: click.Context, fmt: str, **options: Any) -> None:
 @click.pass_context
 def robots(ctx: click.Context, fmt: str, overlap: bool, **options: Any) -> None:
     """Per robot: memories, remembers, share of memories other robots have too."""
+    from ..analysis.robots import robot_activity, robot_overlap
+
     with _open_store(ctx, init_schema=False) as store:
-        emit((robot_overlap if overlap else robot_activity)(store, **options), fmt)
+        frame = (robot_overlap if overlap else robot_activity)(store, **options)
+        explain_empty(frame, store, options["robots"])
+    emit(frame, fmt)
 
 
 @cli.command()
 @click.argument("path", type=click.Path())
-@click.option("--overwrite", is_flag=True, help="Replace an existing snapshot.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing snapshot at PATH.")
 @click.pass_context
 def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
-    """Copy the memory into a DuckDB file (PATH.duckdb) or a folder of Parquet files."""
+    """Copy the memory into a snapshot that `htm-analytics report --snapshot PATH` reads.
+
+    A PATH ending in .duckdb (or .db) becomes one DuckDB file; any other PATH a folder of
+    Parquet files, one per table (`snapshot memory` writes the folder memory/, not
+    memory.duckdb).
+    """
+    from ..store.snapshot import export_snapshot
+
+    if Path(path).exists() and not overwrite:
+        raise click.BadParameter(f"{path} exists; add --overwrite to replace it",
+                                 param_hint="PATH")
     with _open_store(ctx, init_schema=False) as store:
         target = export_snapshot(store, path, overwrite=overwrite)
         emit(store.table_counts(), "table")
-    click.echo(f"snapshot written to {target}")
+    kind = "a folder of Parquet files" if target.is_dir() else "a DuckDB file"
+    click.echo(f"snapshot written to {target} ({kind}); report on it with: "
+               f"htm-analytics report --snapshot {target}")
 
 
 def main() -> None:
@@ -323,10 +328,27 @@ def main() -> None:
     try:
         cli(standalone_mode=False)
     except click.exceptions.Abort:
-        sys.exit(1)
+        click.echo("interrupted", err=True)  # Ctrl-C
+        sys.exit(130)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except HTMError as exc:
-        click.echo(f"Error: {exc}", err=True)
+    except Exception as exc:
+        from ..errors import HTMError  # here: --help need not load the database driver
+
+        if not isinstance(exc, HTMError):
+            raise
+        click.echo(f"Error: {_cli_words(str(exc))}", err=True)
         sys.exit(1)
+
+
+# Python arguments named in the library's messages, and the options that set them here.
+_CLI_WORDS = {"pass overwrite=True": "add --overwrite",
+              "pass embedding_service": "pass --embedder",
+              ", or open it with LongTermMemory(url, init_schema=True)": ""}
+
+
+def _cli_words(message: str) -> str:
+    for python, option in _CLI_WORDS.items():
+        message = message.replace(python, option)
+    return message

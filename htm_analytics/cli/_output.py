@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import json
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import pandas as pd
 
-__all__ = ["output_options", "scope_options", "emit"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["output_options", "scope_options", "emit", "emit_document", "explain_empty",
+           "human_bytes"]
 
 
 def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -20,7 +24,8 @@ def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.option("--table", "fmt", flag_value="table", default=True,
                   help="Print an aligned table (default).")
     @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
-    @click.option("--json", "fmt", flag_value="json", help="Print a JSON array of objects.")
+    @click.option("--json", "fmt", flag_value="json",
+                  help="Print one JSON document (an array of objects, one per row).")
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return command(*args, **kwargs)
@@ -48,27 +53,106 @@ def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def emit(frame: pd.DataFrame, fmt: str) -> None:
-    """Print ``frame`` as a table, CSV or JSON."""
+    """Print ``frame`` as a table, CSV or JSON: one document either way."""
     if fmt == "csv":
         click.echo(frame.to_csv(index=False), nl=False)
     elif fmt == "json":
         click.echo(frame.to_json(orient="records", date_format="iso", indent=2))
     else:
-        click.echo(_readable(frame).to_string(index=False, line_width=_terminal_width())
-                   if len(frame) else "(no rows)")
+        click.echo(terminal_table(frame) if len(frame) else "(no rows)")
+
+
+def emit_document(document: dict[str, Any]) -> None:
+    """Print one JSON object (frames inside it as arrays of objects)."""
+    import pandas as pd
+
+    def plain(value: Any) -> Any:
+        if isinstance(value, pd.DataFrame):
+            return json.loads(value.to_json(orient="records", date_format="iso"))
+        if isinstance(value, dict):
+            return {key: plain(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [plain(item) for item in value]
+        if isinstance(value, (dt.datetime, dt.date)):
+            return value.isoformat()
+        return value
+
+    click.echo(json.dumps(plain(document), indent=2, default=str))
+
+
+def explain_empty(frame: pd.DataFrame, store: Any, robots: list[str] | None) -> None:
+    """When ``--robot`` filtered everything away because no robot has that name, say so
+    (on stderr) with the names there are."""
+    if len(frame) or not robots:
+        return
+    from ..analysis.robots import robot_activity
+
+    known = robot_activity(store)["robot"].astype(str).tolist()
+    unknown = [name for name in robots if name not in known]
+    if unknown:
+        shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
+        click.echo(f"note: no robot named {', '.join(map(repr, unknown))} in this database; "
+                   f"robots here: {shown or 'none'}", err=True)
+
+
+def human_bytes(size: float) -> str:
+    """``1536`` -> ``"1.5 kB"`` (powers of 1024, as PostgreSQL's pg_size_pretty)."""
+    import pandas as pd
+
+    if pd.isna(size):
+        return ""
+    value = float(size)
+    for unit in ("bytes", "kB", "MB", "GB", "TB"):
+        if abs(value) < 1024 or unit == "TB":
+            return f"{int(value)} {unit}" if unit == "bytes" else f"{value:,.1f} {unit}"
+        value /= 1024
+    return f"{value:,.1f} TB"  # pragma: no cover
 
 
 def _terminal_width() -> int:
-    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+    return max(60, shutil.get_terminal_size((100, 24)).columns)
+
+
+def terminal_table(frame: pd.DataFrame, width: int | None = None) -> str:
+    """``frame`` for a terminal ``width`` wide (default: the terminal's): one line per row,
+    long text shortened to fit; a table too wide even so is printed as one record per row,
+    a column a line (psql's expanded display), rather than wrapped into blocks."""
+
+    width = width or _terminal_width()
+    for text_width in (40, 32, 24, 16):
+        text = _readable(frame, text_width).to_string(index=False)
+        if max(map(len, text.splitlines())) <= width:
+            return text
+    shown = _readable(frame, max(16, width - 3 - max(len(str(c)) for c in frame.columns)))
+    label_width = max(len(str(c)) for c in shown.columns)
+    records = []
+    for number, (_, row) in enumerate(shown.iterrows(), start=1):
+        header = f"-[ RECORD {number} ]"
+        lines = [header + "-" * max(0, min(width, 40) - len(header))]
+        lines += [f"{str(c).ljust(label_width)} | {v}" for c, v in row.items()]
+        records.append("\n".join(lines))
+    return "\n".join(records)
+
+
+def _shown_name(column: Any) -> Any:
+    """``size_bytes`` -> ``size``, ``index_bytes`` -> ``index_size``: the unit is in the value."""
+    name = str(column)
+    if not name.endswith("_bytes"):
+        return column
+    return "size" if name == "size_bytes" else f"{name[:-6]}_size"
 
 
 def _readable(frame: pd.DataFrame, text_width: int = 40) -> pd.DataFrame:
-    """A copy for the terminal: times to the minute, floats to 3 decimals, long text cut,
-    and blanks instead of NaN/NaT/<NA>."""
+    """A copy for the terminal: times to the minute, floats to 3 decimals, sizes in kB/MB/GB,
+    long text cut, and blanks instead of NaN/NaT/<NA>."""
+    import pandas as pd
+
     shown = pd.DataFrame(index=frame.index)
     for column in frame.columns:
         values = frame[column]
-        if pd.api.types.is_datetime64_any_dtype(values):
+        if str(column).endswith("_bytes") and pd.api.types.is_numeric_dtype(values):
+            text = values.map(human_bytes)
+        elif pd.api.types.is_datetime64_any_dtype(values):
             text = values.dt.strftime("%Y-%m-%d %H:%M")
         elif pd.api.types.is_float_dtype(values):
             text = values.map(lambda v: f"{v:,.3f}" if pd.notna(v) else "")
@@ -76,5 +160,5 @@ def _readable(frame: pd.DataFrame, text_width: int = 40) -> pd.DataFrame:
             text = values.map(lambda v: "" if v is None or (not isinstance(v, (list, tuple))
                                                             and pd.isna(v)) else str(v))
             text = text.map(lambda t: t if len(t) <= text_width else t[:text_width - 1] + "…")
-        shown[column] = text.fillna("").astype(object)
+        shown[_shown_name(column)] = text.fillna("").astype(object)
     return shown

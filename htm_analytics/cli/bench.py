@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
-import pandas as pd
 
-from ..tuning.benchmark import DEFAULT_EF_SEARCH_SWEEP, benchmark_index_build, benchmark_recall
 from ._app import _open_store, cli
 from ._output import emit, output_options
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = ["bench"]
+
+# tuning.DEFAULT_EF_SEARCH_SWEEP, spelt out so that --help need not import the tuning code
+# (tests/test_cli_messages.py checks they agree).
+DEFAULT_SWEEP = "10,20,40,80,160,320"
 
 
 def _int_list(text: str) -> list[int]:
@@ -46,7 +52,7 @@ def bench() -> None:
 @click.option("--queries", type=int, default=500, show_default=True,
               help="Held-out stored vectors used as queries.")
 @click.option("--k", type=int, default=10, show_default=True)
-@click.option("--ef-search", default=",".join(map(str, DEFAULT_EF_SEARCH_SWEEP)),
+@click.option("--ef-search", default=DEFAULT_SWEEP,
               show_default=True, help="Comma-separated settings to sweep.")
 @click.option("--repeats", type=int, default=3, show_default=True)
 @click.option("--tag", default=None, help="Also measure searches filtered to this tag.")
@@ -63,6 +69,8 @@ def bench_recall(ctx: click.Context, queries: int, k: int, ef_search: str, repea
                  tag: str | None, robot: str | None, iterative_scan: tuple[str, ...],
                  force_index: bool, out: str, fmt: str) -> None:
     """Recall@k, latency and QPS of the live HNSW index for each ef_search."""
+    from ..tuning.benchmark import benchmark_recall
+
     filters: list[dict[str, str] | None] = [None]
     filters += [{"tag": tag}] if tag else []
     filters += [{"robot": robot}] if robot else []
@@ -87,9 +95,14 @@ def bench_recall(ctx: click.Context, queries: int, k: int, ef_search: str, repea
 def bench_build(ctx: click.Context, m: str, ef_construction: str, queries: int,
                 ef_search: str, out: str, fmt: str) -> None:
     """Build HNSW variants on a copy of the vectors: build time, size, recall curve."""
+    from ..tuning.benchmark import benchmark_index_build
+
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
         frame = benchmark_index_build(store, m=_int_list(m),
                                       ef_construction=_int_list(ef_construction),
                                       queries=queries, ef_search=_int_list(ef_search),
                                       output=out, progress=sys.stderr.isatty())
+    for variant in frame.attrs.get("skipped", []):
+        click.echo(f"note: skipped {variant}: pgvector needs ef_construction >= 2 * m",
+                   err=True)
     _emit_benchmark(frame, fmt, out)

@@ -8,7 +8,6 @@ import re
 
 import click
 
-from ..store import CONFIRMATION
 from ._app import _open_store, cli
 
 __all__ = ["forget", "restore", "purge"]
@@ -44,6 +43,8 @@ def forget(ctx: click.Context, node_id: int, permanent: bool, yes: bool) -> None
         how = "delete permanently" if permanent else "forget (restorable)"
         if not yes:
             click.confirm(f"{how} memory {node_id} in {store.url}?", abort=True)
+        from ..store import CONFIRMATION
+
         changed = store.forget(node_id, permanent=permanent, confirm=CONFIRMATION)
     click.echo(f"memory {node_id} " + ("deleted" if permanent else
                                        "forgotten" if changed else "was already forgotten"))
@@ -74,5 +75,7 @@ def purge(ctx: click.Context, older_than: dt.datetime | dt.timedelta, yes: bool)
         if not yes:
             click.confirm(f"permanently delete the memories forgotten before {older_than} "
                           f"in {store.url}?", abort=True)
+        from ..store import CONFIRMATION
+
         purged = store.purge_deleted(older_than=older_than, confirm=CONFIRMATION)
     click.echo(f"{purged:,} forgotten memories deleted for good")

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from ._app import _open_store, cli
+from ._app import cli
+from ._database import open_target
 from ._output import emit, output_options
 
 __all__ = ["import_"]
@@ -35,7 +36,8 @@ def _import_options(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run_import(ctx: click.Context, importer: Callable[..., Any], source: str, fmt: str,
                 **options: Any) -> None:
-    with _open_store(ctx) as store:
+    # An empty database gets the schema; one with HTM tables but no additions is refused.
+    with open_target(ctx) as store:
         summary = importer(source, store, progress=sys.stderr.isatty(), **options)
     emit(summary.to_frame(), fmt)
     click.echo(str(summary), err=True)

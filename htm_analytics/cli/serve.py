@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from ..agent.embeddings import get_embedder
 from ._app import _open_store, cli
 
 __all__ = ["mcp"]
@@ -29,6 +28,8 @@ def mcp(ctx: click.Context, embedder: str | None, max_rows: int, max_chars: int)
         raise click.ClickException(
             f"the MCP server needs the mcp package: pip install 'htm-analytics[mcp]' ({exc})"
         ) from exc
+    from ..agent.embeddings import get_embedder
+
     service = get_embedder(embedder) if embedder else None
     with _open_store(ctx, read_only=True, pool_size=2) as store:
         click.echo(f"htm-analytics MCP server on {store.url} (read-only), over stdio",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,8 +15,16 @@ import numpy as np
 import pandas as pd
 
 from ..agent.datasets import read_demo, remember_history
-from ..errors import EmbeddingError, NotFoundError
-from ..store import LongTermMemory, ensure_database
+from ..errors import EmbeddingError, NotFoundError, SchemaError
+from ..store import (
+    LongTermMemory,
+    create_database,
+    database_exists,
+    drop_database,
+    drop_unused_databases,
+    replace_database,
+    with_database,
+)
 from ..store.connection import mask_url, resolve_database_url
 
 __all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "run_demo",
@@ -51,12 +60,41 @@ def load_demo(store: LongTermMemory, *, days: int = 180, end: dt.datetime | None
 def demo_database_url(server_url: str | None = None, *, fresh: bool = False,
                       database: str = DEMO_DATABASE) -> str:
     """URL of the demo database on ``server_url`` (default: the configured or embedded server),
-    created and loaded if it is missing or empty; ``fresh`` recreates it."""
-    url = ensure_database(resolve_database_url(server_url), database, fresh=fresh)
-    with LongTermMemory(url, init_schema=True) as store:  # the demo's own database
-        if store.table_counts().set_index("table").loc["nodes", "rows"] == 0:
+    built if it is missing or holds no memory; ``fresh`` builds it anew.
+
+    A build loads a new database and swaps it in (:func:`~htm_analytics.store.replace_database`)
+    only once it is complete: until then the old ``database`` stays as it was, and a build that
+    fails or is interrupted leaves nothing behind.
+    """
+    server = resolve_database_url(server_url)
+    if not fresh and database_exists(server, database):
+        url = with_database(server, database)
+        try:
+            with LongTermMemory(url) as store:
+                counts = store.table_counts()
+                if counts.loc[counts["table"] == "nodes", "rows"].sum() > 0:
+                    return url
+        except SchemaError:
+            pass  # no memory there yet: build one
+    return _build_demo_database(server, database)
+
+
+def _build_prefix(database: str) -> str:
+    return f"{database.encode('utf-8')[:40].decode('utf-8', 'ignore')}__building_"
+
+
+def _build_demo_database(server: str, database: str) -> str:
+    prefix = _build_prefix(database)
+    drop_unused_databases(server, prefix)  # builds of runs that were killed
+    build = f"{prefix}{uuid.uuid4().hex[:8]}"
+    url = create_database(server, build)
+    try:
+        with LongTermMemory(url, init_schema=True) as store:
             load_demo(store)
-    return url
+        return replace_database(server, build, database)
+    except BaseException:  # Ctrl-C included: the old database was never touched
+        drop_database(server, build)
+        raise
 
 
 def demo_queries(store: LongTermMemory, *, limit: int | None = None
@@ -79,7 +117,11 @@ def run_demo(out: str | os.PathLike[str] = "report.html", *, server_url: str | N
     """The main job: a fresh demo database (``database`` on the configured or embedded
     server) and its report, written to ``out``."""
     started = time.perf_counter()
-    url = demo_database_url(server_url, fresh=True, database=database)
+    try:
+        url = demo_database_url(server_url, fresh=True, database=database)
+    except KeyboardInterrupt:
+        echo(f"\ninterrupted while loading: {database} is as it was before this run")
+        raise
     echo(f"demo memory loaded into {mask_url(url)} in {time.perf_counter() - started:.1f} s")
     from .build import build_report
 

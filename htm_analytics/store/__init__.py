@@ -31,7 +31,9 @@ from .databases import (
     database_exists,
     database_name,
     drop_database,
+    drop_unused_databases,
     ensure_database,
+    replace_database,
     scratch_database,
     with_database,
 )
@@ -41,6 +43,7 @@ from .schema import SCHEMA_VERSION, apply_migrations
 from .schema_info import SchemaInfo
 from .search import SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
 from .search_pool import DEFAULT_EF_SEARCH
+from .server import PGVECTOR_INSTALL_HINT, missing_schema_error, server_overview, server_sessions
 from .snapshot import Snapshot, export_snapshot, write_parquet
 from .table_recall import benchmark_table_recall
 from .tracing import SQL_LOGGER, Tracer
@@ -72,6 +75,8 @@ __all__ = [
     "database_name",
     "drop_database",
     "ensure_database",
+    "replace_database",
+    "drop_unused_databases",
     "scratch_database",
     "with_database",
     "QueryCache",
@@ -87,4 +92,8 @@ __all__ = [
     "quote_identifier",
     "quote_literal",
     "write_parquet",
+    "server_overview",
+    "server_sessions",
+    "missing_schema_error",
+    "PGVECTOR_INSTALL_HINT",
 ]

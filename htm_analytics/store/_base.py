@@ -45,6 +45,7 @@ from .recall_buffer import FLUSH_RECALL_WRITES, RecallBuffer
 from .schema import apply_migrations, native_index_dimensions
 from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema
 from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
+from .server import missing_schema_error, read_overview
 from .tracing import Tracer, tracing_cursor_class
 
 __all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
@@ -158,6 +159,9 @@ class StoreBase:
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=10,
                                  cursor_factory=self._cursor_class) as conn:
+                overview = read_overview(conn)
+                if init_schema and overview["pgvector_available"] is None:
+                    raise missing_schema_error(overview, self._url) or SchemaError("pgvector")
                 applied = apply_migrations(conn) if init_schema else []
                 info = conn.execute(
                     """SELECT current_setting('server_version') AS server_version,
@@ -166,22 +170,15 @@ class StoreBase:
                               (SELECT extversion FROM pg_extension WHERE extname = 'vector')
                                   AS pgvector_version,
                               (SELECT extversion FROM pg_extension WHERE extname = 'pg_trgm')
-                                  AS pg_trgm_version,
-                              to_regclass('public.nodes') IS NOT NULL AS has_schema,
-                              to_regclass('public.htm_analytics_migrations') IS NOT NULL
-                                  AS has_migrations""").fetchone()
+                                  AS pg_trgm_version""").fetchone()
                 assert info is not None
                 names = ["server_version", "server_version_num", "database",
-                         "pgvector_version", "pg_trgm_version", "has_schema", "has_migrations"]
+                         "pgvector_version", "pg_trgm_version"]
                 result = dict(zip(names, info))
-                if result["pgvector_version"] is None:
-                    raise SchemaError(
-                        f"the pgvector extension is not installed in {self.url}; run "
-                        "`htm-analytics init-db` (needs pgvector available on the server)")
-                if not result.pop("has_schema"):
-                    raise SchemaError(f"the HTM tables do not exist in {self.url}; run "
-                                      "`htm-analytics init-db`")
-                result.pop("has_migrations")
+                if not init_schema:
+                    problem = missing_schema_error(overview, self._url)
+                    if problem is not None:
+                        raise problem
                 self.schema_info = detect_schema(conn)
                 if writer_timezone is not None:
                     known = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_timezone_names "

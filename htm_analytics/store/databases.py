@@ -21,8 +21,12 @@ from ._errors import translate_database_error
 from .connection import mask_url
 
 __all__ = ["with_database", "database_name", "database_exists", "create_database",
-           "ensure_database", "drop_database",
+           "ensure_database", "drop_database", "replace_database", "drop_unused_databases",
            "scratch_database"]
+
+# How long a swap waits for the sessions it ends to go, in milliseconds, and how often it tries.
+_TERMINATE_WAIT_MS = 5_000
+_SWAP_ATTEMPTS = 5
 
 
 def _check_name(name: str) -> str:
@@ -89,6 +93,56 @@ def drop_database(server_url: str, name: str) -> None:
     """Drop the database ``name`` if it exists, disconnecting its sessions."""
     _admin(server_url, sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(
         sql.Identifier(_check_name(name))))
+
+
+def replace_database(server_url: str, source: str, target: str) -> str:
+    """Put the database ``source`` in the place of ``target`` and return its URL.
+
+    Both renames happen in one transaction (``ALTER DATABASE ... RENAME``), so at every moment
+    ``target`` is either the old database, whole, or the new one: an interrupt before the
+    commit leaves the old one as it was. The old database is dropped afterwards. Sessions on
+    either database are ended first (renaming needs that), as dropping it would.
+    """
+    _check_name(source)
+    _check_name(target)
+    retired = f"{target.encode('utf-8')[:40].decode('utf-8', 'ignore')}_old_{uuid.uuid4().hex[:8]}"
+    try:
+        with psycopg.connect(server_url, autocommit=True, connect_timeout=10) as conn:
+            for attempt in range(_SWAP_ATTEMPTS):
+                try:
+                    with conn.transaction():
+                        conn.execute(
+                            "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
+                            "WHERE datname IN (%s, %s) AND pid <> pg_backend_pid()",
+                            (_TERMINATE_WAIT_MS, source, target))
+                        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                        (target,)).fetchone():
+                            conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                                sql.Identifier(target), sql.Identifier(retired)))
+                        conn.execute(sql.SQL("ALTER DATABASE {} RENAME TO {}").format(
+                            sql.Identifier(source), sql.Identifier(target)))
+                    break
+                except psycopg.errors.ObjectInUse:  # a session arrived meanwhile: again
+                    if attempt == _SWAP_ATTEMPTS - 1:
+                        raise
+    except psycopg.Error as exc:
+        raise translate_database_error(exc, url=mask_url(server_url)) from exc
+    drop_database(server_url, retired)
+    return with_database(server_url, target)
+
+
+def drop_unused_databases(server_url: str, prefix: str) -> list[str]:
+    """Drop the databases whose name starts with ``prefix`` and that no session uses (left
+    by a process killed while building one); return their names."""
+    rows = _admin(server_url, """SELECT datname FROM pg_database d
+                                 WHERE left(datname, length(%s)) = %s
+                                   AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
+                                                   WHERE a.datname = d.datname)""",
+                  (prefix, prefix))
+    names = [str(row[0]) for row in rows]
+    for name in names:
+        drop_database(server_url, name)
+    return names
 
 
 @contextmanager

@@ -429,7 +429,8 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
     The vectors of one dimension are copied into an unlogged table (never touching the live
     index); each (m, ef_construction) variant is built there, timed, sized and swept over
     ``ef_search`` like :func:`benchmark_recall`, then dropped; the copy is dropped at the end.
-    Pairs with ``ef_construction < 2 * m`` are skipped (pgvector refuses them). Builds use the
+    Pairs with ``ef_construction < 2 * m`` are skipped (pgvector refuses them) and listed in
+    the result's ``attrs["skipped"]``. Builds use the
     server's ``maintenance_work_mem`` (reported): a graph that does not fit builds far slower;
     and up to ``max_parallel_maintenance_workers`` workers besides the leader (reported).
 
@@ -442,9 +443,11 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
         ``ef_search``.
     """
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
-    variants = [(validate_positive_int(a, field="m", maximum=100),
-                 validate_positive_int(b, field="ef_construction", maximum=1000))
-                for a in _as_list(m) for b in _as_list(ef_construction) if b >= 2 * a]
+    grid = [(validate_positive_int(a, field="m", maximum=100),
+             validate_positive_int(b, field="ef_construction", maximum=1000))
+            for a in _as_list(m) for b in _as_list(ef_construction)]
+    variants = [(a, b) for a, b in grid if b >= 2 * a]
+    skipped = [f"m={a},efc={b}" for a, b in grid if b < 2 * a]
     if not variants:
         raise ValidationError("no (m, ef_construction) pair with ef_construction >= 2 * m",
                               field="ef_construction")
@@ -469,9 +472,11 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
                     rows.append({**row, "variant": f"m={m_value},efc={efc}", "m": m_value,
                                  "ef_construction": efc, "build_seconds": build["build_seconds"],
                                  "index_bytes": build["index_bytes"]})
-    return _finish(rows, store, repeats, run.interrupted, output,
-                   {"dimension": dimension, "maintenance_work_mem": memory,
-                    "max_parallel_maintenance_workers": workers})
+    frame = _finish(rows, store, repeats, run.interrupted, output,
+                    {"dimension": dimension, "maintenance_work_mem": memory,
+                     "max_parallel_maintenance_workers": workers})
+    frame.attrs["skipped"] = skipped
+    return frame
 
 
 # -- plots --------------------------------------------------------------------------------------

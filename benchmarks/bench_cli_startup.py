@@ -1,0 +1,52 @@
+"""How long ``htm-analytics --help`` takes to start: this checkout against another one.
+
+Runs ``python -m htm_analytics --help`` alternately from this checkout and from ``--baseline``
+(another checkout, e.g. ``git worktree add /tmp/before <commit>``), so that both see the same
+load, and prints each time and the medians.
+
+    python benchmarks/bench_cli_startup.py --baseline /tmp/before --repeats 7
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _time_help(checkout: Path) -> float:
+    environment = {**os.environ, "PYTHONPATH": str(checkout)}
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "htm_analytics", "--help"], env=environment,
+                   cwd=tempfile.gettempdir(), check=True, capture_output=True)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout to compare with")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    checkouts = {"this": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
+    times: dict[str, list[float]] = {name: [] for name in checkouts}
+    for _ in range(args.repeats):
+        for name, checkout in checkouts.items():
+            times[name].append(_time_help(checkout))
+    for name, values in times.items():
+        shown = " ".join(f"{v:.2f}" for v in values)
+        print(f"{name:>8}: median {statistics.median(values):.2f} s  ({shown})")
+    if args.baseline:
+        ratio = statistics.median(times["baseline"]) / statistics.median(times["this"])
+        print(f"   ratio: {ratio:.1f}x faster")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,309 @@
+"""What the command line says when something is missing or wrong: what it is, and the command
+or option that fixes it; and commands that write set up an empty target themselves."""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from fixtures_db import embedded_test_dir, temporary_database
+from test_peers_ghostkg import build_ghostkg
+
+import htm_analytics.cli as cli_package
+from htm_analytics import LongTermMemory, SchemaError
+from htm_analytics.cli import cli
+
+
+def _run_main(args: list[str], monkeypatch: pytest.MonkeyPatch,
+              capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    """``htm-analytics ARGS`` through the real entry point: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["htm-analytics", *args])
+    with pytest.raises(SystemExit) as info:
+        cli_package.main()
+        raise SystemExit(0)
+    captured = capsys.readouterr()
+    return int(info.value.code or 0), captured.out, captured.err
+
+
+def test_status_on_an_empty_database_reports_the_server(empty_database_url: str) -> None:
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["--db", empty_database_url, "status"])
+    assert shown.exit_code == 0, shown.output
+    assert "postgresql: 18" in shown.stdout
+    assert "pgvector:   not installed in this database (0.8" in shown.stdout
+    assert "schema:     absent" in shown.stdout and "htm-analytics init-db" in shown.stdout
+    document = json.loads(runner.invoke(cli, ["--db", empty_database_url, "status",
+                                              "--json"]).stdout)
+    assert document["schema"] is None and document["tables"] == []
+    assert document["server"]["pgvector"] is None
+    assert document["server"]["pgvector_available"].startswith("0.8")
+    assert "schema is missing" in document["problem"]
+
+
+def test_a_fresh_database_lacks_the_schema_not_pgvector(empty_database_url: str) -> None:
+    with pytest.raises(SchemaError) as info:
+        LongTermMemory(empty_database_url)
+    message = str(info.value)
+    assert "the HTM schema is missing" in message and "htm-analytics init-db" in message
+    assert "pgvector is not installed" not in message
+
+
+def _system_pg_ctl() -> Path | None:
+    for candidate in sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"), reverse=True):
+        if not list(candidate.parents[1].glob("**/extension/vector.control")) and not list(
+                Path("/usr/share/postgresql").glob(
+                    f"{candidate.parents[1].name}/extension/vector.control")):
+            return candidate
+    return None
+
+
+@pytest.fixture(scope="module")
+def server_without_pgvector() -> Iterator[str]:
+    """A PostgreSQL of the system's packages that has no pgvector (skipped without one)."""
+    import os
+    import pwd
+
+    pg_ctl = _system_pg_ctl()
+    if pg_ctl is None or not shutil.which("runuser"):
+        pytest.skip("needs a system PostgreSQL without pgvector (/usr/lib/postgresql/*)")
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        as_user = ["runuser", "-u", "nobody", "--"]
+    root = embedded_test_dir("htm-nopgv-")
+    data = root / "data"
+    if as_user:
+        shutil.chown(root, user=pwd.getpwnam("nobody").pw_uid)
+    subprocess.run([*as_user, str(pg_ctl.parent / "initdb"), "-D", str(data), "-A", "trust",
+                    "-U", "postgres"], check=True, capture_output=True)
+    subprocess.run([*as_user, str(pg_ctl), "-D", str(data), "-w", "-l", str(root / "log"),
+                    "-o", f"-h '' -k {root}", "start"], check=True, capture_output=True)
+    try:
+        yield f"host={root} user=postgres dbname=postgres"
+    finally:
+        subprocess.run([*as_user, str(pg_ctl), "-D", str(data), "-w", "-m", "fast", "stop"],
+                       capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_init_db_without_pgvector_says_how_to_get_it(
+        server_without_pgvector: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run_main(["--db", server_without_pgvector, "init-db"], monkeypatch, capsys)
+    assert code == 1
+    error = err.splitlines()[-1]
+    assert error.startswith("Error: pgvector is not installed on the server of")
+    assert "install pgvector" in error and "embedded server" in error
+    with pytest.raises(SchemaError, match="pgvector is not installed on the server"):
+        LongTermMemory(server_without_pgvector)
+    status = CliRunner().invoke(cli, ["--db", server_without_pgvector, "status"])
+    assert status.exit_code == 0 and "pgvector:   not available on this server" in status.stdout
+
+
+def test_a_demo_that_cannot_load_leaves_no_database(
+        server_without_pgvector: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run_main(["--db", server_without_pgvector, "demo", "--out",
+                              str(Path(tempfile.gettempdir()) / "never.html")],
+                             monkeypatch, capsys)
+    assert code == 1 and "pgvector is not installed on the server" in err
+    with psycopg.connect(server_without_pgvector) as conn:
+        names = [r[0] for r in conn.execute("SELECT datname FROM pg_database")]
+    assert not [name for name in names if name.startswith("htm_demo")], names
+
+
+def test_import_sets_up_an_empty_database(empty_database_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "agents.db"
+    build_ghostkg(path)
+    result = CliRunner().invoke(cli, ["--db", empty_database_url, "import", "ghostkg",
+                                      str(path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "setting up the memory schema" in result.stderr
+    rows = {r["table"]: r for r in json.loads(result.stdout)}
+    assert rows["(total)"]["imported"] > 0
+
+
+def test_import_refuses_htm_tables_without_the_additions(server_url: str,
+                                                         tmp_path: Path) -> None:
+    path = tmp_path / "agents.db"
+    build_ghostkg(path)
+    seed = importlib.resources.files("htm_analytics").joinpath(
+        "sql/001_seed_schema.sql").read_text("utf-8")
+    with temporary_database(server_url, "htm_gem_only", template=None) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(seed.encode())
+            conn.execute("INSERT INTO nodes (content, content_hash, token_count) "
+                         "VALUES ('a memory of the gem', 'x', 4)")
+            before = conn.execute("SELECT count(*) FROM pg_class").fetchone()
+        result = CliRunner().invoke(cli, ["--db", url, "import", "ghostkg", str(path)])
+        assert isinstance(result.exception, SchemaError)
+        message = str(result.exception)
+        assert "holds HTM tables" in message and "import_records" in message
+        assert "htm-analytics init-db" in message and "nothing was written" in message
+        with psycopg.connect(url) as conn:
+            assert conn.execute("SELECT count(*) FROM pg_class").fetchone() == before
+            assert conn.execute("SELECT count(*) FROM nodes").fetchone() == (1,)
+
+
+def test_an_unknown_robot_gets_a_hint(memory_url: str) -> None:
+    result = CliRunner().invoke(cli, ["--db", memory_url, "robots", "--robot", "nobody"])
+    assert result.exit_code == 0, result.output
+    assert "(no rows)" in result.stdout
+    assert "no robot named 'nobody'" in result.stderr and "coder" in result.stderr
+
+
+def test_snapshot_options_and_paths_agree(ltm: LongTermMemory, database_url: str,
+                                          tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    ltm.add(content="a memory", robot_id=ltm.register_robot("r"))
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    written = runner.invoke(cli, ["--db", database_url, "snapshot", "memory"])
+    assert written.exit_code == 0, written.output
+    assert "a folder of Parquet files" in written.stdout
+    assert "htm-analytics report --snapshot memory" in written.stdout
+    wrong = runner.invoke(cli, ["report", "--snapshot", "memory.duckdb"])
+    assert wrong.exit_code != 0 and "--snapshot memory" in wrong.output
+    assert "PATH.duckdb" not in (cli.commands["snapshot"].help or "")
+    code, _, err = _run_main(["--db", database_url, "snapshot", "memory"], monkeypatch, capsys)
+    assert code != 0 and "--overwrite" in err and "overwrite=True" not in err
+    report = runner.invoke(cli, ["report", "--snapshot", "memory", "--out", "r.html"])
+    assert report.exit_code == 0, report.output
+
+
+def test_eval_without_vectors_names_the_cli_option(memory_url: str, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"query": "a question", "relevant": [1]}) + "\n")
+    code, _, err = _run_main(["--db", memory_url, "eval", "retrieval", str(queries),
+                              "--strategies", "vector"], monkeypatch, capsys)
+    assert code == 1 and "--embedder" in err and "embedding_service" not in err
+
+
+def test_bench_build_names_the_grid_points_it_skips(memory_url: str, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--db", memory_url, "bench", "build", "--m", "4,16",
+                                      "--ef-construction", "16", "--queries", "10",
+                                      "--ef-search", "20", "--out", str(tmp_path / "b.csv"),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    assert {row["variant"] for row in json.loads(result.stdout)} == {"m=4,efc=16"}
+    assert "skipped m=16,efc=16" in result.stderr
+
+
+def test_sizes_read_as_sizes_in_a_terminal_and_as_bytes_in_json(database_url: str) -> None:
+    runner = CliRunner()
+    table = runner.invoke(cli, ["--db", database_url, "indexes"], env={"COLUMNS": "200"})
+    assert table.exit_code == 0, table.output
+    header = table.stdout.splitlines()[0].split()
+    assert "size" in header and "size_bytes" not in header
+    assert " kB" in table.stdout
+    rows = json.loads(runner.invoke(cli, ["--db", database_url, "indexes", "--json"]).stdout)
+    assert all(isinstance(row["size_bytes"], int) for row in rows)
+
+
+def test_every_command_names_its_database_on_stderr(database_url: str) -> None:
+    result = CliRunner().invoke(cli, ["--db", database_url, "health", "--json"])
+    assert result.exit_code == 0
+    assert result.stderr.startswith("database: ") and "(--db)" in result.stderr
+    json.loads(result.stdout)  # stdout is the document alone
+
+
+def test_help_is_fast_to_reach() -> None:
+    # --help imports no analysis, report or plotting module: it starts in a fraction of the
+    # time (docs/benchmarks.md has the figures).
+    code = ("import sys; from htm_analytics.cli import main; sys.argv = ['htm-analytics', "
+            "'--help']\ntry:\n    main()\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('pandas', 'matplotlib', 'scipy', 'networkx', 'duckdb') "
+            "if m in sys.modules]\nprint('heavy:', ','.join(heavy))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=tempfile.gettempdir())
+    assert done.returncode == 0, done.stderr
+    assert "Usage: htm-analytics" in done.stdout
+    assert done.stdout.strip().splitlines()[-1] == "heavy:"
+
+
+def test_the_spelt_out_defaults_are_the_library_ones() -> None:
+    # Spelt out in the command line so that --help imports neither the driver nor pandas.
+    from htm_analytics.cli import _database
+    from htm_analytics.cli.bench import DEFAULT_SWEEP
+    from htm_analytics.report.demo import DEMO_DATABASE
+    from htm_analytics.store.connection import URL_ENVIRONMENT_VARIABLES
+    from htm_analytics.tuning import DEFAULT_EF_SEARCH_SWEEP
+
+    assert _database.URL_ENVIRONMENT_VARIABLES == URL_ENVIRONMENT_VARIABLES
+    assert _database.DEMO_DATABASE == DEMO_DATABASE
+
+    assert ",".join(map(str, DEFAULT_EF_SEARCH_SWEEP)) == DEFAULT_SWEEP
+
+
+@pytest.fixture
+def own_default_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An embedded server of its own as the default one (no URL variable set)."""
+    from htm_analytics.store.embedded import delete_embedded_server
+
+    for name in ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    data_dir = embedded_test_dir("htm-default-") / "pgdata"
+    monkeypatch.setenv("HTM_EMBEDDED_DIR", str(data_dir))
+    yield data_dir
+    delete_embedded_server(data_dir, force=True)
+    shutil.rmtree(data_dir.parent, ignore_errors=True)
+
+
+def test_the_default_database_follows_one_rule_and_is_named(own_default_server: Path) -> None:
+    from htm_analytics.store import create_database
+    from htm_analytics.store.connection import resolve_database_url
+
+    runner = CliRunner()
+
+    def used(*args: str) -> str:
+        result = runner.invoke(cli, [*args])
+        assert result.exit_code == 0, result.output
+        said = [line for line in result.stderr.splitlines() if line.startswith("database: ")]
+        assert len(said) == 1, result.stderr
+        return said[0]
+
+    first = used("status", "--json")  # a new server: htm, empty
+    assert "/htm?" in first and "the embedded server's htm)" in first
+    server = resolve_database_url(None)
+    with LongTermMemory(create_database(server, "htm_demo"), init_schema=True) as demo:
+        demo.add(content="a demo memory", robot_id=demo.register_robot("demo-robot"))
+    assert "so the demo's htm_demo" in used("robots", "--json")
+    # init-db without --db writes htm, and only the schema: readers keep the demo's.
+    assert "/htm?" in used("init-db")
+    assert "so the demo's htm_demo" in used("robots", "--json")
+    with LongTermMemory(server) as store:  # what the README's Python snippets do
+        store.add(content="my own memory", robot_id=store.register_robot("mine"))
+    line = used("robots", "--json")
+    assert "/htm?" in line and "the default: the embedded server's htm)" in line
+    rows = json.loads(runner.invoke(cli, ["robots", "--json"]).stdout)
+    assert [row["robot"] for row in rows] == ["mine"]
+
+
+def test_status_csv_is_one_table_and_json_one_document(database_url: str) -> None:
+    import csv
+    import io
+
+    runner = CliRunner()
+    as_csv = runner.invoke(cli, ["--db", database_url, "status", "--csv"])
+    assert as_csv.exit_code == 0, as_csv.output
+    rows = list(csv.reader(io.StringIO(as_csv.stdout)))
+    assert rows[0] == ["table", "rows", "index", "method", "is_unique", "size_bytes"]
+    assert len({len(row) for row in rows}) == 1 and len(rows) > 6
+    assert {"nodes", "robots", "tags"} <= {row[0] for row in rows[1:]}
+    document = json.loads(runner.invoke(cli, ["--db", database_url, "status",
+                                              "--json"]).stdout)
+    assert set(document) == {"database", "database_name", "chosen_by", "server", "schema",
+                             "problem", "tables", "indexes"}
+    assert document["server"]["postgresql"] and document["server"]["pg_trgm"]
+    assert any(i["index"] == "idx_nodes_embedding" for i in document["indexes"])

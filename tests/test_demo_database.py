@@ -1,0 +1,128 @@
+"""The demo's database is built aside and swapped in whole: an interrupted or failed build
+leaves the old one as it was, and nothing of its own."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+
+import htm_analytics.report.demo as demo_module
+from htm_analytics import HTMError, LongTermMemory
+from htm_analytics.store import database_exists, drop_database, with_database
+
+
+def _databases(server_url: str, prefix: str) -> list[str]:
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        return [r[0] for r in conn.execute(
+            "SELECT datname FROM pg_database WHERE left(datname, length(%s)) = %s",
+            (prefix, prefix))]
+
+
+def _small_load(store: LongTermMemory, **_: object) -> None:
+    robot = store.register_robot("new-demo")
+    store.add(content="the new demo memory", robot_id=robot)
+
+
+@pytest.fixture
+def demo_name(server_url: str) -> Iterator[str]:
+    name = f"htm_demo_swap_{uuid.uuid4().hex[:8]}"
+    yield name
+    for leftover in _databases(server_url, name):
+        drop_database(server_url, leftover)
+
+
+def _old_demo(server_url: str, name: str) -> None:
+    """A demo database as an earlier run left it (a small one)."""
+    demo_module.demo_database_url(server_url, database=name)
+    with LongTermMemory(with_database(server_url, name)) as store:
+        assert store.node_ids_by_content(["the new demo memory"])[0]
+
+
+def _contents(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        return [r[0] for r in conn.execute("SELECT content FROM nodes ORDER BY id")]
+
+
+def test_an_interrupted_demo_leaves_the_old_database_whole(
+        server_url: str, demo_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo_module, "load_demo", _small_load)
+    _old_demo(server_url, demo_name)
+    url = with_database(server_url, demo_name)
+    before = _contents(url)
+
+    def interrupted(store: LongTermMemory, **_: object) -> None:
+        robot = store.register_robot("half-done")
+        store.add(content="half of a new demo", robot_id=robot)
+        raise KeyboardInterrupt  # Ctrl-C in the middle of the load
+
+    monkeypatch.setattr(demo_module, "load_demo", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        demo_module.demo_database_url(server_url, fresh=True, database=demo_name)
+    assert _contents(url) == before
+    assert _databases(server_url, demo_name) == [demo_name]  # no build left behind
+
+
+def test_a_fresh_demo_replaces_the_old_one_while_it_is_in_use(
+        server_url: str, demo_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo_module, "load_demo", _small_load)
+    _old_demo(server_url, demo_name)
+    url = with_database(server_url, demo_name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE nodes SET content = 'an old demo memory'")
+        # A notebook still connected to the old demo does not stop the swap.
+        assert demo_module.demo_database_url(server_url, fresh=True,
+                                             database=demo_name) == url
+    assert _contents(url) == ["the new demo memory"]
+    assert _databases(server_url, demo_name) == [demo_name]
+
+
+def test_a_failed_demo_leaves_nothing_behind(server_url: str, demo_name: str,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(store: LongTermMemory, **_: object) -> None:
+        raise HTMError("the load failed")
+
+    monkeypatch.setattr(demo_module, "load_demo", failing)
+    with pytest.raises(HTMError, match="the load failed"):
+        demo_module.demo_database_url(server_url, database=demo_name)
+    assert not database_exists(server_url, demo_name)
+    assert _databases(server_url, demo_name) == []
+
+
+def test_builds_of_killed_runs_are_dropped(server_url: str, demo_name: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demo_module, "load_demo", _small_load)
+    abandoned = demo_module._build_prefix(demo_name) + "deadbeef"
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
+            psycopg.sql.Identifier(abandoned)))
+    demo_module.demo_database_url(server_url, database=demo_name)
+    assert _databases(server_url, demo_name) == [demo_name]
+
+
+def test_ctrl_c_ends_the_command_with_130_and_says_so(
+        server_url: str, demo_name: str, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str], tmp_path) -> None:
+    import sys
+
+    from htm_analytics.cli import main
+
+    def interrupted(store: LongTermMemory, **_: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(demo_module, "load_demo", interrupted)
+    monkeypatch.setattr(demo_module, "DEMO_DATABASE", demo_name)
+    real_run_demo = demo_module.run_demo
+    monkeypatch.setattr(demo_module, "run_demo", lambda out, **kw: real_run_demo(
+        out, **{**kw, "database": demo_name}))
+    monkeypatch.setattr(sys, "argv", ["htm-analytics", "--db", server_url, "demo", "--out",
+                                      str(tmp_path / "r.html")])
+    with pytest.raises(SystemExit) as info:
+        main()
+    assert info.value.code == 130
+    captured = capsys.readouterr()
+    assert f"interrupted while loading: {demo_name} is as it was" in captured.out
+    assert captured.err.strip().endswith("interrupted")
+    assert _databases(server_url, demo_name) == []
