@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ._database import DEMO_DATABASE, choose_database, open_store, say_database
+from ._database import DEMO_DATABASE, choose_database, open_store, say_database, store_options
 from ._output import emit, explain_empty, output_options, scope_options
 
 __all__ = ["main", "cli"]
@@ -147,7 +147,7 @@ def init_db(ctx: click.Context) -> None:
 
     url, why = choose_database(ctx, write=True)
     say_database(url, why)
-    with LongTermMemory(url, init_schema=True, cache_size=0) as store:
+    with LongTermMemory(url, init_schema=True, cache_size=0, **store_options(ctx)) as store:
         applied = store.server_info["migrations_applied"]
         click.echo(f"database: {store.url}")
         click.echo(f"PostgreSQL {store.server_info['server_version']}, "

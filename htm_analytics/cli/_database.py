@@ -65,13 +65,18 @@ def say_database(url: str, why: str) -> None:
     click.echo(f"database: {mask_url(url)} ({why})", err=True)
 
 
+def store_options(ctx: click.Context) -> dict[str, Any]:
+    """The store settings of the command line's own options (``--writer-timezone``)."""
+    return {"writer_timezone": ctx.obj.get("writer_timezone") if ctx.obj else None}
+
+
 def open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
     """The store of the database this (reading) command uses, named on stderr."""
     from ..store import LongTermMemory
 
     url, why = choose_database(ctx)
     say_database(url, why)
-    return LongTermMemory(url, cache_size=0, **options)
+    return LongTermMemory(url, cache_size=0, **store_options(ctx), **options)
 
 
 def open_target(ctx: click.Context, *, needs: tuple[str, ...] = _IMPORT_NEEDS,
@@ -88,8 +93,9 @@ def open_target(ctx: click.Context, *, needs: tuple[str, ...] = _IMPORT_NEEDS,
     if not overview["has_schema"]:
         click.echo(f"setting up the memory schema in {database_name(url) or 'it'} "
                    "(an empty database)", err=True)
-        return LongTermMemory(url, cache_size=0, init_schema=True, **options)
-    store = LongTermMemory(url, cache_size=0, **options)
+        return LongTermMemory(url, cache_size=0, init_schema=True, **store_options(ctx),
+                              **options)
+    store = LongTermMemory(url, cache_size=0, **store_options(ctx), **options)
     missing = [table for table in needs if table not in store.schema_info.additions]
     if missing:
         memories = overview["has_memory"]

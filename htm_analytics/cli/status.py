@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ._app import cli
-from ._database import choose_database, say_database
+from ._database import choose_database, say_database, store_options
 from ._output import emit, emit_document, human_bytes, output_options
 
 if TYPE_CHECKING:
@@ -27,7 +27,8 @@ def _extension(installed: str | None, available: str | None) -> str:
     return "not available on this server"
 
 
-def _status_document(url: str, why: str, indexes: bool) -> dict[str, Any]:
+def _status_document(url: str, why: str, indexes: bool,
+                     options: dict[str, Any]) -> dict[str, Any]:
     """Everything ``status`` shows, as plain values and frames."""
     import pandas as pd
 
@@ -48,7 +49,7 @@ def _status_document(url: str, why: str, indexes: bool) -> dict[str, Any]:
                                 "rows": pd.Series(dtype="int64")}),
         "indexes": pd.DataFrame(columns=_INDEX_COLUMNS) if indexes else None}
     if problem is None:
-        with LongTermMemory(url, cache_size=0, pool_size=1) as store:
+        with LongTermMemory(url, cache_size=0, pool_size=1, **options) as store:
             document["schema"] = {"version": store.server_info["schema_version"],
                                   "found": store.schema_info.describe(),
                                   **store.schema_info.as_dict()}
@@ -82,7 +83,7 @@ def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
     """
     url, why = choose_database(ctx)
     say_database(url, why)
-    document = _status_document(url, why, indexes)
+    document = _status_document(url, why, indexes, store_options(ctx))
     if fmt == "json":
         emit_document(document)
         return

@@ -104,9 +104,11 @@ RETURNING {NODE_COLUMNS},
 # The current gem keeps working memory per robot, soft-deletes, leaves embedding_dimension
 # NULL and may keep local times: the access is counted on the live row, which is then read
 # through the store's view of the tables (StoreBase._read), in the same transaction.
-_COUNT_ACCESS = """
+_COUNT_ACCESS = sql.SQL("""
 UPDATE nodes SET access_count = access_count + 1, last_accessed = CURRENT_TIMESTAMP
-WHERE id = %s AND deleted_at IS NULL RETURNING id"""
+WHERE id = %s{live} RETURNING id""")
+_COUNT_LIVE_ACCESS = _COUNT_ACCESS.format(live=sql.SQL(" AND deleted_at IS NULL"))
+_COUNT_ANY_ACCESS = _COUNT_ACCESS.format(live=sql.SQL(""))
 _READ_NODE = f"""
 SELECT {NODE_COLUMNS},
        CASE WHEN embedding_dimension IS NOT NULL
@@ -294,9 +296,8 @@ class NodesMixin(StoreBase):
         node_id = validate_id(node_id, field="node_id")
         with self._transaction() as cur:
             if self._read_prefix:
-                count_access = _COUNT_ACCESS if self.schema_info.soft_deletes else \
-                    _COUNT_ACCESS.replace(" AND deleted_at IS NULL", "")
-                row = cur.execute(count_access, (node_id,)).fetchone()
+                row = cur.execute(_COUNT_LIVE_ACCESS if self.schema_info.soft_deletes
+                                  else _COUNT_ANY_ACCESS, (node_id,)).fetchone()
                 if row is not None:
                     row = cur.execute(self._read(_READ_NODE), (node_id,)).fetchone()
             else:
