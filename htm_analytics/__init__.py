@@ -1,6 +1,7 @@
 """htm_analytics: the HTM memory store on PostgreSQL + pgvector, and analytics over it."""
 
 from .advisor import AdvisorThresholds, advise
+from .analysis import near_duplicates
 from .cache import QueryCache
 from .connection import embedded_server_url, mask_url, resolve_database_url
 from .demo import demo_database_url, load_demo, run_demo
@@ -123,6 +124,7 @@ __all__ = [
     "read_labelled_queries",
     "plot_retrieval",
     "plot_retrieval_quality",
+    "near_duplicates",
     "build_report",
     "Report",
     "load_demo",

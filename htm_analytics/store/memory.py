@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .bulk import BulkMixin
 from .catalog import CatalogMixin
+from .hygiene import HygieneMixin
 from .imports import ImportsMixin
 from .indexing import IndexingMixin
 from .nodes import NodesMixin
@@ -14,7 +15,7 @@ __all__ = ["LongTermMemory"]
 
 
 class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, CatalogMixin,
-                     IndexingMixin, ImportsMixin):
+                     IndexingMixin, ImportsMixin, HygieneMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`: ``nodes``
@@ -23,7 +24,8 @@ class LongTermMemory(NodesMixin, RecallBufferMixin, SearchMixin, BulkMixin, Cata
     (every search; ``lexical``: the bounded lexical ones; ``search_pool``: the connections
     searches run on), ``tagging`` (tags and topics), ``bulk`` (:meth:`bulk_add`), ``catalog``
     (statistics, exports), ``indexing`` (native indexes, tuning sessions), ``imports``
-    (records of imports from other memory systems), over ``_base``
+    (records of imports from other memory systems), ``hygiene`` (the reads of the
+    memory-hygiene checks), over ``_base``
     (pool, transactions, tracing, cache).
 
     Parameters

@@ -1,0 +1,9 @@
+"""Analysis helpers returning DataFrames: here, the memory-hygiene checks.
+
+Each takes the live store, only reads, and returns a typed DataFrame (see
+``docs/hygiene.md``).
+"""
+
+from .hygiene import NEAR_DUPLICATE_COLUMNS, near_duplicates, normalise_text
+
+__all__ = ["NEAR_DUPLICATE_COLUMNS", "near_duplicates", "normalise_text"]
