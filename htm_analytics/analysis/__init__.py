@@ -5,5 +5,7 @@ Each takes the live store, only reads, and returns a typed DataFrame (see
 """
 
 from .hygiene import NEAR_DUPLICATE_COLUMNS, near_duplicates, normalise_text
+from .sensitive import SENSITIVE_COLUMNS, SENSITIVE_KINDS, sensitive_memories
 
-__all__ = ["NEAR_DUPLICATE_COLUMNS", "near_duplicates", "normalise_text"]
+__all__ = ["NEAR_DUPLICATE_COLUMNS", "near_duplicates", "normalise_text",
+           "SENSITIVE_COLUMNS", "SENSITIVE_KINDS", "sensitive_memories"]
