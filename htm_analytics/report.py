@@ -19,6 +19,7 @@ from .evaluation import plot_retrieval_quality, retrieval_quality
 from .frames import MemorySource
 from .indexes import index_usage, plot_index_usage, table_health
 from .report_advice import advisor_section, hnsw_section
+from .report_hygiene import hygiene_section
 from .report_render import REPORT_CSS, escape, html_table, markdown_table, shorten, with_size
 from .robots import plot_robot_activity, plot_robot_overlap, robot_activity, robot_overlap
 from .snapshot import write_parquet
@@ -213,7 +214,7 @@ def _version() -> str:
 def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
-                 advice: bool = True) -> Report:
+                 advice: bool = True, hygiene: bool = True) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -234,6 +235,9 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     advice : bool
         Open with the advisor's findings (:func:`~htm_analytics.advise`; live store only),
         including the ef_search recommendation when ``benchmark`` is on.
+    hygiene : bool
+        Add the "Memory hygiene" section near the top (near-duplicates, credentials and
+        personal data; :func:`~htm_analytics.memory_hygiene`; live store only).
 
     Returns
     -------
@@ -271,8 +275,13 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                     "hnsw", "HNSW recall and latency",
                     text=f"Not measured: {stored} stored vectors of the most common dimension; "
                          f"a recall sweep needs at least {MIN_SWEEP_VECTORS}."))
+        hygiene_result = None
+        if hygiene:
+            hygiene_part, hygiene_result = hygiene_section(source, Section)
+            sections.insert(0, hygiene_part)
         if advice:
-            sections.insert(0, advisor_section(source, ef_advice, Section))
+            sections.insert(0, advisor_section(source, ef_advice, Section,
+                                               hygiene=hygiene_result))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
                   facts=facts, sections=sections)
 

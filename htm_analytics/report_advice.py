@@ -55,9 +55,9 @@ def findings_markdown(findings: pd.DataFrame) -> str:
 
 
 def advisor_section(store: LongTermMemory, ef_advice: EfSearchAdvice | None,
-                    section_type: type[Section]) -> Section:
+                    section_type: type[Section], *, hygiene: Any = None) -> Section:
     """The report's first section: what to do, most severe first."""
-    findings = advise(store, ef_search_advice=ef_advice)
+    findings = advise(store, ef_search_advice=ef_advice, hygiene=hygiene)
     counts = findings["severity"].value_counts()
     summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("critical", "warning", "info"))
     headline = [f"Advisor: {summary} finding(s)."]

@@ -31,9 +31,9 @@ def random_texts(count: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(WORDS, size=12)) + f" {i}" for i in range(count)]
 
 
-def random_vectors(count: int, seed: int) -> np.ndarray:
+def random_vectors(count: int, seed: int, dimension: int = DIMENSION) -> np.ndarray:
     rng = np.random.default_rng(seed)
-    vectors = rng.normal(size=(count, DIMENSION)).astype(np.float32)
+    vectors = rng.normal(size=(count, dimension)).astype(np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
@@ -128,11 +128,12 @@ def test_planted_near_duplicates_are_found_and_clustered(ltm: LongTermMemory,
         ltm, min_similarity=0.93)[["node_a", "node_b"]].to_numpy().tolist()))
 
 
-def test_tiled_comparison_equals_brute_force() -> None:
+@pytest.mark.parametrize("dimension, sketch", [(32, True), (384, True), (384, False)])
+def test_tiled_comparison_equals_brute_force(dimension: int, sketch: bool) -> None:
     """Batches and tiles smaller than the data, clustered vectors: the same pairs as the
-    full similarity matrix, at several thresholds."""
+    full similarity matrix, at several thresholds, with and without the sketch bound."""
     rng = np.random.default_rng(5)
-    centres = random_vectors(20, seed=6)
+    centres = random_vectors(20, seed=6, dimension=dimension)
     vectors = np.vstack([perturbed(centres[i % 20], rng.uniform(0.85, 1.0), i)
                          for i in range(700)])
     vectors[13] = 0  # no direction: never a pair
@@ -142,7 +143,7 @@ def test_tiled_comparison_equals_brute_force() -> None:
     for threshold in (0.8, 0.9, 0.97):
         batches = [(ids[s:s + 150], vectors[s:s + 150]) for s in range(0, 700, 150)]
         got = set()
-        for a, b, _ in vector_pairs(iter(batches), threshold, tile_rows=64):
+        for a, b, _ in vector_pairs(iter(batches), threshold, tile_rows=64, sketch=sketch):
             got.update(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
         i, j = np.nonzero(np.triu(full >= threshold, k=1))
         expected = {(int(ids[x]), int(ids[y])) for x, y in zip(i, j) if 13 not in (x, y)}

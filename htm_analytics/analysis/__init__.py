@@ -6,6 +6,8 @@ Each takes the live store, only reads, and returns a typed DataFrame (see
 
 from .hygiene import NEAR_DUPLICATE_COLUMNS, near_duplicates, normalise_text
 from .sensitive import SENSITIVE_COLUMNS, SENSITIVE_KINDS, sensitive_memories
+from .summary import HYGIENE_CHECKS, HygieneResult, memory_hygiene
 
 __all__ = ["NEAR_DUPLICATE_COLUMNS", "near_duplicates", "normalise_text",
-           "SENSITIVE_COLUMNS", "SENSITIVE_KINDS", "sensitive_memories"]
+           "SENSITIVE_COLUMNS", "SENSITIVE_KINDS", "sensitive_memories",
+           "HYGIENE_CHECKS", "HygieneResult", "memory_hygiene"]

@@ -21,6 +21,7 @@ cluster of five.
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -44,14 +45,15 @@ NEAR_DUPLICATE_COLUMNS = {
 }
 _BATCH_ROWS = 4_096  # vectors per batch from the store, and rows per tile
 _RECHECK_MARGIN = 1e-4  # float32 dot products are recomputed in float64 this close
+_SKETCH_DIMENSIONS = 32  # principal coordinates kept in a sketch (see vector_pairs)
+_NOT_WORD = re.compile(r"[\W_]+")  # anything but letters and digits
 
 
 def normalise_text(text: str) -> str:
     """``text`` as the text-twin check compares it: NFKC, case-folded, letters and digits
     only, words separated by one space."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    kept = "".join(c if unicodedata.category(c)[0] in "LN" else " " for c in folded)
-    return " ".join(kept.split())
+    return " ".join(_NOT_WORD.sub(" ", folded).split())
 
 
 def model_groups(store: LongTermMemory, scope: dict[str, Any]) -> list[dict[str, Any]]:
@@ -89,50 +91,97 @@ def _normalised_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unit, usable
 
 
-def _tile_pairs(left: np.ndarray, right: np.ndarray, threshold: float, *,
-                same: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Row pairs ``(i, j, cosine)`` of two blocks of unit vectors at or above ``threshold``
-    (``i < j`` when the blocks are the same)."""
-    sims = left @ right.T
-    rows, cols = np.nonzero(sims >= threshold - _RECHECK_MARGIN)
+class _Block:
+    """A tile's vectors: ids, unit vectors (for the exact check) and their sketch."""
+
+    def __init__(self, ids: np.ndarray, unit: np.ndarray, basis: np.ndarray | None) -> None:
+        self.ids, self.unit = ids, unit
+        if basis is None:
+            self.sketch = unit
+        else:
+            # The first coordinates in the principal basis, plus the length of the rest: the
+            # sketches' dot product bounds the vectors' from above (Cauchy-Schwarz on the
+            # remaining coordinates), so no pair above the threshold is pruned.
+            rotated = unit @ basis
+            head, tail = rotated[:, :_SKETCH_DIMENSIONS], rotated[:, _SKETCH_DIMENSIONS:]
+            self.sketch = np.ascontiguousarray(np.hstack(
+                [head, np.linalg.norm(tail, axis=1, keepdims=True)]), dtype=np.float32)
+
+
+def _principal_basis(unit: np.ndarray) -> np.ndarray | None:
+    """An orthonormal basis, most variance first, from the first batch (any orthonormal
+    basis keeps the bound exact; this one makes it tight). None when sketching saves
+    nothing."""
+    if unit.shape[1] <= 2 * _SKETCH_DIMENSIONS or len(unit) < 2 * _SKETCH_DIMENSIONS:
+        return None
+    second_moment = unit.astype(np.float64).T @ unit.astype(np.float64)
+    _, vectors = np.linalg.eigh(second_moment)
+    return np.ascontiguousarray(vectors[:, ::-1], dtype=np.float32)
+
+
+def _tile_pairs(left: _Block, right: _Block, threshold: float, *, same: bool,
+                buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row pairs ``(i, j, cosine)`` of two blocks at or above ``threshold`` (``i < j`` when
+    the blocks are the same). ``buffer`` holds the sketch similarities: reusing it spares
+    the page faults of a fresh 64 MiB array per tile."""
+    bounds = buffer[: len(left.ids), : len(right.ids)]
+    np.matmul(left.sketch, right.sketch.T, out=bounds)
+    # Only the rows that may reach the threshold are searched for their columns.
+    floor = threshold - _RECHECK_MARGIN
+    candidates = np.flatnonzero(bounds.max(axis=1) >= floor)
+    if not len(candidates):
+        return candidates, candidates, np.zeros(0)
+    sub_rows, cols = np.nonzero(bounds[candidates] >= floor)
+    rows = candidates[sub_rows]
     if same:
         keep = rows < cols
         rows, cols = rows[keep], cols[keep]
     if not len(rows):
         return rows, cols, np.zeros(0)
-    exact = np.einsum("ij,ij->i", left[rows].astype(np.float64),
-                      right[cols].astype(np.float64))
+    # The exact cosines of the candidates: one product of the rows and columns involved
+    # (float32), then float64 for those within the margin of the threshold.
+    row_set, row_at = np.unique(rows, return_inverse=True)
+    col_set, col_at = np.unique(cols, return_inverse=True)
+    exact = (left.unit[row_set] @ right.unit[col_set].T)[row_at, col_at].astype(np.float64)
+    close = np.flatnonzero(np.abs(exact - threshold) < _RECHECK_MARGIN)
+    if len(close):
+        exact[close] = np.einsum("ij,ij->i", left.unit[rows[close]].astype(np.float64),
+                                 right.unit[cols[close]].astype(np.float64))
     keep = exact >= threshold
     return rows[keep], cols[keep], exact[keep]
 
 
 def vector_pairs(batches: Iterable[tuple[np.ndarray, np.ndarray]], threshold: float,
-                 *, tile_rows: int = _BATCH_ROWS) -> Iterator[tuple[np.ndarray, np.ndarray,
-                                                                   np.ndarray]]:
+                 *, tile_rows: int = _BATCH_ROWS, sketch: bool = True
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every pair of ids whose vectors' cosine similarity reaches ``threshold``.
 
     ``batches`` of ``(ids, vectors)`` are consumed one at a time: each is compared with
-    itself and with every batch before it, tile by tile. Yields ``(ids_a, ids_b, cosine)``
-    arrays per tile that found pairs. Vectors of length zero have no direction and are left
-    out.
+    itself and with every batch before it, tile by tile, first through a sketch (32
+    principal coordinates and the length of the rest, whose dot product is an upper bound of
+    the cosine), then exactly in float64 for the pairs the bound lets through. Yields
+    ``(ids_a, ids_b, cosine)`` arrays per tile that found pairs. Vectors of length zero
+    have no direction and are left out.
     """
-    seen_ids: list[np.ndarray] = []
-    seen_vectors: list[np.ndarray] = []
+    seen: list[_Block] = []
+    basis: np.ndarray | None = None
+    buffer = np.empty((tile_rows, tile_rows), dtype=np.float32)
     for ids, vectors in batches:
         unit, usable = _normalised_rows(vectors)
         ids, unit = ids[usable], unit[usable]
+        if sketch and not seen and basis is None:
+            basis = _principal_basis(unit)
         for start in range(0, len(ids), tile_rows):
-            block_ids, block = ids[start:start + tile_rows], unit[start:start + tile_rows]
-            earlier = [*zip(seen_ids, seen_vectors)]
-            for other_ids, other in earlier:
-                i, j, cosine = _tile_pairs(block, other, threshold, same=False)
+            block = _Block(ids[start:start + tile_rows], unit[start:start + tile_rows], basis)
+            for other in seen:
+                i, j, cosine = _tile_pairs(block, other, threshold, same=False,
+                                           buffer=buffer)
                 if len(i):
-                    yield block_ids[i], other_ids[j], cosine
-            i, j, cosine = _tile_pairs(block, block, threshold, same=True)
+                    yield block.ids[i], other.ids[j], cosine
+            i, j, cosine = _tile_pairs(block, block, threshold, same=True, buffer=buffer)
             if len(i):
-                yield block_ids[i], block_ids[j], cosine
-            seen_ids.append(block_ids)
-            seen_vectors.append(block)
+                yield block.ids[i], block.ids[j], cosine
+            seen.append(block)
 
 
 def _text_twins(store: LongTermMemory, scope: dict[str, Any]) -> pd.DataFrame:

@@ -45,6 +45,16 @@ _EMAIL = re.compile(
 _CARD = re.compile(r"(?<![\d.,-])\d(?:[ -]?\d){12,18}(?![\d,]|\.\d)")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 _EXCERPT_CONTEXT = 30
+# Text each slow plugin's patterns cannot match without (a substring every match contains),
+# checked first: the assignment-style patterns (``password = "..."``, ``cloudant_key: ...``)
+# cost far more than the rest together and need one of these words.
+_ASSIGNMENT_WORDS = re.compile(r"key|pw|pass|token|secret|contrase|cloudant|softlayer",
+                               re.IGNORECASE)
+_GATES = {"Secret Keyword": _ASSIGNMENT_WORDS, "Cloudant Credentials": _ASSIGNMENT_WORDS,
+          "IBM COS HMAC Credentials": _ASSIGNMENT_WORDS, "IBM Cloud IAM Key": _ASSIGNMENT_WORDS,
+          "SoftLayer Credentials": _ASSIGNMENT_WORDS,
+          "Artifactory Credentials": re.compile("AKC|AP"),
+          "Mailchimp Access Key": re.compile("-us"), "Telegram Bot Token": re.compile(":")}
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,9 @@ def _credential_findings(text: str) -> Iterator[Finding]:
     from detect_secrets.plugins.base import RegexBasedDetector
 
     for plugin in _secret_plugins():
+        gate = _GATES.get(plugin.secret_type)
+        if gate is not None and not gate.search(text):
+            continue
         if isinstance(plugin, RegexBasedDetector):
             # The whole match: some patterns capture only a token's prefix. A match counts
             # when the plugin accepts it on its own (JWTs must decode, for one).

@@ -95,6 +95,11 @@ class HygieneMixin(StoreBase):
                                 dtypes={"provider": "string", "model": "string",
                                         "dimension": "int64", "nodes": "int64"})
 
+    def count_in_scope(self, scope: Mapping[str, Any] | None = None) -> int:
+        """Memories in scope."""
+        query = f"SELECT count(*) AS n FROM nodes n WHERE {scope_condition()}"
+        return int(self._fetch(query, scope_parameters(scope))[0]["n"])
+
     def iter_vectors(self, dimension: int, *, provider: str | None = None,
                      model: str | None = None, unnamed: bool = True,
                      scope: Mapping[str, Any] | None = None,
