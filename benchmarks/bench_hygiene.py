@@ -50,12 +50,13 @@ def main() -> None:
         print(f"PostgreSQL {store.server_info['server_version']}, pgvector "
               f"{store.server_info['pgvector_version']}; {counts['nodes']:,} memories")
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         pairs = ha.near_duplicates(store, min_similarity=args.threshold)
-        seconds = time.perf_counter() - started
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         found = set(zip(pairs.loc[pairs["basis"] == "vector", "node_a"].tolist(),
                         pairs.loc[pairs["basis"] == "vector", "node_b"].tolist()))
-        print(f"\n## near_duplicates(min_similarity={args.threshold}): {seconds:.1f} s")
+        print(f"\n## near_duplicates(min_similarity={args.threshold}): {seconds:.1f} s "
+              f"({cpu:.1f} s of this process's CPU)")
         print(f"{len(pairs):,} pairs in {pairs['cluster'].nunique():,} clusters; "
               f"{len(found):,} by vector, {int(pairs['text_twin'].sum()):,} text twins "
               f"({int((pairs['basis'] == 'text').sum())} of them only by text)")
@@ -93,11 +94,11 @@ def main() -> None:
                       f"per memory, so ~{per_query * len(ids):.0f} s for all "
                       f"{len(ids):,} (before the exact similarity check)")
 
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         findings = ha.sensitive_memories(store)
-        seconds = time.perf_counter() - started
-        print(f"\n## sensitive_memories: {seconds:.1f} s for {findings.attrs['scanned']:,} "
-              "memories")
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        print(f"\n## sensitive_memories: {seconds:.1f} s ({cpu:.1f} s CPU) for "
+              f"{findings.attrs['scanned']:,} memories")
         print(findings.groupby(["kind", "detector"]).size().to_string())
         # Distinct addresses, counted here without printing any of them.
         addresses: collections.Counter[str] = collections.Counter()

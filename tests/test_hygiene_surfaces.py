@@ -1,0 +1,114 @@
+"""The hygiene checks through their surfaces: the CLI, the report, the advisor, and both gem
+eras read through a SELECT-only role."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from click.testing import CliRunner
+
+import htm_analytics as ha
+from htm_analytics.cli import cli
+from tests.test_existing_databases import as_role, footprint, gem_database, roles  # noqa: F401
+from tests.test_hygiene import perturbed, random_texts, random_vectors
+
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+LEAK = f"the deploy robot used access key {SECRET} for staging"
+
+
+@pytest.fixture
+def planted(database_url: str) -> Iterator[dict[str, Any]]:
+    """Forty clean memories, one paraphrase of the first, one credential."""
+    with ha.LongTermMemory(database_url) as store:
+        texts, vectors = random_texts(40, seed=8), random_vectors(40, seed=9)
+        store.bulk_add(texts, robots="alpha", embeddings=vectors)
+        store.bulk_add(["a paraphrase of the first memory", LEAK], robots="beta",
+                       embeddings=np.vstack([perturbed(vectors[0], 0.98, 1),
+                                             random_vectors(1, seed=10)]))
+        ids = store.node_ids_by_content([texts[0], "a paraphrase of the first memory", LEAK])
+    yield {"url": database_url, "pair": (min(ids[:2]), max(ids[:2])), "leak": ids[2]}
+
+
+def test_cli_summary_and_each_check(planted: dict[str, Any]) -> None:
+    runner = CliRunner()
+    url = planted["url"]
+    summary = runner.invoke(cli, ["--db", url, "hygiene", "--json"])
+    assert summary.exit_code == 0, summary.output
+    rows = {r["check"]: r for r in json.loads(summary.output)}
+    assert rows["near_duplicates"]["findings"] == 1 and rows["sensitive"]["memories"] == 1
+    table = runner.invoke(cli, ["--db", url, "hygiene", "--check", "sensitive"])
+    assert table.exit_code == 0 and "sensitive: 1 findings" in table.output, table.output
+    assert "near_duplicates" not in table.output
+    pairs = runner.invoke(cli, ["hygiene", "duplicates", "--db", url, "--csv"])
+    assert pairs.exit_code == 0, pairs.output
+    lines = pairs.output.splitlines()
+    assert lines[0].startswith("cluster,cluster_size,node_a,node_b,similarity") and len(lines) == 2
+    assert lines[1].split(",")[2:4] == [str(i) for i in planted["pair"]]
+    found = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--json"])
+    assert found.exit_code == 0 and SECRET not in found.output
+    assert json.loads(found.output)[0]["detector"] == "AWS Access Key"
+    bad = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--phone-region", "XX"])
+    assert bad.exit_code != 0 and "phone_region" in str(bad.exception or bad.output)
+
+
+def test_report_section_and_advice(planted: dict[str, Any]) -> None:
+    with ha.LongTermMemory(planted["url"], cache_size=0) as store:
+        report = ha.build_report(store, benchmark=False)
+        keys = [s.key for s in report.sections]
+        assert keys[:3] == ["advice", "hygiene", "overview"]
+        html = report.to_html()
+        assert SECRET not in html and "[credential]" in html
+        assert any(f.startswith("Hygiene: 1 groups of near-duplicate memories")
+                   for f in report.findings), report.findings
+        advice = report.sections[0].data["findings"].set_index("check")
+        assert advice.loc["credential_in_memory", "severity"] == "critical"
+        assert f"DELETE FROM nodes WHERE id IN ({planted['leak']})" in \
+            advice.loc["credential_in_memory", "sql"]
+        assert advice.loc["near_duplicates", "severity"] == "info"
+        assert "hygiene" not in [s.key for s in ha.build_report(
+            store, benchmark=False, hygiene=False).sections]
+
+
+def test_clean_memory_gives_no_hygiene_advice(database_url: str) -> None:
+    with ha.LongTermMemory(database_url) as store:
+        store.bulk_add(random_texts(30, seed=11), robots="alpha",
+                       embeddings=random_vectors(30, seed=12))
+        result = ha.memory_hygiene(store)
+        assert result.summary["findings"].tolist() == [0, 0] and result.total == 30
+        findings = ha.advise(store, hygiene=result)
+        assert not {"credential_in_memory", "personal_in_memory", "near_duplicates"} & \
+            set(findings["check"])
+
+
+@pytest.mark.parametrize("era", ["seed", "gem"])
+def test_both_eras_through_a_select_only_role(era: str, server_url: str,
+                                              roles: dict[str, str]) -> None:  # noqa: F811
+    with gem_database(server_url, era, roles) as url:
+        with psycopg.connect(as_role(url, roles["writer"]), autocommit=True) as conn:
+            vector = "[" + ",".join(["0.5"] * 8 + ["0"] * 1992) + "]"
+            for content in ("Kafka carries the ORDER events, between services!", LEAK):
+                conn.execute("INSERT INTO nodes (content, content_hash, embedding, "
+                             "embedding_dimension) VALUES (%s, md5(%s), %s::vector, 8)",
+                             (content, content, vector))
+            if era == "gem":  # a soft-deleted twin is forgotten: not a finding
+                conn.execute("UPDATE nodes SET deleted_at = now() WHERE content = %s",
+                             (LEAK,))
+        before = footprint(url)
+        with ha.LongTermMemory(as_role(url, roles["reader"]), cache_size=0) as store:
+            result = ha.memory_hygiene(store)
+            pairs = result.details["near_duplicates"]
+            twins = pairs[pairs["text_twin"]]
+            assert len(twins) == 1
+            assert "kafka carries the order events" in \
+                (twins["content_a"].iloc[0] + twins["content_b"].iloc[0]).lower()
+            assert len(result.details["sensitive"]) == (0 if era == "gem" else 1)
+            findings = ha.advise(store, hygiene=result)
+            statements = " ".join(findings["sql"])
+            if era == "seed":
+                assert "DELETE FROM nodes WHERE id IN" in statements
+        assert footprint(url) == before
