@@ -1,7 +1,13 @@
 """htm_analytics: the HTM memory store on PostgreSQL + pgvector, and analytics over it."""
 
 from .advisor import AdvisorThresholds, advise
-from .analysis import HygieneResult, memory_hygiene, near_duplicates, sensitive_memories
+from .analysis import (
+    HygieneResult,
+    memory_hygiene,
+    near_duplicates,
+    sensitive_memories,
+    unreachable_memories,
+)
 from .cache import QueryCache
 from .connection import embedded_server_url, mask_url, resolve_database_url
 from .demo import demo_database_url, load_demo, run_demo
@@ -125,6 +131,7 @@ __all__ = [
     "plot_retrieval",
     "plot_retrieval_quality",
     "near_duplicates",
+    "unreachable_memories",
     "memory_hygiene",
     "HygieneResult",
     "sensitive_memories",

@@ -112,3 +112,56 @@ def test_both_eras_through_a_select_only_role(era: str, server_url: str,
             if era == "seed":
                 assert "DELETE FROM nodes WHERE id IN" in statements
         assert footprint(url) == before
+
+
+def test_unreachable_memories_and_the_ef_search_that_finds_them(ltm: ha.LongTermMemory) -> None:
+    rng = np.random.default_rng(21)
+    centres = random_vectors(8, seed=22)
+    vectors = np.vstack([perturbed(centres[i % 8], rng.uniform(0.6, 0.9), i)
+                         for i in range(800)])
+    texts = random_texts(800, seed=23)
+    ltm.bulk_add(texts, robots="alpha", embeddings=vectors)
+    ltm.create_native_index(32)
+    # A region of the graph deleted and reinserted: one cluster's memories go and come back.
+    region = [t for i, t in enumerate(texts) if i % 8 == 3]
+    for node in ltm.node_ids_by_content(region):
+        assert node is not None and ltm.delete(node)
+    ltm.bulk_add(region, robots="alpha", embeddings=vectors[3::8])
+
+    # Searches at ef_search 1 and k 1 leave many memories unfound: the problem to find.
+    lost = ha.unreachable_memories(ltm, k=1, ef_search=1)
+    summary = lost.attrs["summary"].set_index("index")
+    assert list(summary.index) == ["idx_nodes_embedding_32", "idx_nodes_embedding"]
+    for index, row in summary.iterrows():
+        mine = lost[lost["index"] == index]
+        assert row["checked"] == row["memories"] == 800
+        assert 0 < row["unreachable"] == len(mine)
+        assert row["share_low"] <= row["share"] == row["unreachable"] / 800 <= row["share_high"]
+        assert row["still_unreachable"] == mine["found_at_ef_search"].isna().sum()
+        if row["still_unreachable"] == 0:
+            assert row["ef_search_finding_all"] == mine["found_at_ef_search"].max()
+            assert f"SET hnsw.ef_search = {row['ef_search_finding_all']}" in row["what_to_do"]
+    # Checked independently: the ef_search named does return each memory for its own vector.
+    native = lost[(lost["index"] == "idx_nodes_embedding_32")
+                  & lost["found_at_ef_search"].notna()].head(5)
+    by_id = {n: i for i, n in enumerate(ltm.node_ids_by_content(texts))}
+    with ltm.tuning_session() as session:
+        for row in native.itertuples():
+            found = session.knn(vectors[[by_id[row.node_id]]], dimension=32, k=1,
+                                ef_search=int(row.found_at_ef_search))
+            assert found["ids"][0].tolist() == [row.node_id] and found["used_index"]
+    # At the default setting every memory is found; a sample says how sure that is.
+    fine = ha.unreachable_memories(ltm, sample=100, seed=1)
+    assert fine.empty and fine.attrs["summary"]["checked"].tolist() == [100, 100]
+    assert (fine.attrs["summary"]["share_high"] < 0.05).all()
+
+
+@pytest.mark.parametrize("arguments, field", [
+    ({"k": 0}, "k"), ({"k": True}, "k"), ({"ef_search": 1001}, "ef_search"),
+    ({"sample": 0}, "sample"), ({"sample": 1.5}, "sample"), ({"seed": -1}, "seed"),
+    ({"robots": 3}, "robots")])
+def test_unreachable_arguments_are_checked(ltm: ha.LongTermMemory, arguments: dict[str, Any],
+                                           field: str) -> None:
+    with pytest.raises(ha.ValidationError) as caught:
+        ha.unreachable_memories(ltm, **arguments)
+    assert caught.value.field == field

@@ -12,6 +12,7 @@ from ..analysis import (
     memory_hygiene,
     near_duplicates,
     sensitive_memories,
+    unreachable_memories,
 )
 from . import _open_store, cli
 from ._output import emit, output_options, scope_options
@@ -45,7 +46,7 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float, 
         for row in result.summary.itertuples():
             click.echo(f"\n{row.check}: {row.findings:,} findings, {row.memories:,} memories "
                        f"({row.share:.1%})\n  {row.what_it_means}\n  -> {row.what_to_do}")
-        click.echo("\nDetails: htm-analytics hygiene duplicates | sensitive")
+        click.echo("\nDetails: htm-analytics hygiene duplicates | sensitive | unreachable")
         return
     emit(result.summary, fmt)
 
@@ -80,3 +81,23 @@ def sensitive(ctx: click.Context, kinds: tuple[str, ...], phone_region: str | No
         frame = sensitive_memories(store, kinds=list(kinds) or None,
                                    phone_region=phone_region, **scope)
     emit(frame, fmt)
+
+
+@hygiene.command("unreachable")
+@click.option("--k", type=int, default=10, show_default=True, help="Results per search.")
+@click.option("--ef-search", type=int, default=None,
+              help="hnsw.ef_search searched with [default: the store's, 40].")
+@click.option("--sample", type=int, default=None,
+              help="Check this many memories per index (with a 95%% interval) instead of all.")
+@click.option("--summary/--memories", default=True, show_default=True,
+              help="One row per index, or one per unreachable memory.")
+@scope_options
+@output_options
+@click.pass_context
+def unreachable(ctx: click.Context, k: int, ef_search: int | None, sample: int | None,
+                summary: bool, fmt: str, **scope: Any) -> None:
+    """Memories an HNSW index does not return for their own vector, per index, and the
+    ef_search that brings them back (or the REINDEX to run)."""
+    with _open_store(ctx, init_schema=False) as store:
+        frame = unreachable_memories(store, k=k, ef_search=ef_search, sample=sample, **scope)
+    emit(frame.attrs["summary"] if summary else frame, fmt)
