@@ -6,6 +6,7 @@ from .analysis import (
     memory_hygiene,
     near_duplicates,
     sensitive_memories,
+    stale_memories,
     unreachable_memories,
 )
 from .cache import QueryCache
@@ -131,6 +132,7 @@ __all__ = [
     "plot_retrieval",
     "plot_retrieval_quality",
     "near_duplicates",
+    "stale_memories",
     "unreachable_memories",
     "memory_hygiene",
     "HygieneResult",

@@ -165,3 +165,39 @@ def test_unreachable_arguments_are_checked(ltm: ha.LongTermMemory, arguments: di
     with pytest.raises(ha.ValidationError) as caught:
         ha.unreachable_memories(ltm, **arguments)
     assert caught.value.field == field
+
+
+def test_identical_vectors_crowding_out_a_memory_are_a_tie_not_a_fault(
+        ltm: ha.LongTermMemory) -> None:
+    same = np.repeat(random_vectors(1, seed=30), 3, axis=0)
+    ltm.bulk_add([*random_texts(50, seed=31), "one", "two", "three"], robots="alpha",
+                 embeddings=np.vstack([random_vectors(50, seed=32), same]))
+    lost = ha.unreachable_memories(ltm, k=2)
+    summary = lost.attrs["summary"]
+    assert lost.empty and summary["unreachable"].tolist() == [0]
+    assert summary["tied"].iloc[0] >= 1
+
+
+def test_stale_memories(ltm: ha.LongTermMemory) -> None:
+    import datetime as dt
+
+    texts = random_texts(6, seed=40)
+    now = dt.datetime.now(dt.UTC)
+    ltm.bulk_add(texts, robots="alpha", remembered_at=[now - dt.timedelta(days=30)] * 6)
+    ids = ltm.node_ids_by_content(texts)
+    robot = ltm.register_robot("alpha")
+    ltm.update_working_memory(robot, recalled=[ids[0], ids[1]])
+    # Remembered a month ago: nothing is stale after 60 days.
+    assert ha.stale_memories(ltm, not_recalled_for=60).empty
+    later = ha.stale_memories(ltm, not_recalled_for=dt.timedelta(days=10))
+    assert sorted(later["node_id"]) == sorted(ids[2:])
+    assert later["never_recalled"].all() and (later["idle_days"] > 10).all()
+    # Asked from further on, the recalled ones are stale too, with their last recall.
+    much_later = ha.stale_memories(ltm, not_recalled_for=10, now=now + dt.timedelta(days=40))
+    recalled = much_later.set_index("node_id").loc[[ids[0], ids[1]]]
+    assert not recalled["never_recalled"].any() and recalled["last_recalled"].notna().all()
+    assert set(recalled["recalls_logged"]) == {1}
+    for bad in (0, -1, "90", dt.timedelta(0), True):
+        with pytest.raises(ha.ValidationError) as caught:
+            ha.stale_memories(ltm, not_recalled_for=bad)
+        assert caught.value.field == "not_recalled_for"

@@ -30,7 +30,7 @@ REACHABILITY_COLUMNS = {
     "index": "string", "dimension": "int64", "memories": "int64", "checked": "int64",
     "unreachable": "int64", "share": "float64", "share_low": "float64",
     "share_high": "float64", "ef_search": "int64", "ef_search_finding_all": "Int64",
-    "still_unreachable": "int64", "what_to_do": "string"}
+    "still_unreachable": "int64", "tied": "int64", "what_to_do": "string"}
 _BATCH = 50  # memories per statement: a padded search of 2000-d vectors is slow
 _ESCALATION = (2, 4, 8, 16, 25)  # multiples of ef_search tried, up to pgvector's 1000
 
@@ -66,7 +66,9 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
         (string, shortened) and ``robots`` (string). ``attrs["summary"]`` has one row per
         index: ``memories`` and ``checked`` (int64), ``unreachable``, ``share`` and its 95%
         interval ``share_low``/``share_high``, ``ef_search``, ``ef_search_finding_all``
-        (Int64, NA when some stay unreachable), ``still_unreachable`` and ``what_to_do``.
+        (Int64, NA when some stay unreachable), ``still_unreachable``, ``tied`` (int64:
+        memories with at least ``k`` identical vectors, which fill their results whatever the
+        index does; not counted as unreachable) and ``what_to_do``.
     """
     store = live_store(store)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
@@ -90,7 +92,8 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
         checked = ids if sample is None or sample >= len(ids) else \
             np.sort(rng.choice(ids, size=sample, replace=False))
         for index, padded in _indexes(store, int(dimension)):
-            lost = _search_own(store, checked, int(dimension), k, ef_search, padded)
+            tied: set[int] = set()
+            lost = _search_own(store, checked, int(dimension), k, ef_search, padded, tied)
             found_at: dict[int, int] = {}
             remaining, tried = lost, ef_search
             for factor in _ESCALATION:
@@ -109,6 +112,7 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
                 "share": len(lost) / max(len(checked), 1), "share_low": low,
                 "share_high": high, "ef_search": ef_search,
                 "ef_search_finding_all": finding_all, "still_unreachable": len(remaining),
+                "tied": len(tied),
                 "what_to_do": _advice(index, len(lost), finding_all, len(remaining))})
             missing_rows += [{"index": index, "node_id": node, "dimension": int(dimension),
                               "found_at_ef_search": found_at.get(node)} for node in lost]
@@ -137,13 +141,19 @@ def _indexes(store: LongTermMemory, dimension: int) -> list[tuple[str, bool]]:
 
 
 def _search_own(store: LongTermMemory, ids: Any, dimension: int, k: int, ef_search: int,
-                padded: bool) -> list[int]:
+                padded: bool, tied: set[int] | None = None) -> list[int]:
+    """The memories of ``ids`` not in their own top ``k``; those crowded out by ``k``
+    identical vectors (a tie, which no setting changes) go to ``tied`` instead."""
     lost: list[int] = []
     ids = [int(i) for i in ids]
     for start in range(0, len(ids), _BATCH):
         ranks = store.self_search(ids[start:start + _BATCH], dimension=dimension, k=k,
                                   ef_search=ef_search, padded=padded)
-        lost += [node for node, rank in ranks.items() if rank is None]
+        for node, (rank, crowded) in ranks.items():
+            if rank is None and crowded and tied is not None:
+                tied.add(node)
+            elif rank is None:
+                lost.append(node)
     return lost
 
 

@@ -12,6 +12,7 @@ from ..analysis import (
     memory_hygiene,
     near_duplicates,
     sensitive_memories,
+    stale_memories,
     unreachable_memories,
 )
 from . import _open_store, cli
@@ -46,7 +47,7 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float, 
         for row in result.summary.itertuples():
             click.echo(f"\n{row.check}: {row.findings:,} findings, {row.memories:,} memories "
                        f"({row.share:.1%})\n  {row.what_it_means}\n  -> {row.what_to_do}")
-        click.echo("\nDetails: htm-analytics hygiene duplicates | sensitive | unreachable")
+        click.echo("\nDetails: htm-analytics hygiene duplicates | sensitive | unreachable | stale")
         return
     emit(result.summary, fmt)
 
@@ -101,3 +102,15 @@ def unreachable(ctx: click.Context, k: int, ef_search: int | None, sample: int |
     with _open_store(ctx, init_schema=False) as store:
         frame = unreachable_memories(store, k=k, ef_search=ef_search, sample=sample, **scope)
     emit(frame.attrs["summary"] if summary else frame, fmt)
+
+
+@hygiene.command("stale")
+@click.option("--days", type=click.FloatRange(0, min_open=True), default=90.0,
+              show_default=True, help="Not recalled for this many days.")
+@scope_options
+@output_options
+@click.pass_context
+def stale(ctx: click.Context, days: float, fmt: str, **scope: Any) -> None:
+    """Memories never recalled, or not for --days (access columns and the event log)."""
+    with _open_store(ctx, init_schema=False) as store:
+        emit(stale_memories(store, not_recalled_for=days, **scope), fmt)

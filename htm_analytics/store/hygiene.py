@@ -69,6 +69,24 @@ WHERE a.embedding_dimension IS NULL
   AND {scope_condition("n")}
   AND similarity(a.content, n.content) >= %(min_similarity)s"""
 
+# Memories created before the cutoff and not recalled since, by the access columns (whose
+# last_accessed counts only with access_count > 0: the schema sets it at creation) or the
+# event log's recall events, whichever is later.
+_NOT_RECALLED = f"""
+WITH recalls AS (
+    SELECT e.node_id, max(e.occurred_at) AS last_event, count(*) AS events
+    FROM memory_events e WHERE e.kind = 'recall' GROUP BY e.node_id),
+accessed AS (
+    SELECT n.id, n.created_at, n.access_count, r.last_event, coalesce(r.events, 0) AS events,
+           CASE WHEN n.access_count > 0 THEN n.last_accessed END AS last_accessed
+    FROM nodes n LEFT JOIN recalls r ON r.node_id = n.id
+    WHERE {scope_condition()} AND n.created_at < %(cutoff)s)
+SELECT id AS node_id, created_at, access_count, last_accessed,
+       last_event AS last_recall_event, events AS recalls_logged
+FROM accessed
+WHERE coalesce(greatest(last_accessed, last_event), '-infinity') < %(cutoff)s
+ORDER BY coalesce(greatest(last_accessed, last_event), created_at), id"""
+
 _DESCRIBE = """
 SELECT n.id, n.content, n.created_at, n.access_count, n.last_accessed,
        n.embedding_dimension,
@@ -76,6 +94,9 @@ SELECT n.id, n.content, n.created_at, n.access_count, n.last_accessed,
                  FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
                  WHERE rn.node_id = n.id), '') AS robots
 FROM nodes n WHERE n.id = ANY(%(ids)s::bigint[]) ORDER BY n.id"""
+
+
+_TIE_DISTANCE = 1e-6  # cosine distance below which two stored vectors count as one
 
 
 def scope_parameters(scope: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -151,6 +172,20 @@ class HygieneMixin(StoreBase):
         return frame.drop_duplicates(["node_a", "node_b"]).astype(
             {"node_a": "int64", "node_b": "int64", "similarity": "float64"})
 
+    def not_recalled_since(self, cutoff: Any, *,
+                           scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """Memories created before ``cutoff`` and not recalled since: ``node_id`` (int64),
+        ``created_at``, ``access_count`` (int64), ``last_accessed``, ``last_recall_event``
+        (the event log's last ``recall``) and ``recalls_logged`` (int64), least recent
+        first."""
+        return self.fetch_frame(_NOT_RECALLED, {**scope_parameters(scope), "cutoff": cutoff},
+                                dtypes={"node_id": "int64", "access_count": "int64",
+                                        "recalls_logged": "int64"})
+
+    def server_now(self) -> Any:
+        """The server's clock (``now()``), which the access times were written with."""
+        return self._fetch("SELECT now() AS now")[0]["now"]
+
     def describe_nodes(self, node_ids: Sequence[int]) -> pd.DataFrame:
         """What the findings show of each memory: ``id`` (int64), ``content`` (string),
         ``created_at``, ``access_count``, ``last_accessed``, ``embedding_dimension`` and
@@ -161,14 +196,15 @@ class HygieneMixin(StoreBase):
             "embedding_dimension": "Int64", "robots": "string"})
 
     def self_search(self, ids: Sequence[int], *, dimension: int, k: int, ef_search: int,
-                    padded: bool = False) -> dict[int, int | None]:
+                    padded: bool = False) -> dict[int, tuple[int | None, bool]]:
         """Search each memory's own stored vector through the HNSW index.
 
         One statement per call: a LATERAL top-``k`` search per memory of ``ids`` (which must
         hold a ``dimension``-d vector), through the native index of that dimension when there
         is one and ``padded`` is False, else the reference schema's padded index. Returns
-        ``{id: rank}`` (1-based rank of the memory among its own results, None when the
-        index did not return it in the top ``k``).
+        ``{id: (rank, tied)}``: the 1-based rank of the memory among its own results (None
+        when the index did not return it in the top ``k``), and whether all ``k`` results are
+        at distance 0 from it (as many identical vectors as results: a tie, not a fault).
         """
         ids = validate_ids(list(ids), field="ids")
         k = validate_positive_int(k, field="k", maximum=1000)
@@ -184,15 +220,15 @@ class HygieneMixin(StoreBase):
         # Straight on the tables, not the read prefix: the planner must see the index's
         # own expression on `nodes` to walk it.
         statement = sql.SQL("""
-            SELECT q.id, found.rank
+            SELECT q.id, found.rank, found.farthest
             FROM public.nodes q
             LEFT JOIN LATERAL (
-                SELECT s.rank FROM (
-                    SELECT n.id, row_number() OVER () AS rank FROM (
-                        SELECT n.id FROM public.nodes n
+                SELECT max(s.rank) FILTER (WHERE s.id = q.id) AS rank,
+                       max(s.distance) AS farthest FROM (
+                    SELECT n.id, n.distance, row_number() OVER () AS rank FROM (
+                        SELECT n.id, {distance} AS distance FROM public.nodes n
                         WHERE n.embedding_dimension = {d}{live}
-                        ORDER BY {distance} LIMIT {k}) n) s
-                WHERE s.id = q.id) found ON true
+                        ORDER BY {distance} LIMIT {k}) n) s) found ON true
             WHERE q.id = ANY(%(ids)s::bigint[])""").format(
             d=sql.Literal(dimension), live=sql.SQL(live), distance=sql.SQL(distance),
             k=sql.Literal(k))
@@ -201,5 +237,7 @@ class HygieneMixin(StoreBase):
                         "       set_config('enable_seqscan', 'off', true)",
                         (str(ef_search),))
             rows = cur.execute(statement, {"ids": ids}).fetchall()
-        found = {int(r["id"]): (None if r["rank"] is None else int(r["rank"])) for r in rows}
-        return {node: found.get(node) for node in ids}
+        found = {int(r["id"]): (None if r["rank"] is None else int(r["rank"]),
+                                 r["farthest"] is not None and r["farthest"] <= _TIE_DISTANCE)
+                 for r in rows}
+        return {node: found.get(node, (None, False)) for node in ids}
