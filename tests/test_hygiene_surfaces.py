@@ -11,10 +11,12 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
+from hypothesis import given
 
 import htm_analytics as ha
 from htm_analytics.cli import cli
 from tests.test_existing_databases import as_role, footprint, gem_database, roles  # noqa: F401
+from tests.test_hostile_input import FAST, anything
 from tests.test_hygiene import perturbed, random_texts, random_vectors
 
 SECRET = "AKIAIOSFODNN7EXAMPLE"
@@ -201,3 +203,17 @@ def test_stale_memories(ltm: ha.LongTermMemory) -> None:
         with pytest.raises(ha.ValidationError) as caught:
             ha.stale_memories(ltm, not_recalled_for=bad)
         assert caught.value.field == "not_recalled_for"
+
+
+@FAST
+@given(k=anything, ef_search=anything, sample=anything, days=anything, now=anything)
+def test_hostile_arguments_of_the_slower_checks(ltm: ha.LongTermMemory, k: Any, ef_search: Any,
+                                                sample: Any, days: Any, now: Any) -> None:
+    try:
+        ha.unreachable_memories(ltm, k=k, ef_search=ef_search, sample=sample)
+    except ha.ValidationError as exc:
+        assert exc.field in {"k", "ef_search", "sample"}
+    try:
+        ha.stale_memories(ltm, not_recalled_for=days, now=now)
+    except ha.ValidationError as exc:
+        assert exc.field in {"not_recalled_for", "now"}
