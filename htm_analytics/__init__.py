@@ -3,6 +3,7 @@
 from .advisor import AdvisorThresholds, advise
 from .analysis import (
     HygieneResult,
+    memory_growth,
     memory_hygiene,
     near_duplicates,
     sensitive_memories,
@@ -132,6 +133,7 @@ __all__ = [
     "plot_retrieval",
     "plot_retrieval_quality",
     "near_duplicates",
+    "memory_growth",
     "stale_memories",
     "unreachable_memories",
     "memory_hygiene",

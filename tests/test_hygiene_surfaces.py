@@ -217,3 +217,28 @@ def test_hostile_arguments_of_the_slower_checks(ltm: ha.LongTermMemory, k: Any, 
         ha.stale_memories(ltm, not_recalled_for=days, now=now)
     except ha.ValidationError as exc:
         assert exc.field in {"not_recalled_for", "now"}
+
+
+def test_memory_growth_forecasts_a_steady_rise(ltm: ha.LongTermMemory) -> None:
+    import datetime as dt
+
+    # 10, 20, ..., 50 new memories in five months: the next month's line says 60.
+    months = [dt.datetime(2026, m, 15, tzinfo=dt.UTC) for m in range(1, 6)]
+    texts = random_texts(150, seed=50)
+    when = [month for i, month in enumerate(months) for _ in range(10 * (i + 1))]
+    ltm.bulk_add(texts, robots="alpha", remembered_at=when)
+    growth = ha.memory_growth(ltm, horizon=2, freq="M")
+    total = growth[growth["robot"] == "(all robots)"]
+    assert total["kind"].tolist() == ["observed"] * 5 + ["forecast"] * 2
+    assert total["memories"].tolist() == [10, 30, 60, 100, 150, 210, 280]
+    assert total["new"].iloc[5:].tolist() == pytest.approx([60, 70])
+    # A perfect line leaves no spread: the interval closes on the forecast.
+    assert total["memories_low"].iloc[5:].tolist() == pytest.approx([210, 280])
+    assert total["bytes"].iloc[4] == sum(len(t.encode()) for t in texts)
+    alpha = growth[growth["robot"] == "alpha"]
+    assert alpha["memories"].iloc[4] == 150
+    for arguments, field in (({"horizon": 0}, "horizon"), ({"freq": "h"}, "freq"),
+                             ({"confidence": 1.0}, "confidence"), ({"freq": "x"}, "freq")):
+        with pytest.raises(ha.ValidationError) as caught:
+            ha.memory_growth(ltm, **arguments)
+        assert caught.value.field == field

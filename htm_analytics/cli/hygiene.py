@@ -9,6 +9,7 @@ import click
 from ..analysis import (
     HYGIENE_CHECKS,
     SENSITIVE_KINDS,
+    memory_growth,
     memory_hygiene,
     near_duplicates,
     sensitive_memories,
@@ -47,7 +48,8 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float, 
         for row in result.summary.itertuples():
             click.echo(f"\n{row.check}: {row.findings:,} findings, {row.memories:,} memories "
                        f"({row.share:.1%})\n  {row.what_it_means}\n  -> {row.what_to_do}")
-        click.echo("\nDetails: htm-analytics hygiene duplicates | sensitive | unreachable | stale")
+        click.echo("\nMore: htm-analytics hygiene duplicates | sensitive | unreachable | stale"
+                   " | growth")
         return
     emit(result.summary, fmt)
 
@@ -114,3 +116,18 @@ def stale(ctx: click.Context, days: float, fmt: str, **scope: Any) -> None:
     """Memories never recalled, or not for --days (access columns and the event log)."""
     with _open_store(ctx, init_schema=False) as store:
         emit(stale_memories(store, not_recalled_for=days, **scope), fmt)
+
+
+@hygiene.command("growth")
+@click.option("--horizon", type=int, default=6, show_default=True,
+              help="Periods to forecast.")
+@click.option("--freq", type=click.Choice(["D", "W", "M", "Q", "Y"]), default="M",
+              show_default=True, help="Period length.")
+@scope_options
+@output_options
+@click.pass_context
+def growth(ctx: click.Context, horizon: int, freq: str, fmt: str, **scope: Any) -> None:
+    """Memories, text bytes and HNSW index bytes per period, with a forecast and its
+    interval, in total and per robot."""
+    with _open_store(ctx, init_schema=False) as store:
+        emit(memory_growth(store, horizon=horizon, freq=freq, **scope), fmt)

@@ -87,6 +87,18 @@ FROM accessed
 WHERE coalesce(greatest(last_accessed, last_event), '-infinity') < %(cutoff)s
 ORDER BY coalesce(greatest(last_accessed, last_event), created_at), id"""
 
+# New memories and their text's bytes per period, in total (by created_at) and per robot (by
+# the robot's first remember of each memory).
+_GROWTH = f"""
+SELECT date_trunc(%(unit)s, n.created_at) AS period, NULL::text AS robot, count(*) AS new,
+       sum(octet_length(n.content))::bigint AS new_bytes
+FROM nodes n WHERE {scope_condition()} GROUP BY 1
+UNION ALL
+SELECT date_trunc(%(unit)s, rn.first_remembered_at), r.name, count(*), NULL::bigint
+FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id JOIN nodes n ON n.id = rn.node_id
+WHERE {scope_condition()} GROUP BY 1, 2
+ORDER BY 2 NULLS FIRST, 1"""
+
 _DESCRIBE = """
 SELECT n.id, n.content, n.created_at, n.access_count, n.last_accessed,
        n.embedding_dimension,
@@ -181,6 +193,15 @@ class HygieneMixin(StoreBase):
         return self.fetch_frame(_NOT_RECALLED, {**scope_parameters(scope), "cutoff": cutoff},
                                 dtypes={"node_id": "int64", "access_count": "int64",
                                         "recalls_logged": "int64"})
+
+    def growth_counts(self, unit: str, *,
+                      scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """New memories per ``unit`` (a ``date_trunc`` unit the caller validated): ``period``,
+        ``robot`` (NA for the total), ``new`` (int64) and ``new_bytes`` (the total's text
+        bytes, NA per robot)."""
+        return self.fetch_frame(_GROWTH, {**scope_parameters(scope), "unit": unit},
+                                dtypes={"robot": "string", "new": "int64",
+                                        "new_bytes": "Int64"})
 
     def server_now(self) -> Any:
         """The server's clock (``now()``), which the access times were written with."""
