@@ -54,6 +54,14 @@ def test_cli_summary_and_each_check(planted: dict[str, Any]) -> None:
     found = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--json"])
     assert found.exit_code == 0 and SECRET not in found.output
     assert json.loads(found.output)[0]["detector"] == "AWS Access Key"
+    for command in (["unreachable", "--sample", "20"], ["stale", "--days", "1"],
+                    ["growth", "--freq", "D", "--horizon", "2"]):
+        done = runner.invoke(cli, ["--db", url, "hygiene", *command, "--csv"])
+        assert done.exit_code == 0, (command, done.output)
+    unreachable = runner.invoke(cli, ["--db", url, "hygiene", "unreachable", "--json"])
+    assert json.loads(unreachable.output)[0]["index"] == "idx_nodes_embedding"
+    growth = runner.invoke(cli, ["--db", url, "hygiene", "growth", "--json", "--freq", "D"])
+    assert {r["kind"] for r in json.loads(growth.output)} == {"observed", "forecast"}
     bad = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--phone-region", "XX"])
     assert bad.exit_code != 0 and "phone_region" in str(bad.exception or bad.output)
 
