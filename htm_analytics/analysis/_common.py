@@ -12,7 +12,7 @@ from ..errors import ValidationError
 from ..store import LongTermMemory
 
 __all__ = ["live_store", "validate_fraction", "validate_sample", "wilson_interval",
-           "shorten_text"]
+           "shorten_text", "validate_choices"]
 
 
 def live_store(store: Any) -> LongTermMemory:
@@ -61,3 +61,14 @@ def shorten_text(text: Any, width: int) -> str:
     """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     flat = " ".join(str(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def validate_choices(value: Any, allowed: tuple[str, ...], *, field: str) -> tuple[str, ...]:
+    """One name or a list of names among ``allowed`` (all of them for None), deduplicated."""
+    if value is None:
+        return allowed
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not names or \
+            not all(isinstance(n, str) and n in allowed for n in names):
+        raise ValidationError(f"must be one or more of {', '.join(allowed)}", field=field)
+    return tuple(dict.fromkeys(names))

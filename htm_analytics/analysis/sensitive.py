@@ -24,7 +24,7 @@ from stdnum import iban, luhn
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
-from ._common import live_store
+from ._common import live_store, validate_choices
 
 __all__ = ["SENSITIVE_KINDS", "SENSITIVE_COLUMNS", "sensitive_memories", "find_sensitive",
            "Finding"]
@@ -195,7 +195,7 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
         ``attrs["scanned"]`` is the number of memories read.
     """
     store = live_store(store)
-    chosen = _kinds(kinds)
+    chosen = validate_choices(kinds, SENSITIVE_KINDS, field="kinds")
     if phone_region is not None and (not isinstance(phone_region, str) or phone_region
                                      not in phonenumbers.SUPPORTED_REGIONS):
         raise ValidationError(f"must be a two-letter region code such as 'US', got "
@@ -219,13 +219,3 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
     frame.attrs["scanned"] = scanned
     return frame
 
-
-def _kinds(kinds: Any) -> tuple[str, ...]:
-    if kinds is None:
-        return SENSITIVE_KINDS
-    names = [kinds] if isinstance(kinds, str) else kinds
-    if not isinstance(names, (list, tuple)) or not names or \
-            not all(isinstance(k, str) and k in SENSITIVE_KINDS for k in names):
-        raise ValidationError(f"must be one or more of {', '.join(SENSITIVE_KINDS)}",
-                              field="kinds")
-    return tuple(dict.fromkeys(names))

@@ -7,10 +7,9 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
-from ._common import live_store
+from ._common import live_store, validate_choices
 from .hygiene import near_duplicates
 from .sensitive import sensitive_memories
 
@@ -55,7 +54,7 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         ``what_to_do`` (strings); ``details`` the checks' DataFrames.
     """
     store = live_store(store)
-    chosen = _checks(checks)
+    chosen = validate_choices(checks, HYGIENE_CHECKS, field="checks")
     result = HygieneResult(pd.DataFrame(), total=_memories_in_scope(store, robots, timeframe))
     rows = []
     if "near_duplicates" in chosen:
@@ -98,13 +97,3 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
 def _memories_in_scope(store: LongTermMemory, robots: Any, timeframe: Any) -> int:
     return store.count_in_scope(scope_params(timeframe=timeframe, robots=robots))
 
-
-def _checks(checks: Any) -> tuple[str, ...]:
-    if checks is None:
-        return HYGIENE_CHECKS
-    names = [checks] if isinstance(checks, str) else checks
-    if not isinstance(names, (list, tuple)) or not names or \
-            not all(isinstance(c, str) and c in HYGIENE_CHECKS for c in names):
-        raise ValidationError(f"must be one or more of {', '.join(HYGIENE_CHECKS)}",
-                              field="checks")
-    return tuple(dict.fromkeys(names))
