@@ -256,8 +256,9 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
                 "node_a": np.minimum(ids_a, ids_b), "node_b": np.maximum(ids_a, ids_b),
                 "similarity": cosine, "basis": "vector", "model": group["label"]}))
         compared.append({"model": group["label"], "vectors": group["nodes"]})
-    found.append(store.trigram_pairs(threshold, scope=scope).assign(basis="trigram",
-                                                                    model=None))
+    if store.server_info.get("pg_trgm_version"):  # without pg_trgm: text twins only
+        found.append(store.trigram_pairs(threshold, scope=scope).assign(basis="trigram",
+                                                                        model=None))
     twins = _text_twins(store, scope)
     pairs = pd.concat([f for f in found if len(f)] or [_empty_pairs()], ignore_index=True)
     pairs = pairs.sort_values("similarity", ascending=False, kind="stable") \
