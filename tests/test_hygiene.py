@@ -179,3 +179,11 @@ def test_a_snapshot_or_anything_else_is_refused() -> None:
     with pytest.raises(ValidationError) as caught:
         near_duplicates("postgresql://nowhere")  # type: ignore[arg-type]
     assert caught.value.field == "store"
+
+
+@pytest.mark.parametrize("hits, total", [(0, 100), (100, 100), (13, 2000), (1, 1)])
+def test_wilson_interval_holds_the_share(hits: int, total: int) -> None:
+    from htm_analytics.analysis._common import wilson_interval
+
+    low, high = wilson_interval(hits, total)
+    assert 0 <= low <= hits / total <= high <= 1 and high - low < 0.95

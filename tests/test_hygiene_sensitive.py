@@ -66,6 +66,11 @@ def test_planted_secrets_are_found_and_masked(ltm: LongTermMemory) -> None:
     assert card == "the user paid with card [payment_card] last week"
     # Only the kinds asked for, only the robots asked for.
     assert set(sensitive_memories(ltm, kinds=["email", "iban"])["kind"]) == {"email", "iban"}
+    # What was not asked for is still masked in the excerpts shown.
+    ltm.bulk_add([f"mail {SECRETS['email']} with key {SECRETS['aws']}"], robots="leaky")
+    keys = sensitive_memories(ltm, kinds="credential")
+    assert not keys["excerpt"].str.contains(SECRETS["email"]).any()
+    assert keys["excerpt"].str.contains(r"\[email\]").any()
     assert sensitive_memories(ltm, robots="clean").empty
     assert len(sensitive_memories(ltm, kinds="phone", phone_region="GB")) == 2
 

@@ -54,7 +54,8 @@ def wilson_interval(hits: int, total: int, confidence: float = 0.95) -> tuple[fl
     centre = (share + z * z / (2 * total)) / (1 + z * z / total)
     half = z * math.sqrt(share * (1 - share) / total + z * z / (4 * total * total)) \
         / (1 + z * z / total)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # Rounding can put a bound a hair past the share itself (at 0 or all hits): clamp it.
+    return min(share, max(0.0, centre - half)), max(share, min(1.0, centre + half))
 
 
 def shorten_text(text: Any, width: int) -> str:

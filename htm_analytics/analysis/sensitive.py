@@ -206,9 +206,11 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
     for batch in store.iter_contents(scope=scope):
         scanned += len(batch)
         for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
-            findings = find_sensitive(content, kinds=chosen, phone_region=phone_region)
+            # Every kind is looked for, so that excerpts mask the kinds not asked for too.
+            findings = find_sensitive(content, phone_region=phone_region)
             rows += [{"node_id": node_id, "kind": f.kind, "detector": f.detector,
-                      "excerpt": masked_excerpt(content, findings, f)} for f in findings]
+                      "excerpt": masked_excerpt(content, findings, f)} for f in findings
+                     if f.kind in chosen]
     frame = pd.DataFrame(rows, columns=["node_id", "kind", "detector", "excerpt"])
     described = store.describe_nodes(sorted(set(frame["node_id"]))).set_index("id")
     frame["robots"] = frame["node_id"].map(described["robots"])

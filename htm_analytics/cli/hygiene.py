@@ -16,7 +16,7 @@ from ..analysis import (
     stale_memories,
     unreachable_memories,
 )
-from . import _open_store, cli
+from . import _open_store, _remember_db, cli
 from ._output import emit, output_options, scope_options
 
 __all__ = ["hygiene"]
@@ -28,6 +28,8 @@ _SIMILARITY = click.option(
 
 
 @cli.group(invoke_without_command=True)
+@click.option("--db", metavar="URL", expose_value=False, is_eager=True, callback=_remember_db,
+              help="PostgreSQL URL (the same as htm-analytics --db URL).")
 @click.option("--check", "checks", multiple=True, type=click.Choice(HYGIENE_CHECKS),
               help="Only this check (repeatable); all by default.")
 @_SIMILARITY
