@@ -259,12 +259,12 @@ def test_advise_command(ltm, database_url):
     runner = CliRunner()
     as_json = runner.invoke(cli, ["--db", database_url, "advise", "--no-sweep", "--json"])
     assert as_json.exit_code == 0, as_json.output
-    rows = json.loads(as_json.output)
+    rows = json.loads(as_json.stdout)
     assert [r["object"] for r in rows] == advise(ltm)["object"].tolist()
     table = runner.invoke(cli, ["advise", "--no-sweep", "--db", database_url])
     assert table.exit_code == 0, table.output
     assert "1. WARNING duplicate_index: public.idx_node_tags_node_id" in table.output
     assert '   | DROP INDEX CONCURRENTLY IF EXISTS "public"."idx_node_tags_node_id";' in \
         table.output
-    assert max(len(line) for line in table.output.splitlines()
+    assert max(len(line) for line in table.stdout.splitlines()
                if not line.startswith("   | ")) <= 110

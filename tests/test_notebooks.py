@@ -14,7 +14,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.i
 
 def test_every_notebook_is_committed_clean() -> None:
     assert [p.name for p in NOTEBOOKS] == ["01_explore.ipynb", "02_tune_hnsw.ipynb",
-                                           "03_report.ipynb"]
+                                           "03_report.ipynb", "04_hygiene.ipynb"]
     for path in NOTEBOOKS:
         notebook = nbformat.read(path, as_version=4)
         nbformat.validate(notebook)
@@ -46,5 +46,7 @@ def test_notebook_runs_top_to_bottom(path: Path, demo: dict, tmp_path: Path,
         assert "ef_search=" in printed and "filtered to" in printed
         assert "recommended ef_search=" in printed and "usage statistics since" in printed
         assert not re.search(r"from \d+\.0 \(|\(1\.0x\)", printed), printed
+    if path.stem == "04_hygiene":
+        assert "memories checked" in printed and "clusters" in printed
     if path.stem == "03_report":
         assert (tmp_path / "report.html").stat().st_size > 100_000

@@ -12,7 +12,8 @@ import htm_analytics as ha
 from htm_analytics.agent.datasets import DEMO_ROBOTS
 from htm_analytics.cli import cli
 
-SECTIONS = ["advice", "overview", "robots", "trends", "tags", "search", "indexes", "hnsw"]
+SECTIONS = ["advice", "hygiene", "overview", "robots", "trends", "tags", "search", "indexes",
+            "hnsw"]
 
 
 def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
@@ -55,8 +56,8 @@ def test_the_command_the_demo_suggests_works(demo: dict) -> None:
     assert suggested, demo["log"]
     result = CliRunner().invoke(cli, ["--db", suggested.group(1), "tags", "--csv"])
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("topic1,topic2,shared_nodes")
-    assert len(result.output.splitlines()) > 10
+    assert result.stdout.startswith("topic1,topic2,shared_nodes")
+    assert len(result.stdout.splitlines()) > 10
 
 
 def test_demo_memory_is_what_the_report_says(demo: dict) -> None:
@@ -143,7 +144,7 @@ def test_report_from_a_snapshot(demo: dict, tmp_path: Path) -> None:
 def test_without_the_advisor_the_index_count_is_the_usage_tables(ltm: ha.LongTermMemory) -> None:
     robot = ltm.register_robot("solo")
     ltm.add(content="one memory", robot_id=robot, tags=["topic:a"])
-    report = ha.build_report(ltm, benchmark=False, advice=False)
+    report = ha.build_report(ltm, benchmark=False, advice=False, hygiene=False)
     assert report.sections[0].key == "overview"
     html = report.to_html()
     assert "1 memory held by 1 robot " in html  # agreement, not "1 memories held by 1 robots"

@@ -30,6 +30,7 @@ from ._common import (
     query_text,
     split_statements,
 )
+from .hygiene import hygiene_findings
 
 __all__ = ["FINDING_COLUMNS", "SEVERITIES", "AdvisorThresholds", "advise", "split_statements",
            "statistics_age"]
@@ -61,7 +62,7 @@ def statistics_age(store: LongTermMemory) -> tuple[pd.Timestamp | None, float | 
 
 
 def advise(store: LongTermMemory, *, thresholds: AdvisorThresholds | None = None,
-           ef_search_advice: Any = None) -> pd.DataFrame:
+           ef_search_advice: Any = None, hygiene: Any = None) -> pd.DataFrame:
     """Check the database's health and tuning and say what to do, with the SQL to do it.
 
     Parameters
@@ -74,6 +75,10 @@ def advise(store: LongTermMemory, *, thresholds: AdvisorThresholds | None = None
         A result of :func:`htm_analytics.recommend_ef_search`: adds the ``ef_search`` finding
         (searches run at the store's default; the sweep says which setting reaches the
         target recall). Without it no sweep is run.
+    hygiene : HygieneResult, optional
+        A result of :func:`htm_analytics.memory_hygiene`: adds its findings that call for
+        action (credentials, personal data, near-duplicate groups). Without it the memory's
+        content is not checked (the checks read every memory).
 
     Returns
     -------
@@ -107,6 +112,8 @@ def advise(store: LongTermMemory, *, thresholds: AdvisorThresholds | None = None
         rows.extend(check(context))
     if ef_search_advice is not None:
         rows.extend(vectors.ef_search(ef_search_advice))
+    if hygiene is not None:
+        rows.extend(hygiene_findings(context, hygiene))
     rows.extend(indexes.unused_indexes(context, statistics_note))
     frame = pd.DataFrame(rows, columns=list(FINDING_COLUMNS)).astype(FINDING_COLUMNS)
     if len(frame):

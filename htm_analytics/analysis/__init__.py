@@ -3,17 +3,48 @@ functions taking them (``ax=None``, returning the Axes). They read through a
 :class:`~htm_analytics.LongTermMemory` or an offline :class:`~htm_analytics.Snapshot`.
 """
 
+from .growth import (
+    GROWTH_COLUMNS,
+    memory_growth,
+)
+from .hygiene import (
+    NEAR_DUPLICATE_COLUMNS,
+    model_groups,
+    near_duplicates,
+    normalise_text,
+)
 from .indexes import (
     index_usage,
     index_usage_delta,
     plot_index_usage,
     table_health,
 )
+from .reachability import (
+    REACHABILITY_COLUMNS,
+    UNREACHABLE_COLUMNS,
+    unreachable_memories,
+)
 from .robots import (
     plot_robot_activity,
     plot_robot_overlap,
     robot_activity,
     robot_overlap,
+)
+from .sensitive import (
+    SENSITIVE_COLUMNS,
+    SENSITIVE_KINDS,
+    Finding,
+    find_sensitive,
+    sensitive_memories,
+)
+from .staleness import (
+    STALE_COLUMNS,
+    stale_memories,
+)
+from .summary import (
+    HYGIENE_CHECKS,
+    HygieneResult,
+    memory_hygiene,
 )
 from .tags import (
     plot_popular_tags,
@@ -36,14 +67,33 @@ from .trends import (
 )
 
 __all__ = [
+    "GROWTH_COLUMNS",
+    "memory_growth",
+    "NEAR_DUPLICATE_COLUMNS",
+    "near_duplicates",
+    "normalise_text",
+    "model_groups",
     "index_usage",
     "index_usage_delta",
     "table_health",
     "plot_index_usage",
+    "UNREACHABLE_COLUMNS",
+    "REACHABILITY_COLUMNS",
+    "unreachable_memories",
     "robot_overlap",
     "robot_activity",
     "plot_robot_overlap",
     "plot_robot_activity",
+    "SENSITIVE_KINDS",
+    "SENSITIVE_COLUMNS",
+    "sensitive_memories",
+    "find_sensitive",
+    "Finding",
+    "STALE_COLUMNS",
+    "stale_memories",
+    "HYGIENE_CHECKS",
+    "HygieneResult",
+    "memory_hygiene",
     "tag_cooccurrence",
     "tag_graph",
     "tag_graph_view",

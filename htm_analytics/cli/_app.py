@@ -105,10 +105,13 @@ def _snapshot_hint(path: str) -> str:
                    "folder `htm-analytics snapshot PATH` wrote.")
 @click.option("--benchmark/--no-benchmark", default=True, show_default=True,
               help="Include the ef_search recall/latency sweep.")
+@click.option("--hygiene/--no-hygiene", default=True, show_default=True,
+              help="Include the memory-hygiene section (near-duplicates, secrets).")
 @click.option("--title", default="Memory report", show_default=True)
 @click.pass_context
 def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
-           data_format: str, snapshot_path: str | None, benchmark: bool, title: str) -> None:
+           data_format: str, snapshot_path: str | None, benchmark: bool, hygiene: bool,
+           title: str) -> None:
     """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve."""
     from ..report.build import build_report
 
@@ -131,7 +134,7 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
             built = build_report(source, title=title, benchmark=False)
     else:
         with _open_store(ctx, init_schema=False, pool_size=1) as store:
-            built = build_report(store, title=title, benchmark=benchmark)
+            built = build_report(store, title=title, benchmark=benchmark, hygiene=hygiene)
     path = built.write_html(out) if report_format == "html" else built.write_markdown(out)
     click.echo(f"report written to {path}")
     if data_dir:
@@ -162,11 +165,16 @@ def init_db(ctx: click.Context) -> None:
               help="Run a quick ef_search sweep (200 held-out vectors) to check the setting.")
 @click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=0.95,
               show_default=True, help="Recall@10 the ef_search advice aims for.")
+@click.option("--hygiene/--no-hygiene", default=True, show_default=True,
+              help="Check the memories themselves too (near-duplicates, credentials, "
+                   "personal data; reads every memory).")
 @output_options
 @click.pass_context
-def advise(ctx: click.Context, sweep: bool, target_recall: float, fmt: str) -> None:
+def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
+           fmt: str) -> None:
     """Health and tuning findings, most severe first, each with the SQL that fixes it."""
     from ..advisor import advise as advise_store
+    from ..analysis import memory_hygiene
     from ..tuning.advice import recommend_ef_search
 
     with _open_store(ctx, init_schema=False) as store:
@@ -177,7 +185,8 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, fmt: str) -> N
             if has_vectors:
                 ef_advice = recommend_ef_search(store, target_recall=target_recall,
                                                 progress=sys.stderr.isatty())
-        findings = advise_store(store, ef_search_advice=ef_advice)
+        content = memory_hygiene(store) if hygiene else None
+        findings = advise_store(store, ef_search_advice=ef_advice, hygiene=content)
     if fmt != "table":
         emit(findings, fmt)
         return

@@ -25,6 +25,10 @@ from .demo import (
     load_demo,
     run_demo,
 )
+from .hygiene import (
+    WORST_SHOWN,
+    hygiene_section,
+)
 from .render import (
     REPORT_CSS,
     counted,
@@ -54,6 +58,8 @@ __all__ = [
     "demo_queries",
     "run_demo",
     "DemoQueryEmbedder",
+    "hygiene_section",
+    "WORST_SHOWN",
     "html_table",
     "escape",
     "markdown_table",

@@ -36,6 +36,7 @@ from ..frames import MemorySource
 from ..store import LongTermMemory, write_parquet
 from ..tuning.evaluation import plot_retrieval_quality, retrieval_quality
 from .advice import advisor_section, hnsw_section
+from .hygiene import hygiene_section
 from .render import (
     REPORT_CSS,
     Figure,
@@ -192,7 +193,7 @@ def _version() -> str:
 def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
-                 advice: bool = True) -> Report:
+                 advice: bool = True, hygiene: bool = True) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -213,6 +214,9 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     advice : bool
         Open with the advisor's findings (:func:`~htm_analytics.advise`; live store only),
         including the ef_search recommendation when ``benchmark`` is on.
+    hygiene : bool
+        Add the "Memory hygiene" section near the top (near-duplicates, credentials and
+        personal data; :func:`~htm_analytics.memory_hygiene`; live store only).
 
     Returns
     -------
@@ -249,12 +253,18 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                     "hnsw", "HNSW recall and latency",
                     text=f"Not measured: {stored} stored vectors of the most common dimension; "
                          f"a recall sweep needs at least {MIN_SWEEP_VECTORS}.")
+        hygiene_result = None
+        if hygiene:
+            hygiene_part, hygiene_result = hygiene_section(source)
         # One reading of the statistics after every query of the report, shared by the
         # advisor and the index section, so that both give the same counts and age.
-        findings = advise(source, ef_search_advice=ef_advice) if advice else None
+        findings = (advise(source, ef_search_advice=ef_advice, hygiene=hygiene_result)
+                    if advice else None)
         sections.append(_index_section(source, findings))
         if hnsw is not None:
             sections.append(hnsw)
+        if hygiene_result is not None:
+            sections.insert(0, hygiene_part)
         if findings is not None:
             sections.insert(0, advisor_section(findings))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),

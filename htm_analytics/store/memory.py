@@ -10,6 +10,7 @@ from .bulk import BulkMixin
 from .catalog import CatalogMixin
 from .display import SearchResults
 from .forgetting import ForgettingMixin
+from .hygiene import HygieneMixin
 from .imports import ImportsMixin
 from .indexing import IndexingMixin
 from .lexical import LexicalSearchMixin
@@ -21,7 +22,8 @@ __all__ = ["LongTermMemory"]
 
 
 class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, LexicalSearchMixin,
-                     BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin, ForgettingMixin):
+                     BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin, ForgettingMixin,
+                     HygieneMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`, a mixin
@@ -32,9 +34,10 @@ class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, Lexic
     topics), ``search`` (vector, full text, fuzzy, hybrid), ``lexical``
     (:meth:`search_vector_bm25` and the bounded lexical searches), ``bulk``
     (:meth:`bulk_add`), ``catalog`` (statistics, exports), ``indexing`` (native indexes,
-    tuning sessions), ``imports`` (records of imports from other memory systems). No mixin
-    inherits from another or overrides another's method; :meth:`search_by_strategy`, which
-    needs them all, is defined here.
+    tuning sessions), ``imports`` (records of imports from other memory systems),
+    ``hygiene`` (the reads of the memory-hygiene checks). No mixin inherits from another or
+    overrides another's method; :meth:`search_by_strategy`, which needs them all, is defined
+    here.
 
     Parameters
     ----------

@@ -1,0 +1,65 @@
+"""Findings from the memory-hygiene checks (:func:`htm_analytics.memory_hygiene`) that call
+for action: credentials (critical), personal data and near-duplicate groups (warnings)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from ._common import Context, finding
+
+__all__ = ["hygiene_findings"]
+
+_IDS_SHOWN = 50  # ids written into a statement; the rest are in the check's own output
+
+
+def _id_list(ids: list[int]) -> str:
+    return ", ".join(str(int(i)) for i in sorted(ids)[:_IDS_SHOWN])
+
+
+def _forget(context: Context, ids: list[int]) -> list[str]:
+    """The statement that removes memories as this database's writers do."""
+    if context.store.schema_info.soft_deletes:  # the current gem forgets softly
+        return [f"UPDATE nodes SET deleted_at = now() WHERE id IN ({_id_list(ids)})"]
+    return [f"DELETE FROM nodes WHERE id IN ({_id_list(ids)})"]
+
+
+def hygiene_findings(context: Context, result: Any) -> Iterator[dict[str, str]]:
+    """Advisor findings from a :class:`~htm_analytics.HygieneResult`."""
+    found = result.details.get("sensitive")
+    if found is not None and len(found):
+        more = " (the first 50 ids)" if found["node_id"].nunique() > _IDS_SHOWN else ""
+        for kind, severity in (("credential", "critical"), ("personal", "warning")):
+            rows = found[(found["kind"] == "credential") == (kind == "credential")]
+            if rows.empty:
+                continue
+            ids = rows["node_id"].unique().tolist()
+            detectors = ", ".join(f"{n} {d}" for d, n in rows["detector"].value_counts()
+                                  .items())
+            yield finding(
+                f"{kind}_in_memory", severity, "nodes",
+                f"{len(ids):,} {'memory holds' if len(ids) == 1 else 'memories hold'} "
+                f"{detectors} (masked excerpts: htm-analytics "
+                "hygiene sensitive)",
+                ("Every robot can recall these. Rotate the credentials first, then forget "
+                 "or redact the memories" if kind == "credential" else
+                 "Check that this personal data may be kept; forget or redact what may not")
+                + f"{more}.", _forget(context, ids))
+    pairs = result.details.get("near_duplicates")
+    if pairs is not None and len(pairs):
+        clusters = pairs.drop_duplicates("cluster")
+        extra = int((clusters["cluster_size"] - 1).sum())
+        biggest = clusters.iloc[0]
+        members = sorted(set(pairs.loc[pairs["cluster"] == biggest["cluster"], "node_a"])
+                         | set(pairs.loc[pairs["cluster"] == biggest["cluster"], "node_b"]))
+        yield finding(
+            "near_duplicates", "warning" if extra >= 100 else "info", "nodes",
+            f"{len(clusters):,} {'group' if len(clusters) == 1 else 'groups'} of "
+            f"near-duplicate memories, {extra:,} more "
+            f"{'memory' if extra == 1 else 'memories'} than groups; the biggest has "
+            f"{int(biggest['cluster_size'])}",
+            "Duplicates crowd search results and working memory with one fact said many "
+            "times. Review the groups (htm-analytics hygiene duplicates) and merge or forget "
+            "the extra copies; nothing is merged automatically.",
+            [f"SELECT id, left(content, 120) FROM nodes WHERE id IN ({_id_list(members)}) "
+             "ORDER BY id"])

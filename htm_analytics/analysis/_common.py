@@ -1,0 +1,75 @@
+"""Argument checks and small helpers shared by the memory-hygiene checks."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from ..errors import ValidationError
+from ..store import LongTermMemory
+
+__all__ = ["live_store", "validate_fraction", "validate_sample", "wilson_interval",
+           "shorten_text", "validate_choices"]
+
+
+def live_store(store: Any) -> LongTermMemory:
+    """``store`` if it is a live :class:`LongTermMemory` (the checks read vectors, indexes and
+    whole texts, which a snapshot does not answer)."""
+    if not isinstance(store, LongTermMemory):
+        raise ValidationError(f"must be a LongTermMemory, got {type(store).__name__}",
+                              field="store")
+    return store
+
+
+def validate_fraction(value: Any, *, field: str, low_open: bool = True) -> float:
+    """A real number in (0, 1] (or [0, 1] with ``low_open=False``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise ValidationError(f"must be a number between 0 and 1, got {value!r}", field=field)
+    number = float(value)
+    if not math.isfinite(number) or number > 1 or number < 0 or (low_open and number == 0):
+        interval = "(0, 1]" if low_open else "[0, 1]"
+        raise ValidationError(f"must be in {interval}, got {value!r}", field=field)
+    return number
+
+
+def validate_sample(value: Any, *, field: str = "sample") -> int | None:
+    """None (every memory) or a positive number of memories."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValidationError(f"must be None or a positive integer, got {value!r}",
+                              field=field)
+    return int(value)
+
+
+def wilson_interval(hits: int, total: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``hits / total`` (NaNs when ``total`` is 0)."""
+    if total == 0:
+        return math.nan, math.nan
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    share = hits / total
+    centre = (share + z * z / (2 * total)) / (1 + z * z / total)
+    half = z * math.sqrt(share * (1 - share) / total + z * z / (4 * total * total)) \
+        / (1 + z * z / total)
+    # Rounding can put a bound a hair past the share itself (at 0 or all hits): clamp it.
+    return min(share, max(0.0, centre - half)), max(share, min(1.0, centre + half))
+
+
+def shorten_text(text: Any, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def validate_choices(value: Any, allowed: tuple[str, ...], *, field: str) -> tuple[str, ...]:
+    """One name or a list of names among ``allowed`` (all of them for None), deduplicated."""
+    if value is None:
+        return allowed
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, (list, tuple)) or not names or \
+            not all(isinstance(n, str) and n in allowed for n in names):
+        raise ValidationError(f"must be one or more of {', '.join(allowed)}", field=field)
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,121 @@
+"""How fast the memory grows, and where it is heading: counts, bytes and index size per
+period, with a fitted forecast and its interval."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ..errors import ValidationError
+from ..frames import period_unit, scope_params
+from ..store import LongTermMemory
+from ._common import live_store
+
+__all__ = ["GROWTH_COLUMNS", "memory_growth"]
+
+GROWTH_COLUMNS = {"period": "datetime64[us, UTC]", "robot": "string", "kind": "string",
+                  "new": "float64", "memories": "float64", "bytes": "float64",
+                  "index_bytes": "float64", "memories_low": "float64",
+                  "memories_high": "float64"}
+TOTAL = "(all robots)"
+
+
+def memory_growth(store: LongTermMemory, *, horizon: int = 6, freq: str = "M",
+                  robots: str | list[str] | None = None, timeframe: Any = None,
+                  confidence: float = 0.95) -> pd.DataFrame:
+    """Memories, text bytes and HNSW index bytes over time, in total and per robot, with a
+    forecast ``horizon`` periods ahead.
+
+    The forecast fits a straight line to the new memories per period (least squares over
+    the observed periods, empty ones counted as 0) and adds it up from the last observed
+    total; the interval is the fit's residual spread accumulated over the periods ahead
+    (``t`` quantile times ``sqrt(h)``), so it widens with the horizon. It assumes the periods'
+    deviations are independent: treat it as a lower bound of the uncertainty. Bytes and
+    index bytes are projected at today's bytes per memory.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+        The live store; only read.
+    horizon : int
+        Periods to forecast (1-120).
+    freq : {'D', 'W', 'M', 'Q', 'Y'}
+        Period length.
+    robots, timeframe : optional
+        The scope.
+    confidence : float
+        Of the interval (default 0.95).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per robot (``(all robots)`` first) and period: ``period``, ``robot``, ``kind``
+        (``observed`` or ``forecast``), ``new`` and ``memories`` (cumulative), ``bytes``
+        (text bytes, total only), ``index_bytes`` (the HNSW indexes' share, total only),
+        ``memories_low``/``memories_high`` (the forecast's interval; NaN for observed rows).
+    """
+    store = live_store(store)
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or not 1 <= horizon <= 120:
+        raise ValidationError(f"must be an integer from 1 to 120, got {horizon!r}",
+                              field="horizon")
+    if freq == "h":
+        raise ValidationError("must be one of 'D', 'W', 'M', 'Q', 'Y'", field="freq")
+    unit, pandas_freq = period_unit(freq)
+    if isinstance(confidence, bool) or not isinstance(confidence, float) \
+            or not 0.5 <= confidence < 1:
+        raise ValidationError(f"must be a float in [0.5, 1), got {confidence!r}",
+                              field="confidence")
+    counts = store.growth_counts(unit, scope=scope_params(timeframe=timeframe, robots=robots))
+    counts["period"] = pd.to_datetime(counts["period"], utc=True)
+    counts["robot"] = counts["robot"].fillna(TOTAL)
+    indexes = store.index_list()
+    hnsw_bytes = float(indexes.loc[(indexes["table"] == "nodes")
+                                   & (indexes["method"] == "hnsw"), "size_bytes"].sum())
+    frames = []
+    for robot, rows in counts.groupby("robot", sort=False):
+        frames.append(_series(rows, str(robot), pandas_freq, horizon, confidence,
+                              hnsw_bytes if robot == TOTAL else None))
+    if not frames:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in GROWTH_COLUMNS.items()})
+    return pd.concat(frames, ignore_index=True).astype(GROWTH_COLUMNS)
+
+
+def _series(rows: pd.DataFrame, robot: str, freq: str, horizon: int, confidence: float,
+            hnsw_bytes: float | None) -> pd.DataFrame:
+    periods = pd.date_range(rows["period"].min(), rows["period"].max(), freq=freq)
+    new = rows.set_index("period")["new"].reindex(periods, fill_value=0).astype(float)
+    observed = pd.DataFrame({"period": periods, "robot": robot, "kind": "observed",
+                             "new": new.to_numpy(), "memories": new.cumsum().to_numpy()})
+    total = float(observed["memories"].iloc[-1])
+    if hnsw_bytes is not None:
+        text = rows.set_index("period")["new_bytes"].reindex(periods, fill_value=0)
+        observed["bytes"] = text.astype(float).cumsum().to_numpy()
+        observed["index_bytes"] = hnsw_bytes * observed["memories"] / max(total, 1)
+    x = np.arange(len(new), dtype=float)
+    if len(new) >= 3:
+        fit = stats.linregress(x, new.to_numpy())
+        slope, intercept = float(fit.slope), float(fit.intercept)
+        spread = float(np.std(new.to_numpy() - (intercept + slope * x), ddof=2))
+        quantile = float(stats.t.ppf(0.5 + confidence / 2, len(new) - 2))
+    else:  # too short to fit a trend: the mean rate, no interval
+        slope, intercept, spread, quantile = 0.0, float(new.mean()), float("nan"), 0.0
+    ahead = np.arange(1, horizon + 1, dtype=float)
+    rate = np.maximum(intercept + slope * (x[-1] + ahead), 0)
+    memories = total + np.cumsum(rate)
+    margin = quantile * spread * np.sqrt(ahead)
+    forecast = pd.DataFrame({
+        "period": pd.date_range(periods[-1], periods=horizon + 1, freq=freq)[1:],
+        "robot": robot, "kind": "forecast", "new": rate, "memories": memories,
+        "memories_low": np.maximum(memories - margin, total), "memories_high": memories + margin})
+    if hnsw_bytes is not None:
+        per_memory = observed["bytes"].iloc[-1] / max(total, 1)
+        forecast["bytes"] = memories * per_memory
+        forecast["index_bytes"] = memories * hnsw_bytes / max(total, 1)
+    result = pd.concat([observed, forecast], ignore_index=True)
+    for column in GROWTH_COLUMNS:
+        if column not in result:
+            result[column] = np.nan
+    return result[list(GROWTH_COLUMNS)]

@@ -1,0 +1,304 @@
+"""Near-duplicate memories: pairs of memories that say the same thing twice.
+
+SHA-256 deduplication stores one node per exact text; it misses the same text with another
+case, spacing or punctuation, and paraphrases. :func:`near_duplicates` finds both:
+
+- **vectors**, per embedding model: every pair whose exact cosine similarity reaches the
+  threshold. The stored vectors stream from the store in batches; each batch is compared
+  with itself and with the batches before it by matrix products in tiles (float32, with the
+  pairs within 1e-4 of the threshold recomputed in float64), so the result is that of a
+  brute-force computation (measured in ``benchmarks/bench_hygiene.py``) while only one tile
+  of similarities is held at a time;
+- **text**, for memories without a vector: pg_trgm similarity of their text to every memory
+  in scope (the trigram index pre-filters);
+- **text twins**: texts equal once Unicode-normalised (NFKC), case-folded and stripped of
+  punctuation and repeated white space, whatever their vectors say.
+
+Pairs are joined into connected groups (``cluster``): a memory repeated five times is one
+cluster of five.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+from ..frames import scope_params
+from ..store import LongTermMemory
+from ._common import live_store, shorten_text, validate_fraction
+
+__all__ = ["NEAR_DUPLICATE_COLUMNS", "near_duplicates", "normalise_text", "model_groups"]
+
+NEAR_DUPLICATE_COLUMNS = {
+    "cluster": "int64", "cluster_size": "int64", "node_a": "int64", "node_b": "int64",
+    "similarity": "float64", "basis": "string", "text_twin": "bool", "model": "string",
+    "content_a": "string", "content_b": "string", "robots_a": "string", "robots_b": "string",
+}
+_BATCH_ROWS = 4_096  # vectors per batch from the store, and rows per tile
+_RECHECK_MARGIN = 1e-4  # float32 dot products are recomputed in float64 this close
+_SKETCH_DIMENSIONS = 32  # principal coordinates kept in a sketch (see vector_pairs)
+_NOT_WORD = re.compile(r"[\W_]+")  # anything but letters and digits
+
+
+def normalise_text(text: str) -> str:
+    """``text`` as the text-twin check compares it: NFKC, case-folded, letters and digits
+    only, words separated by one space."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join(_NOT_WORD.sub(" ", folded).split())
+
+
+def model_groups(store: LongTermMemory, scope: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sets of vectors that are compared with each other.
+
+    One per model and dimension. Vectors stored without a model's name are compared with the
+    named model of their dimension when there is exactly one (as searches accept them), and
+    among themselves otherwise.
+    """
+    groups = store.vector_groups(scope).astype(object)
+    result = []
+    for dimension in sorted({int(d) for d in groups["dimension"]}):
+        rows = groups[groups["dimension"] == dimension]
+        named = [(str(p), str(m), int(n)) for p, m, n in
+                 zip(rows["provider"], rows["model"], rows["nodes"]) if not pd.isna(p)]
+        unnamed = sum(int(n) for p, n in zip(rows["provider"], rows["nodes"]) if pd.isna(p))
+        for provider, model, nodes in named:
+            merged = len(named) == 1 and unnamed > 0
+            result.append({"dimension": dimension, "provider": provider, "model": model,
+                           "unnamed": merged, "nodes": nodes + (unnamed if merged else 0),
+                           "label": f"{provider}/{model} ({dimension}-d)"})
+        if unnamed and len(named) != 1:
+            result.append({"dimension": dimension, "provider": None, "model": None,
+                           "unnamed": True, "nodes": unnamed,
+                           "label": f"unnamed model ({dimension}-d)"})
+    return result
+
+
+def _normalised_rows(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows scaled to unit length (float32) and the mask of rows that have a direction."""
+    norms = np.linalg.norm(vectors.astype(np.float64), axis=1)
+    usable = norms > 0
+    unit = np.zeros_like(vectors, dtype=np.float32)
+    unit[usable] = (vectors[usable] / norms[usable, None]).astype(np.float32)
+    return unit, usable
+
+
+class _Block:
+    """A tile's vectors: ids, unit vectors (for the exact check) and their sketch."""
+
+    def __init__(self, ids: np.ndarray, unit: np.ndarray, basis: np.ndarray | None) -> None:
+        self.ids, self.unit = ids, unit
+        if basis is None:
+            self.sketch = unit
+        else:
+            # The first coordinates in the principal basis, plus the length of the rest: the
+            # sketches' dot product bounds the vectors' from above (Cauchy-Schwarz on the
+            # remaining coordinates), so no pair above the threshold is pruned.
+            rotated = unit @ basis
+            head, tail = rotated[:, :_SKETCH_DIMENSIONS], rotated[:, _SKETCH_DIMENSIONS:]
+            self.sketch = np.ascontiguousarray(np.hstack(
+                [head, np.linalg.norm(tail, axis=1, keepdims=True)]), dtype=np.float32)
+
+
+def _principal_basis(unit: np.ndarray) -> np.ndarray | None:
+    """An orthonormal basis, most variance first, from the first batch (any orthonormal
+    basis keeps the bound exact; this one makes it tight). None when sketching saves
+    nothing."""
+    if unit.shape[1] <= 2 * _SKETCH_DIMENSIONS or len(unit) < 2 * _SKETCH_DIMENSIONS:
+        return None
+    second_moment = unit.astype(np.float64).T @ unit.astype(np.float64)
+    _, vectors = np.linalg.eigh(second_moment)
+    return np.ascontiguousarray(vectors[:, ::-1], dtype=np.float32)
+
+
+def _tile_pairs(left: _Block, right: _Block, threshold: float, *, same: bool,
+                buffer: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row pairs ``(i, j, cosine)`` of two blocks at or above ``threshold`` (``i < j`` when
+    the blocks are the same). ``buffer`` holds the sketch similarities: reusing it spares
+    the page faults of a fresh 64 MiB array per tile."""
+    bounds = buffer[: len(left.ids), : len(right.ids)]
+    np.matmul(left.sketch, right.sketch.T, out=bounds)
+    # Only the rows that may reach the threshold are searched for their columns.
+    floor = threshold - _RECHECK_MARGIN
+    candidates = np.flatnonzero(bounds.max(axis=1) >= floor)
+    if not len(candidates):
+        return candidates, candidates, np.zeros(0)
+    sub_rows, cols = np.nonzero(bounds[candidates] >= floor)
+    rows = candidates[sub_rows]
+    if same:
+        keep = rows < cols
+        rows, cols = rows[keep], cols[keep]
+    if not len(rows):
+        return rows, cols, np.zeros(0)
+    # The exact cosines of the candidates: one product of the rows and columns involved
+    # (float32), then float64 for those within the margin of the threshold.
+    row_set, row_at = np.unique(rows, return_inverse=True)
+    col_set, col_at = np.unique(cols, return_inverse=True)
+    exact = (left.unit[row_set] @ right.unit[col_set].T)[row_at, col_at].astype(np.float64)
+    close = np.flatnonzero(np.abs(exact - threshold) < _RECHECK_MARGIN)
+    if len(close):
+        exact[close] = np.einsum("ij,ij->i", left.unit[rows[close]].astype(np.float64),
+                                 right.unit[cols[close]].astype(np.float64))
+    keep = exact >= threshold
+    return rows[keep], cols[keep], exact[keep]
+
+
+def vector_pairs(batches: Iterable[tuple[np.ndarray, np.ndarray]], threshold: float,
+                 *, tile_rows: int = _BATCH_ROWS, sketch: bool = True
+                 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every pair of ids whose vectors' cosine similarity reaches ``threshold``.
+
+    ``batches`` of ``(ids, vectors)`` are consumed one at a time: each is compared with
+    itself and with every batch before it, tile by tile, first through a sketch (32
+    principal coordinates and the length of the rest, whose dot product is an upper bound of
+    the cosine), then exactly in float64 for the pairs the bound lets through. Yields
+    ``(ids_a, ids_b, cosine)`` arrays per tile that found pairs. Vectors of length zero
+    have no direction and are left out.
+    """
+    seen: list[_Block] = []
+    basis: np.ndarray | None = None
+    buffer = np.empty((tile_rows, tile_rows), dtype=np.float32)
+    for ids, vectors in batches:
+        unit, usable = _normalised_rows(vectors)
+        ids, unit = ids[usable], unit[usable]
+        if sketch and not seen and basis is None:
+            basis = _principal_basis(unit)
+        for start in range(0, len(ids), tile_rows):
+            block = _Block(ids[start:start + tile_rows], unit[start:start + tile_rows], basis)
+            for other in seen:
+                i, j, cosine = _tile_pairs(block, other, threshold, same=False,
+                                           buffer=buffer)
+                if len(i):
+                    yield block.ids[i], other.ids[j], cosine
+            i, j, cosine = _tile_pairs(block, block, threshold, same=True, buffer=buffer)
+            if len(i):
+                yield block.ids[i], block.ids[j], cosine
+            seen.append(block)
+
+
+def _text_twins(store: LongTermMemory, scope: dict[str, Any]) -> pd.DataFrame:
+    """Pairs of memories whose normalised texts are equal (their SHA-256 differ)."""
+    groups: dict[bytes, list[int]] = defaultdict(list)
+    for batch in store.iter_contents(scope=scope):
+        for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
+            key = hashlib.blake2b(normalise_text(content).encode("utf-8"),
+                                  digest_size=16).digest()
+            groups[key].append(int(node_id))
+    pairs = [(members[i], members[j]) for members in groups.values() if len(members) > 1
+             for i in range(len(members)) for j in range(i + 1, len(members))]
+    frame = pd.DataFrame(pairs, columns=["node_a", "node_b"], dtype="int64")
+    return frame.assign(similarity=1.0, basis="text", model=None)
+
+
+def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
+                    robots: str | list[str] | None = None, timeframe: Any = None,
+                    content_width: int = 120) -> pd.DataFrame:
+    """Pairs of memories that say nearly the same thing, grouped into clusters.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+        The live store; only read.
+    min_similarity : float
+        Least cosine similarity of two stored vectors (of the same model), or pg_trgm
+        similarity of two texts where one memory has no vector, for a pair to count; in
+        (0, 1].
+    robots : str or list of str, optional
+        Only memories that one of these robots remembers.
+    timeframe : (datetime, datetime), optional
+        Only memories created in this range (inclusive, UTC).
+    content_width : int
+        Characters of each memory's text shown.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per pair, by cluster (biggest first), then similarity (highest first):
+
+        - ``cluster`` (int64): the connected group of near-duplicates the pair belongs to,
+          numbered from 0, biggest first; ``cluster_size`` (int64): memories in it;
+        - ``node_a`` < ``node_b`` (int64): the two memories' ids;
+        - ``similarity`` (float64): cosine similarity of their vectors (``basis`` "vector"),
+          trigram similarity of their texts ("trigram": one has no vector), or 1 for text
+          twins without comparable vectors ("text");
+        - ``text_twin`` (bool): the texts are equal once case, punctuation and white space
+          are ignored (SHA-256 deduplication missed them);
+        - ``model`` (string): the embedding model compared (NA for text comparisons);
+        - ``content_a``, ``content_b`` (string): the texts, shortened;
+        - ``robots_a``, ``robots_b`` (string): the robots that remember each, comma-separated.
+
+        ``attrs["compared"]`` lists each model's vectors compared and ``attrs["texts"]`` the
+        memories whose texts were normalised.
+    """
+    store = live_store(store)
+    threshold = validate_fraction(min_similarity, field="min_similarity")
+    if isinstance(content_width, bool) or not isinstance(content_width, int) \
+            or not 10 <= content_width <= 10_000:
+        raise ValidationError(f"must be an integer from 10 to 10000, got {content_width!r}",
+                              field="content_width")
+    scope = scope_params(timeframe=timeframe, robots=robots)
+    found: list[pd.DataFrame] = []
+    compared = []
+    for group in model_groups(store, scope):
+        batches = store.iter_vectors(group["dimension"], provider=group["provider"],
+                                     model=group["model"], unnamed=group["unnamed"],
+                                     scope=scope, batch_rows=_BATCH_ROWS)
+        for ids_a, ids_b, cosine in vector_pairs(batches, threshold):
+            found.append(pd.DataFrame({
+                "node_a": np.minimum(ids_a, ids_b), "node_b": np.maximum(ids_a, ids_b),
+                "similarity": cosine, "basis": "vector", "model": group["label"]}))
+        compared.append({"model": group["label"], "vectors": group["nodes"]})
+    if store.server_info.get("pg_trgm_version"):  # without pg_trgm: text twins only
+        found.append(store.trigram_pairs(threshold, scope=scope).assign(basis="trigram",
+                                                                        model=None))
+    twins = _text_twins(store, scope)
+    pairs = pd.concat([f for f in found if len(f)] or [_empty_pairs()], ignore_index=True)
+    pairs = pairs.sort_values("similarity", ascending=False, kind="stable") \
+        .drop_duplicates(["node_a", "node_b"])
+    twin_keys = set(zip(twins["node_a"], twins["node_b"]))
+    pairs["text_twin"] = [key in twin_keys for key in zip(pairs["node_a"], pairs["node_b"])]
+    known = set(zip(pairs["node_a"], pairs["node_b"]))
+    missing = twins[[key not in known for key in zip(twins["node_a"], twins["node_b"])]]
+    pairs = pd.concat([pairs, missing.assign(text_twin=True)] if len(missing) else [pairs],
+                      ignore_index=True)
+    frame = _with_clusters_and_texts(store, pairs, content_width)
+    frame.attrs["compared"] = compared
+    frame.attrs["min_similarity"] = threshold
+    return frame
+
+
+def _empty_pairs() -> pd.DataFrame:
+    return pd.DataFrame({"node_a": pd.Series(dtype="int64"), "node_b": pd.Series(dtype="int64"),
+                         "similarity": pd.Series(dtype="float64"),
+                         "basis": pd.Series(dtype="object"), "model": pd.Series(dtype="object")})
+
+
+def _with_clusters_and_texts(store: LongTermMemory, pairs: pd.DataFrame,
+                             width: int) -> pd.DataFrame:
+    if pairs.empty:
+        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in NEAR_DUPLICATE_COLUMNS.items()})
+    graph = nx.Graph()
+    graph.add_edges_from(zip(pairs["node_a"].tolist(), pairs["node_b"].tolist()))
+    components = sorted(nx.connected_components(graph), key=lambda c: (-len(c), min(c)))
+    cluster_of = {node: number for number, members in enumerate(components)
+                  for node in members}
+    size_of = {number: len(members) for number, members in enumerate(components)}
+    pairs = pairs.assign(cluster=pairs["node_a"].map(cluster_of))
+    pairs["cluster_size"] = pairs["cluster"].map(size_of)
+    described = store.describe_nodes(sorted(graph.nodes)).set_index("id")
+    texts = described["content"].map(lambda t: shorten_text(t, width))
+    for side in ("a", "b"):
+        pairs[f"content_{side}"] = pairs[f"node_{side}"].map(texts)
+        pairs[f"robots_{side}"] = pairs[f"node_{side}"].map(described["robots"])
+    pairs = pairs.sort_values(["cluster", "similarity", "node_a", "node_b"],
+                              ascending=[True, False, True, True], kind="stable")
+    return pairs[list(NEAR_DUPLICATE_COLUMNS)].astype(NEAR_DUPLICATE_COLUMNS) \
+        .reset_index(drop=True)

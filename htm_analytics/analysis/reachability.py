@@ -1,0 +1,169 @@
+"""Memories vector search cannot find: those the HNSW index does not return for their own
+stored vector.
+
+An HNSW graph can leave nodes that no search reaches (after deletes and updates, or when the
+graph was built with a small ``ef_construction``); pgvector has no way to show them. Each
+memory's own vector is searched through the index (one LATERAL statement per batch of
+memories, on the live index, as recall searches do); a memory missing from its own top
+``k`` is unreachable at that ``ef_search``. Those are searched again at larger ``ef_search``
+values to find the one that brings them back; what none brings back needs the index
+rebuilt (``REINDEX``, suggested only: the check never writes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..errors import ValidationError
+from ..frames import scope_params
+from ..store import DEFAULT_EF_SEARCH, LongTermMemory
+from ._common import live_store, shorten_text, validate_sample, wilson_interval
+
+__all__ = ["UNREACHABLE_COLUMNS", "REACHABILITY_COLUMNS", "unreachable_memories"]
+
+UNREACHABLE_COLUMNS = {"index": "string", "node_id": "int64", "dimension": "int64",
+                       "found_at_ef_search": "Int64", "content": "string", "robots": "string"}
+REACHABILITY_COLUMNS = {
+    "index": "string", "dimension": "int64", "memories": "int64", "checked": "int64",
+    "unreachable": "int64", "share": "float64", "share_low": "float64",
+    "share_high": "float64", "ef_search": "int64", "ef_search_finding_all": "Int64",
+    "still_unreachable": "int64", "tied": "int64", "what_to_do": "string"}
+_BATCH = 50  # memories per statement: a padded search of 2000-d vectors is slow
+_ESCALATION = (2, 4, 8, 16, 25)  # multiples of ef_search tried, up to pgvector's 1000
+
+
+def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int | None = None,
+                         sample: int | None = None, seed: int = 0,
+                         robots: str | list[str] | None = None,
+                         timeframe: Any = None) -> pd.DataFrame:
+    """Memories the vector index does not return in the top ``k`` for their own vector.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+        The live store; only read.
+    k : int
+        Results per search (recall's usual limit).
+    ef_search : int, optional
+        The ``hnsw.ef_search`` searched with (default: the store's, 40).
+    sample : int, optional
+        Check this many memories per index, drawn at random (``seed``), and give the share
+        with a 95% Wilson interval; every memory by default.
+    seed : int
+        Seed of the sample.
+    robots, timeframe : optional
+        Only memories in this scope are checked (the search itself ranks every memory).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per unreachable memory and index: ``index`` (string: the HNSW index),
+        ``node_id``, ``dimension`` (int64), ``found_at_ef_search`` (Int64: the smallest
+        ``ef_search`` tried that returns it, NA when none up to 1000 does), ``content``
+        (string, shortened) and ``robots`` (string). ``attrs["summary"]`` has one row per
+        index: ``memories`` and ``checked`` (int64), ``unreachable``, ``share`` and its 95%
+        interval ``share_low``/``share_high``, ``ef_search``, ``ef_search_finding_all``
+        (Int64, NA when some stay unreachable), ``still_unreachable``, ``tied`` (int64:
+        memories with at least ``k`` identical vectors, which fill their results whatever the
+        index does; not counted as unreachable) and ``what_to_do``.
+    """
+    store = live_store(store)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
+        raise ValidationError(f"must be an integer from 1 to 1000, got {k!r}", field="k")
+    if ef_search is None:
+        ef_search = DEFAULT_EF_SEARCH
+    if isinstance(ef_search, bool) or not isinstance(ef_search, int) \
+            or not 1 <= ef_search <= 1000:
+        raise ValidationError(f"must be an integer from 1 to 1000, got {ef_search!r}",
+                              field="ef_search")
+    sample = validate_sample(sample)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValidationError(f"must be a non-negative integer, got {seed!r}", field="seed")
+    scope = scope_params(timeframe=timeframe, robots=robots)
+    rng = np.random.default_rng(seed)
+    summaries: list[dict[str, Any]] = []
+    missing_rows: list[dict[str, Any]] = []
+    for dimension in sorted(set(store.vector_groups(scope)["dimension"].tolist())):
+        ids = np.concatenate([batch for batch, _ in store.iter_vectors(
+            int(dimension), scope=scope, batch_rows=20_000)] or [np.zeros(0, np.int64)])
+        checked = ids if sample is None or sample >= len(ids) else \
+            np.sort(rng.choice(ids, size=sample, replace=False))
+        for index, padded in _indexes(store, int(dimension)):
+            tied: set[int] = set()
+            lost = _search_own(store, checked, int(dimension), k, ef_search, padded, tied)
+            found_at: dict[int, int] = {}
+            remaining, tried = lost, ef_search
+            for factor in _ESCALATION:
+                wider = min(ef_search * factor, 1000)
+                if not remaining or wider <= tried:
+                    continue
+                tried = wider
+                still = _search_own(store, remaining, int(dimension), k, wider, padded)
+                found_at.update({node: wider for node in remaining if node not in still})
+                remaining = still
+            low, high = wilson_interval(len(lost), len(checked))
+            finding_all = max(found_at.values(), default=ef_search) if not remaining else None
+            summaries.append({
+                "index": index, "dimension": int(dimension), "memories": len(ids),
+                "checked": len(checked), "unreachable": len(lost),
+                "share": len(lost) / max(len(checked), 1), "share_low": low,
+                "share_high": high, "ef_search": ef_search,
+                "ef_search_finding_all": finding_all, "still_unreachable": len(remaining),
+                "tied": len(tied),
+                "what_to_do": _advice(index, len(lost), finding_all, len(remaining))})
+            missing_rows += [{"index": index, "node_id": node, "dimension": int(dimension),
+                              "found_at_ef_search": found_at.get(node)} for node in lost]
+    frame = pd.DataFrame(missing_rows, columns=["index", "node_id", "dimension",
+                                                "found_at_ef_search"])
+    described = store.describe_nodes(sorted(set(frame["node_id"].tolist()))).set_index("id")
+    frame["content"] = frame["node_id"].map(described["content"]).map(
+        lambda t: shorten_text(t, 120))
+    frame["robots"] = frame["node_id"].map(described["robots"])
+    frame = frame.astype(UNREACHABLE_COLUMNS).reset_index(drop=True)
+    frame.attrs["summary"] = pd.DataFrame(summaries, columns=list(REACHABILITY_COLUMNS)) \
+        .astype(REACHABILITY_COLUMNS)
+    frame.attrs["k"] = k
+    return frame
+
+
+def _indexes(store: LongTermMemory, dimension: int) -> list[tuple[str, bool]]:
+    """The HNSW indexes that serve vectors of ``dimension``: the native one, the padded."""
+    names = set(store.index_list()["index"].tolist())
+    found = []
+    if dimension in store.native_dimensions:
+        found.append((f"idx_nodes_embedding_{dimension}", False))
+    if "idx_nodes_embedding" in names:
+        found.append(("idx_nodes_embedding", True))
+    return found
+
+
+def _search_own(store: LongTermMemory, ids: Any, dimension: int, k: int, ef_search: int,
+                padded: bool, tied: set[int] | None = None) -> list[int]:
+    """The memories of ``ids`` not in their own top ``k``; those crowded out by ``k``
+    identical vectors (a tie, which no setting changes) go to ``tied`` instead."""
+    lost: list[int] = []
+    ids = [int(i) for i in ids]
+    for start in range(0, len(ids), _BATCH):
+        ranks = store.self_search(ids[start:start + _BATCH], dimension=dimension, k=k,
+                                  ef_search=ef_search, padded=padded)
+        for node, (rank, crowded) in ranks.items():
+            if rank is None and crowded and tied is not None:
+                tied.add(node)
+            elif rank is None:
+                lost.append(node)
+    return lost
+
+
+def _advice(index: str, lost: int, finding_all: int | None, remaining: int) -> str:
+    if not lost:
+        return "Nothing to do: every memory checked is found by its own vector."
+    if finding_all is not None:
+        return (f"SET hnsw.ef_search = {finding_all} (verified: every one of them is returned "
+                "at that setting), or REINDEX INDEX CONCURRENTLY "
+                f"{index} if searches must stay at the current setting.")
+    return (f"{remaining} stay unreachable even at ef_search 1000: REINDEX INDEX CONCURRENTLY "
+            f"{index} (not verified here: rebuilding writes the index; VACUUM nodes first "
+            "if rows were deleted).")

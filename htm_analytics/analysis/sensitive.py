@@ -1,0 +1,223 @@
+"""Secrets and personal data held in memories, found with well-kept detectors and masked.
+
+Credentials come from the plugins of Yelp's ``detect-secrets`` (cloud and service keys and
+tokens, JWTs, private-key blocks, passwords in URLs, ``password = "..."`` assignments); phone
+numbers from Google's libphonenumber (``phonenumbers``); payment cards (Luhn) and IBANs
+(ISO 13616 check digits and country formats) from ``python-stdnum``. E-mail addresses use
+the WHATWG HTML "valid e-mail address" pattern with a dotted domain. Only the kind, the
+detector and a masked excerpt leave this module: the matched text itself is never returned,
+logged or put in a report.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import phonenumbers
+from stdnum import iban, luhn
+
+from ..errors import ValidationError
+from ..frames import scope_params
+from ..store import LongTermMemory
+from ._common import live_store, validate_choices
+
+__all__ = ["SENSITIVE_KINDS", "SENSITIVE_COLUMNS", "sensitive_memories", "find_sensitive",
+           "Finding"]
+
+SENSITIVE_KINDS = ("credential", "email", "phone", "payment_card", "iban")
+SENSITIVE_COLUMNS = {"node_id": "int64", "kind": "string", "detector": "string",
+                     "excerpt": "string", "robots": "string",
+                     "created_at": "datetime64[us, UTC]"}
+
+# detect-secrets plugins left out: high-entropy strings and public IP addresses flag hashes,
+# checksums and example addresses in ordinary prose (they are for source code review).
+_LEFT_OUT_PLUGINS = {"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"}
+# WHATWG HTML's valid e-mail address, with at least one dot in the domain.
+_EMAIL = re.compile(
+    r"[a-zA-Z0-9.!#$%&'*+/=?^_`{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+    r"(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)+")
+# 13 to 19 digits, optionally grouped by single spaces or dashes, not inside a longer number.
+_CARD = re.compile(r"(?<![\d.,-])\d(?:[ -]?\d){12,18}(?![\d,]|\.\d)")
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
+_EXCERPT_CONTEXT = 30
+# Text each slow plugin's patterns cannot match without (a substring every match contains),
+# checked first: the assignment-style patterns (``password = "..."``, ``cloudant_key: ...``)
+# cost far more than the rest together and need one of these words.
+_ASSIGNMENT_WORDS = re.compile(r"key|pw|pass|token|secret|contrase|cloudant|softlayer",
+                               re.IGNORECASE)
+_GATES = {"Secret Keyword": _ASSIGNMENT_WORDS, "Cloudant Credentials": _ASSIGNMENT_WORDS,
+          "IBM COS HMAC Credentials": _ASSIGNMENT_WORDS, "IBM Cloud IAM Key": _ASSIGNMENT_WORDS,
+          "SoftLayer Credentials": _ASSIGNMENT_WORDS,
+          "Artifactory Credentials": re.compile("AKC|AP"),
+          "Mailchimp Access Key": re.compile("-us"), "Telegram Bot Token": re.compile(":")}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sensitive span of a text: where it is, not what it says."""
+
+    kind: str
+    detector: str
+    start: int
+    end: int
+
+
+@functools.cache
+def _secret_plugins() -> tuple[Any, ...]:
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
+    plugins = []
+    classes: list[Any] = list(get_mapping_from_secret_type_to_class().values())
+    for cls in classes:
+        if cls.__name__ not in _LEFT_OUT_PLUGINS:
+            plugins.append(cls())
+    return tuple(sorted(plugins, key=lambda p: p.secret_type))
+
+
+def _credential_findings(text: str) -> Iterator[Finding]:
+    from detect_secrets.plugins.base import RegexBasedDetector
+
+    for plugin in _secret_plugins():
+        gate = _GATES.get(plugin.secret_type)
+        if gate is not None and not gate.search(text):
+            continue
+        if isinstance(plugin, RegexBasedDetector):
+            # The whole match: some patterns capture only a token's prefix. A match counts
+            # when the plugin accepts it on its own (JWTs must decode, for one).
+            for pattern in plugin.denylist:
+                for match in pattern.finditer(text):
+                    if any(plugin.analyze_string(match.group())):
+                        yield Finding("credential", plugin.secret_type, *match.span())
+            continue
+        for secret in set(plugin.analyze_string(text)):
+            for match in re.finditer(re.escape(secret), text) if secret else ():
+                yield Finding("credential", plugin.secret_type, match.start(), match.end())
+
+
+def _phone_findings(text: str, region: str | None) -> Iterator[Finding]:
+    if region is None and "+" not in text:  # without a region only +<country> numbers parse
+        return
+    for match in phonenumbers.PhoneNumberMatcher(text, region,
+                                                 leniency=phonenumbers.Leniency.VALID):
+        yield Finding("phone", "phonenumbers", match.start, match.end)
+
+
+def find_sensitive(text: str, *, kinds: tuple[str, ...] = SENSITIVE_KINDS,
+                   phone_region: str | None = None) -> list[Finding]:
+    """Every sensitive span of ``text`` (overlapping spans of one kind merged), by position."""
+    found: list[Finding] = []
+    if "credential" in kinds:
+        found += _credential_findings(text)
+    if "email" in kinds and "@" in text:
+        found += [Finding("email", "email address", m.start(), m.end())
+                  for m in _EMAIL.finditer(text)]
+    if "phone" in kinds:
+        found += _phone_findings(text, phone_region)
+    if "payment_card" in kinds:
+        for m in _CARD.finditer(text):
+            digits = re.sub(r"\D", "", m.group())
+            if len(set(digits)) > 1 and luhn.is_valid(digits):
+                found.append(Finding("payment_card", "Luhn-valid card number", m.start(),
+                                     m.end()))
+    if "iban" in kinds:
+        found += [Finding("iban", "IBAN", m.start(), m.end()) for m in _IBAN.finditer(text)
+                  if iban.is_valid(m.group())]
+    # A credential wins over what overlaps it (the password of a URL looks like an
+    # e-mail address); overlapping findings of one kind are one.
+    found.sort(key=lambda f: (f.kind != "credential", f.start, -f.end))
+    kept: list[Finding] = []
+    for finding in found:
+        if any(finding.start < k.end and k.start < finding.end
+               and (k.kind == finding.kind or k.kind == "credential") for k in kept):
+            continue
+        kept.append(finding)
+    kept.sort(key=lambda f: (f.start, f.end))
+    return kept
+
+
+def masked_excerpt(text: str, findings: list[Finding], finding: Finding,
+                   context: int = _EXCERPT_CONTEXT) -> str:
+    """The text around ``finding`` with every finding in it replaced by ``[kind]``."""
+    start, end = max(0, finding.start - context), min(len(text), finding.end + context)
+    pieces, position = [], start
+    for other in findings:
+        if other.end <= start or other.start >= end:
+            continue
+        pieces.append(text[position:max(position, other.start)])
+        pieces.append(f"[{other.kind}]")
+        position = max(position, other.end)
+    pieces.append(text[position:end])
+    excerpt = " ".join("".join(pieces).split())
+    return ("…" if start > 0 else "") + excerpt + ("…" if end < len(text) else "")
+
+
+def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None = None,
+                       robots: str | list[str] | None = None, timeframe: Any = None,
+                       phone_region: str | None = None) -> pd.DataFrame:
+    """Memories holding credentials or personal data, with masked excerpts.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+        The live store; only read (the texts stream through in batches).
+    kinds : str or list of str, optional
+        Which to look for, among ``credential``, ``email``, ``phone``, ``payment_card`` and
+        ``iban`` (all by default).
+    robots : str or list of str, optional
+        Only memories that one of these robots remembers.
+    timeframe : (datetime, datetime), optional
+        Only memories created in this range (inclusive, UTC).
+    phone_region : str, optional
+        A two-letter region (``"US"``, ``"DE"``) whose national phone numbers count too;
+        without it only international ``+<country>`` numbers are found, as national formats
+        overlap with ordinary numbers.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per finding, by memory then position:
+
+        - ``node_id`` (int64);
+        - ``kind`` (string): ``credential``, ``email``, ``phone``, ``payment_card`` or
+          ``iban``;
+        - ``detector`` (string): the detect-secrets plugin's secret type (``AWS Access Key``,
+          ``Basic Auth Credentials``...) or the personal-data check;
+        - ``excerpt`` (string): about 30 characters either side, every finding replaced by
+          ``[kind]``;
+        - ``robots`` (string): the robots that remember the memory;
+        - ``created_at`` (datetime64[us, UTC]).
+
+        ``attrs["scanned"]`` is the number of memories read.
+    """
+    store = live_store(store)
+    chosen = validate_choices(kinds, SENSITIVE_KINDS, field="kinds")
+    if phone_region is not None and (not isinstance(phone_region, str) or phone_region
+                                     not in phonenumbers.SUPPORTED_REGIONS):
+        raise ValidationError(f"must be a two-letter region code such as 'US', got "
+                              f"{phone_region!r}", field="phone_region")
+    scope = scope_params(timeframe=timeframe, robots=robots)
+    rows: list[dict[str, Any]] = []
+    scanned = 0
+    for batch in store.iter_contents(scope=scope):
+        scanned += len(batch)
+        for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
+            # Every kind is looked for, so that excerpts mask the kinds not asked for too.
+            findings = find_sensitive(content, phone_region=phone_region)
+            rows += [{"node_id": node_id, "kind": f.kind, "detector": f.detector,
+                      "excerpt": masked_excerpt(content, findings, f)} for f in findings
+                     if f.kind in chosen]
+    frame = pd.DataFrame(rows, columns=["node_id", "kind", "detector", "excerpt"])
+    described = store.describe_nodes(sorted(set(frame["node_id"]))).set_index("id")
+    frame["robots"] = frame["node_id"].map(described["robots"])
+    frame["created_at"] = frame["node_id"].map(described["created_at"])
+    frame = frame.astype({"node_id": "int64"})
+    frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
+    frame = frame.astype(SENSITIVE_COLUMNS).reset_index(drop=True)
+    frame.attrs["scanned"] = scanned
+    return frame
+

@@ -1,0 +1,265 @@
+"""Reads behind the memory-hygiene checks (:mod:`htm_analytics.analysis.hygiene`).
+
+Every statement here only reads, goes through :meth:`StoreBase._read` (so soft-deleted rows
+of the current gem stay hidden and missing additions read as empty) and takes the analysis
+scope as bound parameters: ``start``/``end`` (a ``created_at`` range, NULL for none) and
+``robots`` (names, NULL for all). Vectors and texts stream from server-side cursors in
+batches, so a check never holds a whole table's rows at once in the driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from psycopg import sql
+
+from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
+from ._base import StoreBase
+from ._common import to_numpy
+from ._vectors import native_distance
+
+__all__ = ["HygieneMixin", "scope_condition", "scope_parameters"]
+
+
+def scope_condition(alias: str = "n") -> str:
+    """The analysis scope as a condition on ``nodes <alias>`` (see the module's
+    documentation); ``alias`` is one of this module's own aliases, never user text."""
+    return f"""
+    (%(start)s::timestamptz IS NULL OR {alias}.created_at >= %(start)s::timestamptz)
+    AND (%(end)s::timestamptz IS NULL OR {alias}.created_at <= %(end)s::timestamptz)
+    AND (%(robots)s::text[] IS NULL OR EXISTS (
+         SELECT 1 FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
+         WHERE rn.node_id = {alias}.id AND r.name = ANY(%(robots)s::text[])))"""
+
+
+_VECTOR_GROUPS = f"""
+SELECT m.provider, m.model, n.embedding_dimension AS dimension, count(*) AS nodes
+FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
+WHERE n.embedding_dimension IS NOT NULL AND {scope_condition()}
+GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3"""
+
+# Vectors of one model: named ones by their provenance row, unnamed ones (no row) as well
+# when %(unnamed)s; the zero padding of the reference schema cut off on the server.
+_VECTORS = """
+SELECT n.id, subvector(n.embedding, 1, {d}) AS embedding
+FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
+WHERE n.embedding_dimension = {d}
+  AND ((m.node_id IS NULL AND %(unnamed)s)
+       OR (m.provider IS NOT DISTINCT FROM %(provider)s::text
+           AND m.model IS NOT DISTINCT FROM %(model)s::text AND m.node_id IS NOT NULL))
+  AND {scope}
+ORDER BY n.id"""
+
+_CONTENTS = f"""
+SELECT n.id, n.content, n.embedding_dimension IS NOT NULL AS has_vector
+FROM nodes n WHERE {scope_condition()} ORDER BY n.id"""
+
+# Memories without a vector against every memory in scope, by pg_trgm similarity (which
+# compares lower-cased words, so case and punctuation do not count). The `%` operator uses
+# the seed schema's trigram index on content where the planner finds it worth it.
+_TRIGRAM_PAIRS = f"""
+SELECT least(a.id, n.id) AS node_a, greatest(a.id, n.id) AS node_b,
+       similarity(a.content, n.content)::float8 AS similarity
+FROM nodes a JOIN nodes n ON n.id <> a.id AND a.content %% n.content
+WHERE a.embedding_dimension IS NULL
+  AND (n.embedding_dimension IS NOT NULL OR a.id < n.id)
+  AND {scope_condition("a")}
+  AND {scope_condition("n")}
+  AND similarity(a.content, n.content) >= %(min_similarity)s"""
+
+# Memories created before the cutoff and not recalled since, by the access columns (whose
+# last_accessed counts only with access_count > 0: the schema sets it at creation) or the
+# event log's recall events, whichever is later.
+_NOT_RECALLED = f"""
+WITH recalls AS (
+    SELECT e.node_id, max(e.occurred_at) AS last_event, count(*) AS events
+    FROM memory_events e WHERE e.kind = 'recall' GROUP BY e.node_id),
+accessed AS (
+    SELECT n.id, n.created_at, n.access_count, r.last_event, coalesce(r.events, 0) AS events,
+           CASE WHEN n.access_count > 0 THEN n.last_accessed END AS last_accessed
+    FROM nodes n LEFT JOIN recalls r ON r.node_id = n.id
+    WHERE {scope_condition()} AND n.created_at < %(cutoff)s)
+SELECT id AS node_id, created_at, access_count, last_accessed,
+       last_event AS last_recall_event, events AS recalls_logged
+FROM accessed
+WHERE coalesce(greatest(last_accessed, last_event), '-infinity') < %(cutoff)s
+ORDER BY coalesce(greatest(last_accessed, last_event), created_at), id"""
+
+# New memories and their text's bytes per period, in total (by created_at) and per robot (by
+# the robot's first remember of each memory).
+_GROWTH = f"""
+SELECT date_trunc(%(unit)s, n.created_at) AS period, NULL::text AS robot, count(*) AS new,
+       sum(octet_length(n.content))::bigint AS new_bytes
+FROM nodes n WHERE {scope_condition()} GROUP BY 1
+UNION ALL
+SELECT date_trunc(%(unit)s, rn.first_remembered_at), r.name, count(*), NULL::bigint
+FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id JOIN nodes n ON n.id = rn.node_id
+WHERE {scope_condition()} GROUP BY 1, 2
+ORDER BY 2 NULLS FIRST, 1"""
+
+_DESCRIBE = """
+SELECT n.id, n.content, n.created_at, n.access_count, n.last_accessed,
+       n.embedding_dimension,
+       coalesce((SELECT string_agg(r.name, ', ' ORDER BY r.name)
+                 FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
+                 WHERE rn.node_id = n.id), '') AS robots
+FROM nodes n WHERE n.id = ANY(%(ids)s::bigint[]) ORDER BY n.id"""
+
+
+_TIE_DISTANCE = 1e-6  # cosine distance below which two stored vectors count as one
+
+
+def scope_parameters(scope: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The bound parameters of :func:`scope_condition` (already validated by the caller)."""
+    scope = scope or {}
+    return {"start": scope.get("start"), "end": scope.get("end"),
+            "robots": scope.get("robots")}
+
+
+class HygieneMixin(StoreBase):
+    """Reads for the memory-hygiene checks (see :class:`~htm_analytics.LongTermMemory`)."""
+
+    def vector_groups(self, scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """Stored vectors in scope per model: ``provider``, ``model`` (string, NA when the
+        vector was stored without its model's name), ``dimension`` and ``nodes`` (int64)."""
+        return self.fetch_frame(_VECTOR_GROUPS, scope_parameters(scope),
+                                dtypes={"provider": "string", "model": "string",
+                                        "dimension": "int64", "nodes": "int64"})
+
+    def count_in_scope(self, scope: Mapping[str, Any] | None = None) -> int:
+        """Memories in scope."""
+        query = f"SELECT count(*) AS n FROM nodes n WHERE {scope_condition()}"
+        return int(self._fetch(query, scope_parameters(scope))[0]["n"])
+
+    def iter_vectors(self, dimension: int, *, provider: str | None = None,
+                     model: str | None = None, unnamed: bool = True,
+                     scope: Mapping[str, Any] | None = None,
+                     batch_rows: int = 5_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Stream the stored vectors of one model as ``(ids, vectors)`` batches, by id.
+
+        ``ids`` is int64 ``(n,)``, ``vectors`` float32 ``(n, dimension)`` at the model's own
+        dimension. ``provider``/``model`` select vectors recorded with that model (None: those
+        recorded without a name); ``unnamed`` adds the vectors stored without any record.
+        All batches come from one transaction: one consistent picture.
+        """
+        dimension = validate_positive_int(dimension, field="dimension",
+                                          maximum=MAX_EMBEDDING_DIMENSION)
+        batch_rows = validate_positive_int(batch_rows, field="batch_rows")
+        query = sql.SQL(_VECTORS).format(d=sql.Literal(dimension),
+                                         scope=sql.SQL(scope_condition()))
+        params = {**scope_parameters(scope), "provider": provider, "model": model,
+                  "unnamed": unnamed}
+        with self._transaction() as cur, \
+                cur.connection.cursor(name="hygiene_vectors", binary=True) as stream:
+            stream.execute(self._read(query), params)
+            while rows := stream.fetchmany(batch_rows):
+                ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+                yield ids, np.vstack([to_numpy(r[1]) for r in rows])
+
+    def iter_contents(self, *, scope: Mapping[str, Any] | None = None,
+                      batch_rows: int = 5_000) -> Iterator[pd.DataFrame]:
+        """Stream ``id`` (int64), ``content`` and ``has_vector`` of the memories in scope,
+        by id, in DataFrames of at most ``batch_rows`` rows (one transaction)."""
+        batch_rows = validate_positive_int(batch_rows, field="batch_rows")
+        with self._transaction() as cur, \
+                cur.connection.cursor(name="hygiene_contents") as stream:
+            stream.execute(self._read(_CONTENTS), scope_parameters(scope))
+            while rows := stream.fetchmany(batch_rows):
+                yield pd.DataFrame(rows, columns=["id", "content", "has_vector"]).astype(
+                    {"id": "int64", "content": "object", "has_vector": "bool"})
+
+    def trigram_pairs(self, min_similarity: float, *,
+                      scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """Pairs in scope, one side without a vector, whose pg_trgm similarity reaches
+        ``min_similarity``: ``node_a < node_b`` (int64) and ``similarity`` (float64)."""
+        params = {**scope_parameters(scope), "min_similarity": float(min_similarity)}
+        with self._transaction() as cur:
+            # For the `%` operator (and so the trigram index) to pre-filter at the threshold.
+            cur.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)",
+                        (str(float(min_similarity)),))
+            cur.execute(self._read(_TRIGRAM_PAIRS), params)
+            frame = pd.DataFrame(cur.fetchall(), columns=["node_a", "node_b", "similarity"])
+        return frame.drop_duplicates(["node_a", "node_b"]).astype(
+            {"node_a": "int64", "node_b": "int64", "similarity": "float64"})
+
+    def not_recalled_since(self, cutoff: Any, *,
+                           scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """Memories created before ``cutoff`` and not recalled since: ``node_id`` (int64),
+        ``created_at``, ``access_count`` (int64), ``last_accessed``, ``last_recall_event``
+        (the event log's last ``recall``) and ``recalls_logged`` (int64), least recent
+        first."""
+        return self.fetch_frame(_NOT_RECALLED, {**scope_parameters(scope), "cutoff": cutoff},
+                                dtypes={"node_id": "int64", "access_count": "int64",
+                                        "recalls_logged": "int64"})
+
+    def growth_counts(self, unit: str, *,
+                      scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """New memories per ``unit`` (a ``date_trunc`` unit the caller validated): ``period``,
+        ``robot`` (NA for the total), ``new`` (int64) and ``new_bytes`` (the total's text
+        bytes, NA per robot)."""
+        return self.fetch_frame(_GROWTH, {**scope_parameters(scope), "unit": unit},
+                                dtypes={"robot": "string", "new": "int64",
+                                        "new_bytes": "Int64"})
+
+    def server_now(self) -> Any:
+        """The server's clock (``now()``), which the access times were written with."""
+        return self._fetch("SELECT now() AS now")[0]["now"]
+
+    def describe_nodes(self, node_ids: Sequence[int]) -> pd.DataFrame:
+        """What the findings show of each memory: ``id`` (int64), ``content`` (string),
+        ``created_at``, ``access_count``, ``last_accessed``, ``embedding_dimension`` and
+        ``robots`` (the names that remember it, comma-separated), ordered by id."""
+        ids = validate_ids(list(node_ids), field="node_ids") if len(node_ids) else []
+        return self.fetch_frame(_DESCRIBE, {"ids": ids}, dtypes={
+            "id": "int64", "content": "string", "access_count": "int64",
+            "embedding_dimension": "Int64", "robots": "string"})
+
+    def self_search(self, ids: Sequence[int], *, dimension: int, k: int, ef_search: int,
+                    padded: bool = False) -> dict[int, tuple[int | None, bool]]:
+        """Search each memory's own stored vector through the HNSW index.
+
+        One statement per call: a LATERAL top-``k`` search per memory of ``ids`` (which must
+        hold a ``dimension``-d vector), through the native index of that dimension when there
+        is one and ``padded`` is False, else the reference schema's padded index. Returns
+        ``{id: (rank, tied)}``: the 1-based rank of the memory among its own results (None
+        when the index did not return it in the top ``k``), and whether all ``k`` results are
+        at distance 0 from it (as many identical vectors as results: a tie, not a fault).
+        """
+        ids = validate_ids(list(ids), field="ids")
+        k = validate_positive_int(k, field="k", maximum=1000)
+        ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
+        native = dimension in self.native_dimensions and not padded
+        if native:
+            distance = native_distance(dimension).as_string(None).replace(
+                "%(q)s", sql.SQL("(subvector(q.embedding, 1, {d})::vector({d}))").format(
+                    d=sql.Literal(dimension)).as_string(None))
+        else:
+            distance = "n.embedding <=> q.embedding"
+        live = " AND n.deleted_at IS NULL" if self.schema_info.soft_deletes else ""
+        # Straight on the tables, not the read prefix: the planner must see the index's
+        # own expression on `nodes` to walk it.
+        statement = sql.SQL("""
+            SELECT q.id, found.rank, found.farthest
+            FROM public.nodes q
+            LEFT JOIN LATERAL (
+                SELECT max(s.rank) FILTER (WHERE s.id = q.id) AS rank,
+                       max(s.distance) AS farthest FROM (
+                    SELECT n.id, n.distance, row_number() OVER () AS rank FROM (
+                        SELECT n.id, {distance} AS distance FROM public.nodes n
+                        WHERE n.embedding_dimension = {d}{live}
+                        ORDER BY {distance} LIMIT {k}) n) s) found ON true
+            WHERE q.id = ANY(%(ids)s::bigint[])""").format(
+            d=sql.Literal(dimension), live=sql.SQL(live), distance=sql.SQL(distance),
+            k=sql.Literal(k))
+        with self._transaction() as cur:
+            cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
+                        "       set_config('enable_seqscan', 'off', true)",
+                        (str(ef_search),))
+            rows = cur.execute(statement, {"ids": ids}).fetchall()
+        found = {int(r["id"]): (None if r["rank"] is None else int(r["rank"]),
+                                 r["farthest"] is not None and r["farthest"] <= _TIE_DISTANCE)
+                 for r in rows}
+        return {node: found.get(node, (None, False)) for node in ids}

@@ -1,0 +1,189 @@
+"""Memory hygiene: near-duplicates planted in a real database are found, clean data yields
+nothing, and bad arguments are refused with the field named."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+
+from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics.analysis import near_duplicates, normalise_text
+from htm_analytics.analysis.hygiene import NEAR_DUPLICATE_COLUMNS, vector_pairs
+from tests.test_hostile_input import FAST, anything
+
+DIMENSION = 32
+WORDS = [
+    "alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
+    "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
+    "sierra", "tango", "uniform", "victor", "whiskey", "xray", "yankee", "zulu", "amber",
+    "basalt", "cobalt", "dune", "ember", "fjord", "granite", "harbor", "ivory", "jasper",
+]
+
+
+def random_texts(count: int, seed: int) -> list[str]:
+    """Texts of random words: no two share enough trigrams to look alike."""
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=12)) + f" {i}" for i in range(count)]
+
+
+def random_vectors(count: int, seed: int, dimension: int = DIMENSION) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    vectors = rng.normal(size=(count, dimension)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def perturbed(vector: np.ndarray, cosine: float, seed: int) -> np.ndarray:
+    """A unit vector whose cosine similarity with ``vector`` is exactly ``cosine``."""
+    noise = np.random.default_rng(seed).normal(size=vector.shape)
+    noise -= noise @ vector * vector
+    noise /= np.linalg.norm(noise)
+    return (cosine * vector + np.sqrt(1 - cosine**2) * noise).astype(np.float32)
+
+
+def node_id(store: LongTermMemory, content: str) -> int:
+    found = store.node_ids_by_content([content])[0]
+    assert found is not None
+    return found
+
+
+@pytest.fixture
+def clean(ltm: LongTermMemory) -> dict[str, Any]:
+    """Sixty memories of two robots, far apart by vector and by text."""
+    texts, vectors = random_texts(60, seed=1), random_vectors(60, seed=2)
+    ltm.bulk_add(texts[:30], robots="alpha", embeddings=vectors[:30])
+    ltm.bulk_add(texts[30:], robots="beta", embeddings=vectors[30:])
+    return {"texts": texts, "vectors": vectors}
+
+
+def test_clean_memory_has_no_near_duplicates(ltm: LongTermMemory,
+                                             clean: dict[str, Any]) -> None:
+    pairs = near_duplicates(ltm)
+    assert pairs.empty
+    assert dict(pairs.dtypes.astype(str)) == {c: str(pd.Series(dtype=t).dtype)
+                                              for c, t in NEAR_DUPLICATE_COLUMNS.items()}
+    assert pairs.attrs["compared"] == [{"model": "unnamed model (32-d)", "vectors": 60}]
+
+
+def test_planted_near_duplicates_are_found_and_clustered(ltm: LongTermMemory,
+                                                         clean: dict[str, Any]) -> None:
+    texts, vectors = clean["texts"], clean["vectors"]
+    # A paraphrase pair (0.97), a group of three (0.99 each to the first), one just under the
+    # threshold (0.94, not a near-duplicate), a case-and-punctuation twin with an unrelated
+    # vector, and a memory without a vector nearly equal to another's text.
+    planted = {
+        "paraphrase": (0, perturbed(vectors[0], 0.97, 10)),
+        "three_1": (1, perturbed(vectors[1], 0.99, 11)),
+        "three_2": (1, perturbed(vectors[1], 0.99, 12)),
+        "under": (2, perturbed(vectors[2], 0.94, 13)),
+    }
+    contents = {name: f"planted {name} memory with its own words" for name in planted}
+    ltm.bulk_add(list(contents.values()), robots="gamma",
+                 embeddings=np.vstack([v for _, v in planted.values()]))
+    twin = texts[40].upper().replace(" ", ",  ") + "!"
+    ltm.bulk_add([twin], robots="gamma", embeddings=random_vectors(1, seed=99))
+    gamma = ltm.register_robot("gamma")
+    vectorless = texts[5] + " ."
+    ltm.add(content=vectorless, robot_id=gamma)
+
+    pairs = near_duplicates(ltm, min_similarity=0.95)
+    found = {(int(r.node_a), int(r.node_b)): r for r in pairs.itertuples()}
+    ids = {name: node_id(ltm, text) for name, text in contents.items()}
+    base = [node_id(ltm, texts[i]) for i in range(60)]
+
+    def key(a: int, b: int) -> tuple[int, int]:
+        return (min(a, b), max(a, b))
+
+    expected = {key(base[0], ids["paraphrase"]), key(base[1], ids["three_1"]),
+                key(base[1], ids["three_2"]), key(ids["three_1"], ids["three_2"]),
+                key(base[40], node_id(ltm, twin)), key(base[5], node_id(ltm, vectorless))}
+    assert set(found) == expected
+    assert found[key(base[0], ids["paraphrase"])].similarity == pytest.approx(0.97, abs=1e-5)
+    assert found[key(base[0], ids["paraphrase"])].basis == "vector"
+    # cos between the two perturbed copies of vectors[1] is at least 2 * 0.99^2 - 1
+    assert found[key(ids["three_1"], ids["three_2"])].similarity >= 0.96
+    text_twin = found[key(base[40], node_id(ltm, twin))]
+    assert text_twin.text_twin and text_twin.basis == "text" and text_twin.similarity == 1
+    trigram = found[key(base[5], node_id(ltm, vectorless))]
+    assert trigram.basis == "trigram" and trigram.similarity >= 0.95
+    assert not pd.isna(trigram.similarity) and pd.isna(trigram.model)
+    three = pairs[pairs["node_a"] == min(base[1], ids["three_1"])]
+    assert set(three["cluster_size"]) == {3} and three["cluster"].iloc[0] == 0
+    assert pairs["cluster"].nunique() == 4
+    row = found[key(base[0], ids["paraphrase"])]
+    assert {row.robots_a, row.robots_b} == {"alpha", "gamma"}
+    assert texts[0][:20] in (row.content_a + row.content_b)
+
+    # Scope: only memories gamma remembers, or created before the planted ones.
+    assert set(map(tuple, near_duplicates(ltm, robots="gamma")[["node_a", "node_b"]]
+                   .to_numpy().tolist())) == {key(ids["three_1"], ids["three_2"])}
+    assert near_duplicates(ltm, timeframe=(dt.datetime(2000, 1, 1),
+                                           dt.datetime(2000, 1, 2))).empty
+    # A lower threshold takes the 0.94 pair in.
+    assert key(base[2], ids["under"]) in set(map(tuple, near_duplicates(
+        ltm, min_similarity=0.93)[["node_a", "node_b"]].to_numpy().tolist()))
+
+
+@pytest.mark.parametrize("dimension, sketch", [(32, True), (384, True), (384, False)])
+def test_tiled_comparison_equals_brute_force(dimension: int, sketch: bool) -> None:
+    """Batches and tiles smaller than the data, clustered vectors: the same pairs as the
+    full similarity matrix, at several thresholds, with and without the sketch bound."""
+    rng = np.random.default_rng(5)
+    centres = random_vectors(20, seed=6, dimension=dimension)
+    vectors = np.vstack([perturbed(centres[i % 20], rng.uniform(0.85, 1.0), i)
+                         for i in range(700)])
+    vectors[13] = 0  # no direction: never a pair
+    ids = np.arange(1, 701, dtype=np.int64)
+    unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-30)
+    full = unit.astype(np.float64) @ unit.astype(np.float64).T
+    for threshold in (0.8, 0.9, 0.97):
+        batches = [(ids[s:s + 150], vectors[s:s + 150]) for s in range(0, 700, 150)]
+        got = set()
+        for a, b, _ in vector_pairs(iter(batches), threshold, tile_rows=64, sketch=sketch):
+            got.update(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
+        i, j = np.nonzero(np.triu(full >= threshold, k=1))
+        expected = {(int(ids[x]), int(ids[y])) for x, y in zip(i, j) if 13 not in (x, y)}
+        assert got == expected and len(expected) > 100
+
+
+@pytest.mark.parametrize("text, twin", [
+    ("Hello, World!", "hello   world"),
+    ("ＦＵＬＬ width", "full WIDTH"),
+    ("Straße — ok", "STRASSE ok"),
+])
+def test_normalised_text_ignores_case_space_and_punctuation(text: str, twin: str) -> None:
+    assert normalise_text(text) == normalise_text(twin)
+
+
+def test_normalised_text_keeps_words_apart() -> None:
+    assert normalise_text("re-use it") != normalise_text("reuse it")
+    assert normalise_text("café") != normalise_text("cafe")
+
+
+@FAST
+@given(min_similarity=anything, robots=anything, timeframe=anything, width=anything)
+def test_bad_arguments_name_their_field(ltm: LongTermMemory, min_similarity: Any,
+                                        robots: Any, timeframe: Any, width: Any) -> None:
+    try:
+        near_duplicates(ltm, min_similarity=min_similarity, robots=robots,
+                        timeframe=timeframe, content_width=width)
+    except ValidationError as exc:
+        assert exc.field in {"min_similarity", "robots", "timeframe", "content_width"}
+
+
+def test_a_snapshot_or_anything_else_is_refused() -> None:
+    with pytest.raises(ValidationError) as caught:
+        near_duplicates("postgresql://nowhere")  # type: ignore[arg-type]
+    assert caught.value.field == "store"
+
+
+@pytest.mark.parametrize("hits, total", [(0, 100), (100, 100), (13, 2000), (1, 1)])
+def test_wilson_interval_holds_the_share(hits: int, total: int) -> None:
+    from htm_analytics.analysis._common import wilson_interval
+
+    low, high = wilson_interval(hits, total)
+    assert 0 <= low <= hits / total <= high <= 1 and high - low < 0.95

@@ -1,0 +1,105 @@
+"""Secrets and personal data planted in memories are found, masked, and never shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+
+from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics.analysis import sensitive_memories
+from htm_analytics.analysis.sensitive import find_sensitive
+from tests.test_hostile_input import FAST, anything
+from tests.test_hygiene import random_texts
+
+# Published example and test values: none is anyone's real secret.
+SECRETS = {
+    "aws": "AKIAIOSFODNN7EXAMPLE",
+    "url_password": "hunter2pass",
+    "github": "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8",
+    "card": "4111 1111 1111 1111",
+    "iban": "GB82 WEST 1234 5698 7654 32",
+    "email": "jane.roe@example.org",
+    "phone": "+44 20 7946 0958",
+    "keyword": "s3cr3t-Passw0rd-42",
+}
+PLANTED = {
+    "aws": f"deploy with access key {SECRETS['aws']} in the staging account",
+    "url_password": f"the replica is postgres://app:{SECRETS['url_password']}@db.internal/app",
+    "github": f"CI pushes with the token {SECRETS['github']} since March",
+    "private_key": ("-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA75\n"
+                    "-----END RSA PRIVATE KEY-----"),
+    "card": f"the user paid with card {SECRETS['card']} last week",
+    "iban": f"refunds go to {SECRETS['iban']} (their bank)",
+    "email": f"write to {SECRETS['email']} for the invoices",
+    "phone": f"call the office on {SECRETS['phone']} before noon",
+    "keyword": f'config has password = "{SECRETS["keyword"]}" in it',
+}
+EXPECTED = {"aws": ("credential", "AWS Access Key"),
+            "url_password": ("credential", "Basic Auth Credentials"),
+            "github": ("credential", "GitHub Token"),
+            "private_key": ("credential", "Private Key"),
+            "card": ("payment_card", "Luhn-valid card number"),
+            "iban": ("iban", "IBAN"), "email": ("email", "email address"),
+            "phone": ("phone", "phonenumbers"), "keyword": ("credential", "Secret Keyword")}
+# Look-alikes that are not findings: a card number failing Luhn, an IBAN with bad check
+# digits, a version string, a national number without a region, an address without a domain.
+LOOKALIKES = ["order 4111 1111 1111 1112 shipped", "account GB00 WEST 1234 5698 7654 32",
+              "needs libfoo 1.2.3.4 or later", "call 020 7946 0958 today",
+              "mail root@localhost on failure", "the checksum is 1234567890123"]
+
+
+def test_planted_secrets_are_found_and_masked(ltm: LongTermMemory) -> None:
+    ltm.bulk_add(random_texts(40, seed=3) + LOOKALIKES, robots="clean")
+    ltm.bulk_add(list(PLANTED.values()), robots="leaky")
+    found = sensitive_memories(ltm)
+    assert found.attrs["scanned"] == 40 + len(LOOKALIKES) + len(PLANTED)
+    ids = dict(zip(PLANTED, ltm.node_ids_by_content(list(PLANTED.values()))))
+    got = {(int(r.node_id), r.kind, r.detector) for r in found.itertuples()}
+    assert got == {(ids[name], *EXPECTED[name]) for name in PLANTED}
+    assert set(found["robots"]) == {"leaky"}
+    shown = found.to_json(date_format="iso") + found.to_csv()
+    for secret in SECRETS.values():
+        assert secret not in shown and secret.replace(" ", "") not in shown
+    card = found[found["kind"] == "payment_card"]["excerpt"].iloc[0]
+    assert card == "the user paid with card [payment_card] last week"
+    # Only the kinds asked for, only the robots asked for.
+    assert set(sensitive_memories(ltm, kinds=["email", "iban"])["kind"]) == {"email", "iban"}
+    # What was not asked for is still masked in the excerpts shown.
+    ltm.bulk_add([f"mail {SECRETS['email']} with key {SECRETS['aws']}"], robots="leaky")
+    keys = sensitive_memories(ltm, kinds="credential")
+    assert not keys["excerpt"].str.contains(SECRETS["email"]).any()
+    assert keys["excerpt"].str.contains(r"\[email\]").any()
+    assert sensitive_memories(ltm, robots="clean").empty
+    assert len(sensitive_memories(ltm, kinds="phone", phone_region="GB")) == 2
+
+
+def test_clean_memory_has_no_findings(ltm: LongTermMemory) -> None:
+    ltm.bulk_add(random_texts(50, seed=4) + LOOKALIKES, robots="clean")
+    found = sensitive_memories(ltm)
+    assert found.empty and list(found.columns) == ["node_id", "kind", "detector", "excerpt",
+                                                   "robots", "created_at"]
+
+
+def test_a_url_password_is_one_credential_not_an_email() -> None:
+    findings = find_sensitive("see https://admin:pw123456@example.com/path")
+    assert [(f.kind, f.detector) for f in findings] == [("credential",
+                                                         "Basic Auth Credentials")]
+
+
+@FAST
+@given(kinds=anything, robots=anything, region=anything)
+def test_bad_arguments_name_their_field(ltm: LongTermMemory, kinds: Any, robots: Any,
+                                        region: Any) -> None:
+    try:
+        sensitive_memories(ltm, kinds=kinds, robots=robots, phone_region=region)
+    except ValidationError as exc:
+        assert exc.field in {"kinds", "robots", "phone_region"}
+
+
+@pytest.mark.parametrize("kinds", [[], "secrets", ["email", 3]])
+def test_unknown_kinds_are_refused(ltm: LongTermMemory, kinds: Any) -> None:
+    with pytest.raises(ValidationError) as caught:
+        sensitive_memories(ltm, kinds=kinds)
+    assert caught.value.field == "kinds"

@@ -1,0 +1,258 @@
+"""The hygiene checks through their surfaces: the CLI, the report, the advisor, and both gem
+eras read through a SELECT-only role."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+
+import htm_analytics as ha
+from htm_analytics.cli import cli
+from tests.test_existing_databases import as_role, footprint, gem_database, roles  # noqa: F401
+from tests.test_hostile_input import FAST, anything
+from tests.test_hygiene import perturbed, random_texts, random_vectors
+
+SECRET = "AKIAIOSFODNN7EXAMPLE"
+LEAK = f"the deploy robot used access key {SECRET} for staging"
+
+
+@pytest.fixture
+def planted(database_url: str) -> Iterator[dict[str, Any]]:
+    """Forty clean memories, one paraphrase of the first, one credential."""
+    with ha.LongTermMemory(database_url) as store:
+        texts, vectors = random_texts(40, seed=8), random_vectors(40, seed=9)
+        store.bulk_add(texts, robots="alpha", embeddings=vectors)
+        store.bulk_add(["a paraphrase of the first memory", LEAK], robots="beta",
+                       embeddings=np.vstack([perturbed(vectors[0], 0.98, 1),
+                                             random_vectors(1, seed=10)]))
+        ids = store.node_ids_by_content([texts[0], "a paraphrase of the first memory", LEAK])
+    yield {"url": database_url, "pair": (min(ids[:2]), max(ids[:2])), "leak": ids[2]}
+
+
+def test_cli_summary_and_each_check(planted: dict[str, Any]) -> None:
+    runner = CliRunner()
+    url = planted["url"]
+    summary = runner.invoke(cli, ["--db", url, "hygiene", "--json"])
+    assert summary.exit_code == 0, summary.output
+    rows = {r["check"]: r for r in json.loads(summary.stdout)}
+    assert rows["near_duplicates"]["findings"] == 1 and rows["sensitive"]["memories"] == 1
+    table = runner.invoke(cli, ["hygiene", "--db", url, "--check", "sensitive"])
+    assert table.exit_code == 0 and "sensitive: 1 findings" in table.output, table.output
+    assert "near_duplicates" not in table.output
+    pairs = runner.invoke(cli, ["hygiene", "duplicates", "--db", url, "--csv"])
+    assert pairs.exit_code == 0, pairs.output
+    lines = pairs.stdout.splitlines()
+    assert lines[0].startswith("cluster,cluster_size,node_a,node_b,similarity") and len(lines) == 2
+    assert lines[1].split(",")[2:4] == [str(i) for i in planted["pair"]]
+    found = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--json"])
+    assert found.exit_code == 0 and SECRET not in found.output
+    assert json.loads(found.stdout)[0]["detector"] == "AWS Access Key"
+    for command in (["unreachable", "--sample", "20"], ["stale", "--days", "1"],
+                    ["growth", "--freq", "D", "--horizon", "2"]):
+        done = runner.invoke(cli, ["--db", url, "hygiene", *command, "--csv"])
+        assert done.exit_code == 0, (command, done.output)
+    unreachable = runner.invoke(cli, ["--db", url, "hygiene", "unreachable", "--json"])
+    assert json.loads(unreachable.stdout)[0]["index"] == "idx_nodes_embedding"
+    growth = runner.invoke(cli, ["--db", url, "hygiene", "growth", "--json", "--freq", "D"])
+    assert {r["kind"] for r in json.loads(growth.stdout)} == {"observed", "forecast"}
+    bad = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--phone-region", "XX"])
+    assert bad.exit_code != 0 and "phone_region" in str(bad.exception or bad.output)
+
+
+def test_report_section_and_advice(planted: dict[str, Any]) -> None:
+    with ha.LongTermMemory(planted["url"], cache_size=0) as store:
+        report = ha.build_report(store, benchmark=False)
+        keys = [s.key for s in report.sections]
+        assert keys[:3] == ["advice", "hygiene", "overview"]
+        html = report.to_html()
+        assert SECRET not in html and "[credential]" in html
+        assert any(f.startswith("Hygiene: 1 groups of near-duplicate memories")
+                   for f in report.findings), report.findings
+        advice = report.sections[0].data["findings"].set_index("check")
+        assert advice.loc["credential_in_memory", "severity"] == "critical"
+        assert f"DELETE FROM nodes WHERE id IN ({planted['leak']})" in \
+            advice.loc["credential_in_memory", "sql"]
+        assert advice.loc["near_duplicates", "severity"] == "info"
+        assert "hygiene" not in [s.key for s in ha.build_report(
+            store, benchmark=False, hygiene=False).sections]
+
+
+def test_clean_memory_gives_no_hygiene_advice(database_url: str) -> None:
+    with ha.LongTermMemory(database_url) as store:
+        store.bulk_add(random_texts(30, seed=11), robots="alpha",
+                       embeddings=random_vectors(30, seed=12))
+        result = ha.memory_hygiene(store)
+        assert result.summary["findings"].tolist() == [0, 0] and result.total == 30
+        findings = ha.advise(store, hygiene=result)
+        assert not {"credential_in_memory", "personal_in_memory", "near_duplicates"} & \
+            set(findings["check"])
+
+
+@pytest.mark.parametrize("era", ["seed", "gem"])
+def test_both_eras_through_a_select_only_role(era: str, server_url: str,
+                                              roles: dict[str, str]) -> None:  # noqa: F811
+    with gem_database(server_url, era, roles) as url:
+        with psycopg.connect(as_role(url, roles["writer"]), autocommit=True) as conn:
+            vector = "[" + ",".join(["0.5"] * 8 + ["0"] * 1992) + "]"
+            for content in ("Kafka carries the ORDER events, between services!", LEAK):
+                conn.execute("INSERT INTO nodes (content, content_hash, embedding, "
+                             "embedding_dimension) VALUES (%s, md5(%s), %s::vector, 8)",
+                             (content, content, vector))
+            if era == "gem":  # a soft-deleted twin is forgotten: not a finding
+                conn.execute("UPDATE nodes SET deleted_at = now() WHERE content = %s",
+                             (LEAK,))
+        before = footprint(url)
+        with ha.LongTermMemory(as_role(url, roles["reader"]), cache_size=0) as store:
+            result = ha.memory_hygiene(store)
+            pairs = result.details["near_duplicates"]
+            twins = pairs[pairs["text_twin"]]
+            assert len(twins) == 1
+            assert "kafka carries the order events" in \
+                (twins["content_a"].iloc[0] + twins["content_b"].iloc[0]).lower()
+            assert len(result.details["sensitive"]) == (0 if era == "gem" else 1)
+            findings = ha.advise(store, hygiene=result)
+            statements = " ".join(findings["sql"])
+            if era == "seed":
+                assert "DELETE FROM nodes WHERE id IN" in statements
+        assert footprint(url) == before
+
+
+def test_unreachable_memories_and_the_ef_search_that_finds_them(ltm: ha.LongTermMemory) -> None:
+    rng = np.random.default_rng(21)
+    centres = random_vectors(8, seed=22)
+    vectors = np.vstack([perturbed(centres[i % 8], rng.uniform(0.85, 0.95), i)
+                         for i in range(1600)])
+    texts = random_texts(1600, seed=23)
+    ltm.bulk_add(texts, robots="alpha", embeddings=vectors)
+    ltm.create_native_index(32)
+    # A region of the graph deleted and reinserted: one cluster's memories go and come back.
+    region = [t for i, t in enumerate(texts) if i % 8 == 3]
+    for node in ltm.node_ids_by_content(region):
+        assert node is not None and ltm.delete(node)
+    ltm.bulk_add(region, robots="alpha", embeddings=vectors[3::8])
+
+    # Searches at ef_search 1 and k 1 leave memories unfound (the graphs are built at random,
+    # so how many each index misses varies): the problem to find.
+    lost = ha.unreachable_memories(ltm, k=1, ef_search=1)
+    summary = lost.attrs["summary"].set_index("index")
+    assert list(summary.index) == ["idx_nodes_embedding_32", "idx_nodes_embedding"]
+    assert summary["unreachable"].sum() > 0
+    for index, row in summary.iterrows():
+        mine = lost[lost["index"] == index]
+        assert row["checked"] == row["memories"] == 1600
+        assert row["unreachable"] == len(mine)
+        assert row["share_low"] <= row["share"] == row["unreachable"] / 1600 \
+            <= row["share_high"]
+        assert row["still_unreachable"] == mine["found_at_ef_search"].isna().sum()
+        if row["still_unreachable"] == 0:
+            assert row["ef_search_finding_all"] == mine["found_at_ef_search"].max()
+            assert f"SET hnsw.ef_search = {row['ef_search_finding_all']}" in row["what_to_do"]
+    # Checked independently: the ef_search named does return each memory for its own vector.
+    native = lost[(lost["index"] == "idx_nodes_embedding_32")
+                  & lost["found_at_ef_search"].notna()].head(5)
+    by_id = {n: i for i, n in enumerate(ltm.node_ids_by_content(texts))}
+    with ltm.tuning_session() as session:
+        for row in native.itertuples():
+            found = session.knn(vectors[[by_id[row.node_id]]], dimension=32, k=1,
+                                ef_search=int(row.found_at_ef_search))
+            assert found["ids"][0].tolist() == [row.node_id] and found["used_index"]
+    # At the default setting (ef_search 40, k 10) few are missed; a sample says how sure
+    # that is.
+    fine = ha.unreachable_memories(ltm, sample=100, seed=1)
+    summary = fine.attrs["summary"]
+    assert summary["checked"].tolist() == [100, 100] and len(fine) <= 5
+    assert (summary["share_low"] <= summary["share"]).all()
+    assert (summary["share_high"] < 0.15).all()
+
+
+@pytest.mark.parametrize("arguments, field", [
+    ({"k": 0}, "k"), ({"k": True}, "k"), ({"ef_search": 1001}, "ef_search"),
+    ({"sample": 0}, "sample"), ({"sample": 1.5}, "sample"), ({"seed": -1}, "seed"),
+    ({"robots": 3}, "robots")])
+def test_unreachable_arguments_are_checked(ltm: ha.LongTermMemory, arguments: dict[str, Any],
+                                           field: str) -> None:
+    with pytest.raises(ha.ValidationError) as caught:
+        ha.unreachable_memories(ltm, **arguments)
+    assert caught.value.field == field
+
+
+def test_identical_vectors_crowding_out_a_memory_are_a_tie_not_a_fault(
+        ltm: ha.LongTermMemory) -> None:
+    same = np.repeat(random_vectors(1, seed=30), 3, axis=0)
+    ltm.bulk_add([*random_texts(50, seed=31), "one", "two", "three"], robots="alpha",
+                 embeddings=np.vstack([random_vectors(50, seed=32), same]))
+    lost = ha.unreachable_memories(ltm, k=2)
+    summary = lost.attrs["summary"]
+    assert lost.empty and summary["unreachable"].tolist() == [0]
+    assert summary["tied"].iloc[0] >= 1
+
+
+def test_stale_memories(ltm: ha.LongTermMemory) -> None:
+    import datetime as dt
+
+    texts = random_texts(6, seed=40)
+    now = dt.datetime.now(dt.UTC)
+    ltm.bulk_add(texts, robots="alpha", remembered_at=[now - dt.timedelta(days=30)] * 6)
+    ids = ltm.node_ids_by_content(texts)
+    robot = ltm.register_robot("alpha")
+    ltm.update_working_memory(robot, recalled=[ids[0], ids[1]])
+    # Remembered a month ago: nothing is stale after 60 days.
+    assert ha.stale_memories(ltm, not_recalled_for=60).empty
+    later = ha.stale_memories(ltm, not_recalled_for=dt.timedelta(days=10))
+    assert sorted(later["node_id"]) == sorted(ids[2:])
+    assert later["never_recalled"].all() and (later["idle_days"] > 10).all()
+    # Asked from further on, the recalled ones are stale too, with their last recall.
+    much_later = ha.stale_memories(ltm, not_recalled_for=10, now=now + dt.timedelta(days=40))
+    recalled = much_later.set_index("node_id").loc[[ids[0], ids[1]]]
+    assert not recalled["never_recalled"].any() and recalled["last_recalled"].notna().all()
+    assert set(recalled["recalls_logged"]) == {1}
+    for bad in (0, -1, "90", dt.timedelta(0), True):
+        with pytest.raises(ha.ValidationError) as caught:
+            ha.stale_memories(ltm, not_recalled_for=bad)
+        assert caught.value.field == "not_recalled_for"
+
+
+@FAST
+@given(k=anything, ef_search=anything, sample=anything, days=anything, now=anything)
+def test_hostile_arguments_of_the_slower_checks(ltm: ha.LongTermMemory, k: Any, ef_search: Any,
+                                                sample: Any, days: Any, now: Any) -> None:
+    try:
+        ha.unreachable_memories(ltm, k=k, ef_search=ef_search, sample=sample)
+    except ha.ValidationError as exc:
+        assert exc.field in {"k", "ef_search", "sample"}
+    try:
+        ha.stale_memories(ltm, not_recalled_for=days, now=now)
+    except ha.ValidationError as exc:
+        assert exc.field in {"not_recalled_for", "now"}
+
+
+def test_memory_growth_forecasts_a_steady_rise(ltm: ha.LongTermMemory) -> None:
+    import datetime as dt
+
+    # 10, 20, ..., 50 new memories in five months: the next month's line says 60.
+    months = [dt.datetime(2026, m, 15, tzinfo=dt.UTC) for m in range(1, 6)]
+    texts = random_texts(150, seed=50)
+    when = [month for i, month in enumerate(months) for _ in range(10 * (i + 1))]
+    ltm.bulk_add(texts, robots="alpha", remembered_at=when)
+    growth = ha.memory_growth(ltm, horizon=2, freq="M")
+    total = growth[growth["robot"] == "(all robots)"]
+    assert total["kind"].tolist() == ["observed"] * 5 + ["forecast"] * 2
+    assert total["memories"].tolist() == [10, 30, 60, 100, 150, 210, 280]
+    assert total["new"].iloc[5:].tolist() == pytest.approx([60, 70])
+    # A perfect line leaves no spread: the interval closes on the forecast.
+    assert total["memories_low"].iloc[5:].tolist() == pytest.approx([210, 280])
+    assert total["bytes"].iloc[4] == sum(len(t.encode()) for t in texts)
+    alpha = growth[growth["robot"] == "alpha"]
+    assert alpha["memories"].iloc[4] == 150
+    for arguments, field in (({"horizon": 0}, "horizon"), ({"freq": "h"}, "freq"),
+                             ({"confidence": 1.0}, "confidence"), ({"freq": "x"}, "freq")):
+        with pytest.raises(ha.ValidationError) as caught:
+            ha.memory_growth(ltm, **arguments)
+        assert caught.value.field == field
