@@ -3,9 +3,12 @@
 from .advisor import AdvisorThresholds, advise
 from .cache import QueryCache
 from .connection import embedded_server_url, mask_url, resolve_database_url
+from .conversation_formats import read_conversations
+from .conversations import ConversationEvaluation, evaluate_conversations, plot_conversations
 from .demo import demo_database_url, load_demo, run_demo
 from .embeddings import get_embedder
 from .errors import (
+    BenchmarkFormatError,
     ConcurrencyError,
     DatabaseConnectionError,
     DatabaseError,
@@ -82,6 +85,7 @@ __all__ = [
     "QueryCache",
     "HTMError",
     "ValidationError",
+    "BenchmarkFormatError",
     "NotFoundError",
     "DatabaseError",
     "ConcurrencyError",
@@ -118,6 +122,10 @@ __all__ = [
     "plot_recall_latency",
     "plot_recall_by_ef",
     "retrieval_quality",
+    "evaluate_conversations",
+    "ConversationEvaluation",
+    "plot_conversations",
+    "read_conversations",
     "evaluate_retrieval",
     "RetrievalEvaluation",
     "read_labelled_queries",

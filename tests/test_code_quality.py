@@ -68,7 +68,8 @@ def test_only_the_store_talks_to_postgresql() -> None:
     graph = _module_imports()
     surfaces = ["htm_analytics.cli", "htm_analytics.report", "htm_analytics.widgets",
                 "htm_analytics.tags", "htm_analytics.trends", "htm_analytics.robots",
-                "htm_analytics.indexes", "htm_analytics.htm", "htm_analytics.evaluation"]
+                "htm_analytics.indexes", "htm_analytics.htm", "htm_analytics.evaluation",
+                "htm_analytics.conversations", "htm_analytics.conversation_formats"]
     for module in surfaces:
         path = ROOT / module.replace(".", "/")
         files = sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]

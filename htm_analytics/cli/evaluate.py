@@ -1,9 +1,13 @@
-"""``htm-analytics eval``: search quality on labelled queries."""
+"""``htm-analytics eval``: search quality on labelled queries and conversation benchmarks."""
 
 from __future__ import annotations
 
+import json
+
 import click
 
+from ..conversation_formats import BENCHMARK_FORMATS
+from ..conversations import CONVERSATION_SCOPES, evaluate_conversations
 from ..embeddings import get_embedder
 from ..evaluation import EVALUATED_STRATEGIES, evaluate_retrieval, read_labelled_queries
 from . import _open_store, cli
@@ -40,3 +44,55 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str, k: int,
             embedding_service=get_embedder(embedder) if embedder else None)
     emit({"summary": result.summary, "per-query": result.per_query,
           "significance": result.significance}[show], fmt)
+
+
+@eval_group.command("conversations")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.option("--format", "benchmark_format", type=click.Choice(BENCHMARK_FORMATS),
+              default=None, help="The file's layout (default: detected).")
+@click.option("--strategies", default=",".join(EVALUATED_STRATEGIES), show_default=True,
+              help="Comma-separated search strategies to compare.")
+@click.option("--k", type=int, default=10, show_default=True,
+              help="Results per search and metric cutoff.")
+@click.option("--embedder", default=None,
+              help="Embedding provider for turns and questions (see get_embedder; 'minilm' "
+                   "for the offline semantic model; default hashing, which is lexical).")
+@click.option("--scope", type=click.Choice(CONVERSATION_SCOPES), default="conversation",
+              show_default=True,
+              help="One scratch database per conversation, or one for the whole benchmark.")
+@click.option("--conversation", "only", multiple=True,
+              help="Only this conversation (repeatable), e.g. conv-26.")
+@click.option("--keep", is_flag=True,
+              help="Keep the scratch databases (their names are printed) instead of "
+                   "dropping them.")
+@click.option("--show", type=click.Choice(["summary", "per-question", "abstention",
+                                           "conversations"]),
+              default="summary", show_default=True,
+              help="Which result to print (--json prints them all as one document).")
+@output_options
+@click.pass_context
+def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | None,
+                       strategies: str, k: int, embedder: str | None, scope: str,
+                       only: tuple[str, ...], keep: bool, show: str, fmt: str) -> None:
+    """Replay a conversation benchmark (LoCoMo, LongMemEval or JSON Lines of turns and
+    questions) into scratch databases on the server and score every strategy on the
+    evidence turns: recall_any/recall_all@k, nDCG@k, MRR@k and latency per question
+    category; abstention questions apart. Ctrl-C stops and drops the scratch database."""
+    result = evaluate_conversations(
+        path, format=benchmark_format, k=k,
+        strategies=[s.strip() for s in strategies.split(",") if s.strip()],
+        embedding_service=get_embedder(embedder) if embedder else None,
+        scope=scope,  # type: ignore[arg-type]
+        conversations=list(only) or None, server_url=ctx.obj.get("db"), keep=keep)
+    if keep:
+        for name in result.conversations["database"].dropna():
+            click.echo(f"kept scratch database {name}", err=True)
+    frames = {"summary": result.summary, "per-question": result.per_question,
+              "abstention": result.abstention, "conversations": result.conversations}
+    if fmt == "json":
+        click.echo(json.dumps({"interrupted": result.interrupted,
+                               **{name.replace("-", "_"): json.loads(
+                                   frame.to_json(orient="records", date_format="iso"))
+                                  for name, frame in frames.items()}}, indent=2))
+        return
+    emit(frames[show], fmt)
