@@ -121,11 +121,12 @@ def _remember(store: LongTermMemory, replay: _Replay, embedder: Any, with_vector
     vectors = None
     if with_vectors:
         vectors = np.asarray(embedder.embed(contents), dtype=np.float32)
+    provider, model = getattr(embedder, "name", None), getattr(embedder, "model", None)
+    named = isinstance(provider, str) and isinstance(model, str) and vectors is not None
     nodes = store.bulk_add(contents, robots=[t.speaker for t in turns],
                            embeddings=vectors, remembered_at=[t.time for t in turns],
                            defer_indexes=True,
-                           embedding_model=(embedder.name, embedder.model)
-                           if vectors is not None else None)
+                           embedding_model=(str(provider), str(model)) if named else None)
     if vectors is not None and vectors.shape[1] < _NATIVE_INDEX_BELOW:
         store.create_native_index(int(vectors.shape[1]))
     node_of = dict(zip(replay.keyed_turns(), nodes["node_id"].tolist()))

@@ -287,3 +287,19 @@ def test_eval_conversations_command(server_url: str) -> None:
                               str(DATA / "7.json"), "--format", "longmemeval"])
     assert bad.exit_code != 0 and isinstance(bad.exception, BenchmarkFormatError)
     assert "is not longmemeval" in str(bad.exception)
+
+
+class _BareEmbedder:
+    """Only ``embed``: no provider or model name to record."""
+
+    def embed(self, texts: Any) -> np.ndarray:
+        return HashingEmbedder(96).embed(texts)
+
+
+def test_an_embedder_without_names(server_url: str) -> None:
+    result = ha.evaluate_conversations(DATA / "conversations.jsonl", server_url=server_url,
+                                       strategies=["vector"], embedding_service=_BareEmbedder(),
+                                       progress=False)
+    # Remembered and searched with the bare vectors (nothing recorded about their model).
+    assert result.per_question["returned"].tolist() == [3, 3]
+    assert result.summary.query("category == 'all'")["recall_any_at_10"].item() == 1.0
