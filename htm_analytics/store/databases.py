@@ -147,12 +147,13 @@ def drop_unused_databases(server_url: str, prefix: str) -> list[str]:
 
 @contextmanager
 def scratch_database(server_url: str, prefix: str = "htm_scratch", *,
-                     template: str | None = None) -> Iterator[str]:
-    """A new database with a unique name (``prefix`` + random hex), dropped afterwards;
-    yields its URL."""
+                     template: str | None = None, keep: bool = False) -> Iterator[str]:
+    """A new database with a unique name (``prefix`` + random hex), dropped afterwards (also
+    on an error or Ctrl-C) unless ``keep``; yields its URL."""
     name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     url = create_database(server_url, name, template=template)
     try:
         yield url
     finally:
-        drop_database(server_url, name)
+        if not keep:
+            drop_database(server_url, name)

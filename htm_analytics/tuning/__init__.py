@@ -17,6 +17,22 @@ from .benchmark import (
     plot_recall_by_ef,
     plot_recall_latency,
 )
+from .conversation_formats import (
+    BENCHMARK_FORMATS,
+    LOCOMO_CATEGORIES,
+    BenchmarkFormat,
+    Conversation,
+    Question,
+    Turn,
+    detect_format,
+    read_conversations,
+)
+from .conversations import (
+    CONVERSATION_SCOPES,
+    ConversationEvaluation,
+    evaluate_conversations,
+    plot_conversations,
+)
 from .evaluation import (
     EVALUATED_STRATEGIES,
     RetrievalEvaluation,
@@ -39,6 +55,18 @@ __all__ = [
     "exact_neighbors",
     "plot_recall_latency",
     "plot_recall_by_ef",
+    "Turn",
+    "Question",
+    "Conversation",
+    "BenchmarkFormat",
+    "BENCHMARK_FORMATS",
+    "LOCOMO_CATEGORIES",
+    "read_conversations",
+    "detect_format",
+    "ConversationEvaluation",
+    "evaluate_conversations",
+    "plot_conversations",
+    "CONVERSATION_SCOPES",
     "EVALUATED_STRATEGIES",
     "RetrievalEvaluation",
     "evaluate_retrieval",

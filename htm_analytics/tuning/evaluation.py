@@ -55,8 +55,8 @@ class RetrievalEvaluation:
         One row per query and strategy, for error analysis: ``query_id`` (int64, position in
         the input), ``query`` (string), ``strategy`` (string), ``first_relevant_rank`` (Int64:
         rank of the first relevant result, <NA> when none is in the top k), ``returned``
-        (int64), the same metric columns as ``summary`` (float64) and ``latency_ms``
-        (float64).
+        (int64), the same metric columns as ``summary`` (float64), ``latency_ms``
+        (float64) and ``retrieved`` (object: the returned node ids, best first).
     significance : pandas.DataFrame
         One row per pair of strategies and metric (``mrr_at_{k}`` and ``recall_at_{k}``):
         ``strategy_a``, ``strategy_b``, ``metric`` (string), ``mean_a``, ``mean_b``,
@@ -248,6 +248,7 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
             row.update({name: values.get((qid, str(measure)), 0.0)
                         for name, measure in metrics.items()})
             row["latency_ms"] = timings[position]
+            row["retrieved"] = [int(node) for node in ids]
             rows.append(row)
     per_query = pd.DataFrame(rows).astype(
         {"query_id": "int64", "query": "string", "strategy": "string",

@@ -1,0 +1,385 @@
+"""Conversational memory benchmarks read into one shape: conversations of turns, and questions
+whose evidence is a set of those turns.
+
+Three layouts are read (``format=None`` detects which):
+
+- ``"locomo"``: LoCoMo as published in snap-research/locomo: ``data/locomo10.json`` (a list
+  of samples, each with ``sample_id``, ``conversation`` and ``qa``), one such sample as an
+  object, or the per-sample layout of ``locomo10_v2/<n>.json`` (the conversation's keys and
+  ``qa`` in one object; the sample is named ``conv-<n>`` after the file). Each
+  ``session_<n>`` list is a session held at ``session_<n>_date_time``; a turn's image caption
+  (``blip_caption``) is kept in its text. Evidence ids are ``D<session>:<turn>``; ids that
+  name no turn are dropped. Category 5 (adversarial: the question asks about something that
+  was never said) counts as an abstention question.
+- ``"longmemeval"``: LongMemEval's ``longmemeval_s.json``, ``_m`` or ``_oracle``: each
+  question is a conversation of its own (its haystack of sessions, held at
+  ``haystack_dates``); evidence is the turns marked ``has_answer``, or every turn of the
+  ``answer_session_ids`` when no turn is marked. Question ids ending in ``_abs`` are
+  abstention questions.
+- ``"jsonl"``: one JSON object per line; a turn has ``text``, a question has ``question``::
+
+      {"conversation": "c1", "session": "s1", "time": "2024-03-01T09:00:00+00:00",
+       "speaker": "Ann", "turn_id": "t1", "text": "I moved to Lisbon.", "caption": "a tram"}
+      {"conversation": "c1", "question_id": "q1", "question": "Where does Ann live?",
+       "evidence": ["t1"], "category": "single-hop", "answer": "Lisbon"}
+
+  ``conversation`` defaults to ``"default"``, ``session`` to ``"1"``, ``time`` to the
+  previous turn's time plus a second (the first turn: 2000-01-01 UTC); ``caption``,
+  ``category`` (default ``"all"``), ``answer`` and ``question_id`` (default ``q<line>``) are
+  optional. A question with ``"evidence": []`` or ``"abstention": true`` should find nothing.
+
+Turns of one session are one second apart, in order, from the session's time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..errors import BenchmarkFormatError, ValidationError
+from ..validation import validate_content
+
+__all__ = ["Turn", "Question", "Conversation", "BenchmarkFormat", "BENCHMARK_FORMATS",
+           "LOCOMO_CATEGORIES", "read_conversations", "detect_format"]
+
+BenchmarkFormat = Literal["locomo", "longmemeval", "jsonl"]
+BENCHMARK_FORMATS: tuple[str, ...] = ("locomo", "longmemeval", "jsonl")
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
+                     5: "adversarial"}
+_LOCOMO_ABSTENTION = 5
+_EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One message: ``text`` holds the image caption too, when the turn shared one."""
+
+    turn_id: str
+    session: str
+    speaker: str
+    text: str
+    time: dt.datetime
+
+
+@dataclass(frozen=True)
+class Question:
+    """A question and the ids of the turns that answer it (none for an abstention question)."""
+
+    question_id: str
+    question: str
+    category: str
+    evidence: tuple[str, ...]
+    answer: str | None = None
+    abstention: bool = False
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """Turns in the order they were said, and the questions asked about them."""
+
+    conversation_id: str
+    turns: tuple[Turn, ...]
+    questions: tuple[Question, ...]
+    unresolved: int = field(default=0)  # questions dropped: no evidence id names a turn
+
+
+def _fail(path: Path, record: str, message: str) -> BenchmarkFormatError:
+    return BenchmarkFormatError(f"{path.name}, {record}: {message}", path=str(path),
+                                record=record)
+
+
+def _text(value: Any, path: Path, record: str, name: str) -> str:
+    try:
+        return validate_content(value if not isinstance(value, (int, float)) else str(value),
+                                field=name)
+    except ValidationError as exc:
+        raise _fail(path, record, str(exc)) from None
+
+
+def _with_caption(text: Any, caption: Any) -> Any:
+    if isinstance(caption, str) and caption.strip():
+        body = text.strip() if isinstance(text, str) else ""
+        return f"{body} [image: {caption.strip()}]".strip()
+    return text
+
+
+def _session_turns(path: Path, record: str, session: str, start: dt.datetime,
+                   items: Iterable[tuple[str, str, Any]]) -> list[Turn]:
+    return [Turn(turn_id=turn_id, session=session, speaker=speaker,
+                 text=_text(text, path, f"{record}, turn {turn_id}", "text"),
+                 time=start + dt.timedelta(seconds=position))
+            for position, (turn_id, speaker, text) in enumerate(items)]
+
+
+# LoCoMo ------------------------------------------------------------------------------------
+
+_LOCOMO_TIME_FORMATS = ("%I:%M %p on %d %B, %Y", "%I:%M %p on %d %b, %Y", "%I:%M %p on %B %d, %Y")
+_LOCOMO_EVIDENCE = re.compile(r"D:?(\d+):0*(\d+)")
+
+
+def _locomo_time(value: Any, path: Path, record: str) -> dt.datetime:
+    for form in _LOCOMO_TIME_FORMATS:
+        try:
+            return dt.datetime.strptime(str(value).strip(), form).replace(tzinfo=dt.UTC)
+        except ValueError:
+            continue
+    raise _fail(path, record, f"cannot read the session time {value!r} (e.g. '1:56 pm on 8 "
+                              "May, 2023')")
+
+
+def _locomo_sample(conversation: Mapping[str, Any], qa: Any, name: str,
+                   path: Path) -> Conversation:
+    turns: list[Turn] = []
+    numbers = sorted(int(m.group(1)) for key in conversation
+                     if (m := re.fullmatch(r"session_(\d+)", key)))
+    for number in numbers:
+        record = f"{name} session_{number}"
+        items = conversation[f"session_{number}"]
+        if not isinstance(items, list):
+            raise _fail(path, record, "must be a list of turns")
+        start = _locomo_time(conversation.get(f"session_{number}_date_time"), path,
+                             f"{record}_date_time")
+        rows = []
+        for position, turn in enumerate(items):
+            if not isinstance(turn, Mapping) or not {"speaker", "dia_id"} <= set(turn):
+                raise _fail(path, f"{record}[{position}]", "a turn needs speaker, dia_id, text")
+            rows.append((str(turn["dia_id"]), _text(turn["speaker"], path,
+                                                    f"{record}[{position}]", "speaker"),
+                         _with_caption(turn.get("text"), turn.get("blip_caption"))))
+        turns += _session_turns(path, name, str(number), start, rows)
+    known = {t.turn_id for t in turns}
+    if not isinstance(qa, list):
+        raise _fail(path, f"{name} qa", "must be a list of questions")
+    questions, unresolved = [], 0
+    for position, item in enumerate(qa):
+        record = f"{name} qa[{position}]"
+        if not isinstance(item, Mapping) or "question" not in item:
+            raise _fail(path, record, "a question needs question, evidence, category")
+        category = item.get("category")
+        abstention = category == _LOCOMO_ABSTENTION
+        evidence_values = item.get("evidence", [])
+        if not isinstance(evidence_values, list):
+            raise _fail(path, record, "evidence must be a list of turn ids")
+        evidence = tuple(dict.fromkeys(
+            f"D{s}:{t}" for value in evidence_values
+            for s, t in _LOCOMO_EVIDENCE.findall(str(value)) if f"D{s}:{t}" in known))
+        if not evidence and not abstention:
+            unresolved += 1
+            continue
+        answer = item.get("answer", item.get("adversarial_answer"))
+        questions.append(Question(
+            question_id=f"{name}/{position}",
+            question=_text(item["question"], path, record, "question"),
+            category=LOCOMO_CATEGORIES.get(category, str(category))
+            if isinstance(category, int) else str(category),
+            evidence=() if abstention else evidence,
+            answer=None if answer is None else str(answer), abstention=abstention))
+    return Conversation(name, tuple(turns), tuple(questions), unresolved)
+
+
+def _read_locomo(data: Any, path: Path) -> list[Conversation]:
+    if isinstance(data, Mapping) and "conversation" in data:
+        data = [data]
+    if isinstance(data, Mapping):  # the per-sample layout: conversation keys at the top
+        stem = path.stem
+        name = str(data.get("sample_id") or (f"conv-{stem}" if stem.isdigit() else stem))
+        return [_locomo_sample(data, data.get("qa"), name, path)]
+    conversations = []
+    for position, sample in enumerate(data):
+        if not isinstance(sample, Mapping) or not isinstance(sample.get("conversation"),
+                                                             Mapping):
+            raise _fail(path, f"sample {position}", "needs a conversation object and qa")
+        name = str(sample.get("sample_id", f"sample-{position}"))
+        conversations.append(_locomo_sample(sample["conversation"], sample.get("qa"), name,
+                                            path))
+    return conversations
+
+
+# LongMemEval -------------------------------------------------------------------------------
+
+def _longmemeval_time(value: Any, path: Path, record: str) -> dt.datetime:
+    text = re.sub(r"\s*\([A-Za-z]+\)\s*", " ", str(value)).strip()
+    try:
+        return dt.datetime.strptime(text, "%Y/%m/%d %H:%M").replace(tzinfo=dt.UTC)
+    except ValueError:
+        raise _fail(path, record, f"cannot read the date {value!r} (e.g. '2023/05/20 (Sat) "
+                                  "02:21')") from None
+
+
+def _read_longmemeval(data: Any, path: Path) -> list[Conversation]:
+    conversations = []
+    for position, item in enumerate(data):
+        record = f"question {item.get('question_id', position)!s}" \
+            if isinstance(item, Mapping) else f"item {position}"
+        needed = {"question_id", "question", "haystack_sessions", "haystack_dates"}
+        if not isinstance(item, Mapping) or not needed <= set(item):
+            raise _fail(path, record, f"needs {', '.join(sorted(needed))}")
+        sessions, dates = item["haystack_sessions"], item["haystack_dates"]
+        session_ids = item.get("haystack_session_ids") or [str(i) for i in range(len(sessions))]
+        if not (isinstance(sessions, list) and isinstance(dates, list)
+                and len(sessions) == len(dates) == len(session_ids)):
+            raise _fail(path, record, "haystack_sessions, haystack_dates and "
+                                      "haystack_session_ids must be lists of one length")
+        turns: list[Turn] = []
+        marked: list[str] = []
+        by_session: dict[str, list[str]] = {}
+        for session_id, date, session in zip(session_ids, dates, sessions):
+            where = f"{record}, session {session_id}"
+            if not isinstance(session, list) or not all(isinstance(t, Mapping)
+                                                        for t in session):
+                raise _fail(path, where, "must be a list of {role, content} turns")
+            rows = [(f"{session_id}:{i + 1}", str(t.get("role", "user")), t.get("content"))
+                    for i, t in enumerate(session)]
+            turns += _session_turns(path, record, str(session_id),
+                                    _longmemeval_time(date, path, where), rows)
+            by_session[str(session_id)] = [r[0] for r in rows]
+            marked += [r[0] for r, t in zip(rows, session) if t.get("has_answer")]
+        question_id = str(item["question_id"])
+        abstention = question_id.endswith("_abs")
+        evidence = marked or [turn for s in item.get("answer_session_ids") or []
+                              for turn in by_session.get(str(s), [])]
+        unresolved = int(not evidence and not abstention)
+        questions = () if unresolved else (Question(
+            question_id=question_id,
+            question=_text(item["question"], path, record, "question"),
+            category=str(item.get("question_type", "all")),
+            evidence=() if abstention else tuple(dict.fromkeys(evidence)),
+            answer=None if item.get("answer") is None else str(item["answer"]),
+            abstention=abstention),)
+        conversations.append(Conversation(question_id, tuple(turns), questions, unresolved))
+    return conversations
+
+
+# JSON Lines --------------------------------------------------------------------------------
+
+def _iso_time(value: Any, path: Path, record: str) -> dt.datetime:
+    try:
+        moment = dt.datetime.fromisoformat(str(value))
+    except ValueError:
+        raise _fail(path, record, f"time {value!r} is not ISO 8601") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+
+
+def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
+    turns: dict[str, list[Turn]] = {}
+    questions: dict[str, list[tuple[str, Mapping[str, Any]]]] = {}
+    last_time = _EPOCH - dt.timedelta(seconds=1)
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        record = f"line {number}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise _fail(path, record, f"not JSON ({exc.msg})") from None
+        if not isinstance(item, Mapping):
+            raise _fail(path, record, "must be a JSON object")
+        conversation = str(item.get("conversation", "default"))
+        if "question" in item:
+            questions.setdefault(conversation, []).append((record, item))
+        elif "text" in item or "caption" in item:
+            moment = _iso_time(item["time"], path, record) if "time" in item \
+                else last_time + dt.timedelta(seconds=1)
+            last_time = moment
+            turns.setdefault(conversation, []).append(Turn(
+                turn_id=str(item.get("turn_id", f"t{number}")),
+                session=str(item.get("session", "1")),
+                speaker=_text(item.get("speaker", "user"), path, record, "speaker"),
+                text=_text(_with_caption(item.get("text"), item.get("caption")), path, record,
+                           "text"),
+                time=moment))
+        else:
+            raise _fail(path, record, "a turn has 'text', a question has 'question'")
+    conversations = []
+    for name in dict.fromkeys([*turns, *questions]):
+        known = {t.turn_id for t in turns.get(name, [])}
+        asked = []
+        for record, item in questions.get(name, []):
+            evidence = item.get("evidence", [])
+            if not isinstance(evidence, list):
+                raise _fail(path, record, "evidence must be a list of turn ids")
+            missing = [str(e) for e in evidence if str(e) not in known]
+            if missing:
+                raise _fail(path, record, f"evidence {missing} names no turn of conversation "
+                                          f"{name!r}")
+            asked.append(Question(
+                question_id=str(item.get("question_id", f"q{record.split()[-1]}")),
+                question=_text(item["question"], path, record, "question"),
+                category=str(item.get("category", "all")),
+                evidence=tuple(dict.fromkeys(str(e) for e in evidence)),
+                answer=None if item.get("answer") is None else str(item["answer"]),
+                abstention=bool(item.get("abstention", False)) or not evidence))
+        if not turns.get(name):
+            raise _fail(path, f"conversation {name!r}", "has questions but no turns")
+        conversations.append(Conversation(name, tuple(turns[name]), tuple(asked)))
+    return conversations
+
+
+# Detection ---------------------------------------------------------------------------------
+
+def detect_format(data: Any) -> BenchmarkFormat | None:
+    """The layout of parsed JSON: ``"locomo"``, ``"longmemeval"`` or None."""
+    first = data[0] if isinstance(data, list) and data else data
+    if not isinstance(first, Mapping):
+        return None
+    if "haystack_sessions" in first:
+        return "longmemeval"
+    if "qa" in first and ("conversation" in first or "speaker_a" in first
+                          or any(re.fullmatch(r"session_\d+", k) for k in first)):
+        return "locomo"
+    return None
+
+
+def read_conversations(path: str | Path, *, format: str | None = None) -> list[Conversation]:
+    """Read a conversational benchmark file (see the module's description of the layouts).
+
+    Parameters
+    ----------
+    path : str or Path
+    format : {"locomo", "longmemeval", "jsonl"}, optional
+        Detected from the content when not given.
+
+    Returns
+    -------
+    list of Conversation
+
+    Raises
+    ------
+    BenchmarkFormatError
+        The file cannot be read, its layout is unknown, or a record is malformed (the
+        message and ``record`` name it: a sample, session, question or line).
+    """
+    path = Path(path)
+    if format is not None and format not in BENCHMARK_FORMATS:
+        raise ValidationError(f"must be one of {', '.join(BENCHMARK_FORMATS)}, got {format!r}",
+                              field="format")
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchmarkFormatError(f"cannot read {path}: {exc}", path=str(path)) from exc
+    if format == "jsonl":
+        return _read_jsonl(raw.splitlines(), path)
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        if format is None and exc.msg == "Extra data":  # several JSON values: JSON Lines
+            return _read_jsonl(raw.splitlines(), path)
+        raise _fail(path, f"line {exc.lineno}", f"not JSON ({exc.msg})") from None
+    detected = detect_format(data)
+    if format is None and detected is None and isinstance(data, Mapping) \
+            and ("question" in data or "text" in data):
+        return _read_jsonl(raw.splitlines(), path)  # JSON Lines of a single record
+    chosen = format or detected
+    if chosen is None or (detected is not None and detected != chosen):
+        raise _fail(path, "top level", "not a LoCoMo, LongMemEval or JSON Lines benchmark "
+                                       "file" if chosen is None else f"is not {chosen}")
+    if chosen == "longmemeval":
+        if not isinstance(data, list):
+            raise _fail(path, "top level", "LongMemEval is a list of questions")
+        return _read_longmemeval(data, path)
+    return _read_locomo(data, path)

@@ -1,0 +1,305 @@
+"""Conversation benchmarks: the three layouts read from small files written for the suite,
+replayed into scratch databases on the real server, scored, and the command around it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+import numpy as np
+import psycopg
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import htm_analytics as ha
+from htm_analytics.agent.embeddings import HashingEmbedder
+from htm_analytics.cli import cli
+from htm_analytics.errors import BenchmarkFormatError, ValidationError
+from htm_analytics.tuning.conversation_formats import read_conversations
+
+matplotlib.use("Agg")
+DATA = Path(__file__).parent / "data" / "conversations"
+
+
+def _scratch_databases(server_url: str) -> set[str]:
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        return {row[0] for row in conn.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE 'htm_conversations%'")}
+
+
+# Reading -----------------------------------------------------------------------------------
+
+def test_locomo_published_layout() -> None:
+    (conversation,) = read_conversations(DATA / "locomo_mini.json")
+    assert conversation.conversation_id == "conv-1"
+    turns = {t.turn_id: t for t in conversation.turns}
+    assert len(turns) == 7 and turns["D1:1"].speaker == "Ann"
+    # The session's time, one second per turn after it, in order.
+    assert turns["D2:1"].time == dt.datetime(2023, 6, 9, 19, 55, tzinfo=dt.UTC)
+    assert turns["D2:3"].time == dt.datetime(2023, 6, 9, 19, 55, 2, tzinfo=dt.UTC)
+    assert turns["D1:4"].text.endswith("[image: a photo of sailboats in a harbour at sunrise]")
+    questions = {q.question: q for q in conversation.questions}
+    # "D1:4; D9:9": two ids in one string; D9:9 names no turn and is dropped.
+    assert questions["What boats did Ben photograph at sunrise?"].evidence == ("D1:4",)
+    assert questions["Which instrument does Ben play at the conservatory?"].category \
+        == "multi-hop"
+    adversarial = questions["What did Ben say about his greyhound?"]
+    assert adversarial.abstention and adversarial.evidence == ()
+    assert len(conversation.questions) == 6 and conversation.unresolved == 1
+
+
+def test_locomo_per_sample_layout_is_named_after_its_file() -> None:
+    (conversation,) = read_conversations(DATA / "7.json")
+    assert conversation.conversation_id == "conv-7"
+    assert [q.evidence for q in conversation.questions] == [("D1:1",), ("D1:2", "D2:1"),
+                                                            ("D2:2",)]
+
+
+def test_longmemeval_layout() -> None:
+    conversations = read_conversations(DATA / "longmemeval_mini.json")
+    assert [c.conversation_id for c in conversations] == ["q-cello", "q-soup", "q-violin_abs"]
+    cello, soup, violin = conversations
+    assert cello.questions[0].evidence == ("s1:1",)  # the turn marked has_answer
+    assert cello.turns[2].time == dt.datetime(2023, 5, 21, 9, 0, tzinfo=dt.UTC)
+    assert soup.questions[0].evidence == ("s2:1", "s2:2")  # no mark: the answer session
+    assert soup.questions[0].category == "single-session-assistant"
+    assert violin.questions[0].abstention and violin.questions[0].evidence == ()
+    assert {t.speaker for t in cello.turns} == {"user", "assistant"}
+
+
+def test_jsonl_layout() -> None:
+    (trip,) = read_conversations(DATA / "conversations.jsonl")
+    assert trip.conversation_id == "trip"
+    assert trip.turns[1].time == trip.turns[0].time + dt.timedelta(seconds=1)
+    assert trip.turns[2].text == ("The volcano crater hike starts at dusk. "
+                                  "[image: a map of the crater trail]")
+    assert [(q.question_id, q.abstention) for q in trip.questions] == [
+        ("ferry", False), ("trail", False), ("piano", True)]
+
+
+@pytest.mark.parametrize(("name", "content", "record"), [
+    ("bad.jsonl", '{"text": "hi", "turn_id": "t1"}\n{"question": ', "line 2"),
+    ("bad.jsonl", '{"text": "hi", "turn_id": "t1"}\n{"question": "q?", "evidence": ["t9"]}\n',
+     "line 2"),
+    ("bad.jsonl", '{"text": "hi", "time": "yesterday"}\n{"question": "q?"}\n', "line 1"),
+    ("bad.json", json.dumps([{"sample_id": "conv-9", "qa": [], "conversation": {
+        "session_1": [], "session_1_date_time": "the day after"}}]),
+     "conv-9 session_1_date_time"),
+    ("bad.json", json.dumps([{"sample_id": "conv-9", "qa": [{"category": 1}], "conversation": {
+        "session_1": [], "session_1_date_time": "1:56 pm on 8 May, 2023"}}]), "conv-9 qa[0]"),
+    ("bad.json", json.dumps([{"question_id": "q7", "question": "?", "haystack_dates": [],
+                              "haystack_sessions": [[]]}]), "question q7"),
+    ("bad.json", json.dumps({"rows": [1, 2]}), "top level"),
+])
+def test_a_malformed_file_names_its_record(tmp_path: Path, name: str, content: str,
+                                           record: str) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(BenchmarkFormatError, match=re.escape(record)) as caught:
+        read_conversations(path)
+    assert caught.value.record == record and caught.value.path == str(path)
+
+
+def test_format_given_must_match(tmp_path: Path) -> None:
+    with pytest.raises(BenchmarkFormatError, match="is not longmemeval"):
+        read_conversations(DATA / "locomo_mini.json", format="longmemeval")
+    with pytest.raises(ValidationError, match="format"):
+        read_conversations(DATA / "locomo_mini.json", format="csv")
+    with pytest.raises(BenchmarkFormatError, match="cannot read"):
+        read_conversations(tmp_path / "missing.json")
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.sampled_from(
+                         ["qa", "conversation", "session_1", "session_1_date_time", "speaker",
+                          "dia_id", "text", "question", "evidence", "category", "haystack_sessions",
+                          "haystack_dates", "question_id", "sample_id", "turn_id", "time"]),
+                         inner, max_size=5), max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                    HealthCheck.function_scoped_fixture])
+@given(data=_json, lines=st.booleans())
+def test_any_json_is_read_or_refused_with_a_typed_error(tmp_path: Path, data: Any,
+                                                        lines: bool) -> None:
+    path = tmp_path / "any.json"
+    path.write_text(json.dumps(data) + ("\n" + json.dumps(data) if lines else ""))
+    try:
+        conversations = read_conversations(path)
+    except ValidationError:
+        return
+    assert all(isinstance(c, ha.tuning.conversation_formats.Conversation) for c in conversations)
+
+
+# Scoring -----------------------------------------------------------------------------------
+
+def test_locomo_scored_per_strategy_and_category(server_url: str) -> None:
+    before = _scratch_databases(server_url)
+    result = ha.evaluate_conversations(DATA / "locomo_mini.json", server_url=server_url,
+                                       strategies=["fulltext_any", "vector_bm25"], k=5,
+                                       embedding_service=HashingEmbedder(), progress=False,
+                                       speaker_prefix=False)
+    assert _scratch_databases(server_url) == before  # dropped
+    per = result.per_question.query("strategy == 'fulltext_any'").set_index("question")
+    assert len(per) == 5
+    # No word of this question is in any bare turn (the speaker's name is not in the text).
+    missed = per.loc["What did Ann name her new pet?"]
+    assert missed["returned"] == 0 and pd_isna(missed["first_evidence_rank"])
+    assert missed["recall_any_at_5"] == 0.0
+    # Both evidence turns hold "cello" and "conservatory": all of them found.
+    both = per.loc["Which instrument does Ben play at the conservatory?"]
+    assert both["recall_all_at_5"] == 1.0 and set(both["evidence"]) == {"D1:2", "D2:1"}
+    # D1:3 and D2:2 say the same thing: one memory standing for both turns.
+    climbing = per.loc["When does Ann go climbing?"]
+    assert climbing["first_evidence_rank"] == 1 and {"D1:3", "D2:2"} <= set(
+        climbing["retrieved"][:2])
+    summary = result.summary.set_index(["strategy", "category"])
+    assert summary.loc[("fulltext_any", "all"), "recall_any_at_5"] == pytest.approx(0.8)
+    assert summary.loc[("fulltext_any", "all"), "questions"] == 5
+    assert summary.loc[("fulltext_any", "single-hop"), "questions"] == 2
+    assert summary.loc[("fulltext_any", "single-hop"), "recall_any_at_5"] == pytest.approx(0.5)
+    assert list(result.summary.columns) == [
+        "strategy", "category", "questions", "recall_any_at_1", "recall_any_at_5",
+        "recall_all_at_5", "ndcg_at_5", "mrr_at_5", "latency_p50_ms", "latency_p95_ms", "k"]
+    abstention = result.abstention.set_index("strategy")
+    assert abstention.loc["fulltext_any", "category"] == "adversarial"
+    assert abstention.loc["fulltext_any", "returned_any"] == 1.0  # "greyhound" matches
+    counts = result.conversations.iloc[0]
+    assert (counts["turns"], counts["memories"], counts["questions"], counts["abstention"],
+            counts["unresolved"]) == (7, 6, 5, 1, 1)
+    ax = ha.plot_conversations(result.summary)
+    assert len(ax.patches) == 2 * 5  # two strategies x (four categories + all)
+
+
+def test_turns_are_remembered_with_their_speaker(server_url: str) -> None:
+    result = ha.evaluate_conversations(DATA / "locomo_mini.json", server_url=server_url,
+                                       strategies=["fulltext_any"], k=5, progress=False)
+    per = result.per_question.set_index("question")
+    # "Ann: Hi Ben! I adopted a greyhound called Pixel last week.": the name is found now
+    # (bare, no word of the question was in any turn: test_locomo_scored_...).
+    assert per.loc["What did Ann name her new pet?", "recall_any_at_5"] == 1.0
+    assert result.conversations["memories"].tolist() == [6]
+
+
+def pd_isna(value: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.isna(value))
+
+
+def test_longmemeval_one_database_per_question_and_kept_on_request(server_url: str) -> None:
+    result = ha.evaluate_conversations(DATA / "longmemeval_mini.json", server_url=server_url,
+                                       strategies=["vector", "fulltext_any"], keep=True,
+                                       progress=False)
+    kept = set(result.conversations["database"])
+    try:
+        assert len(kept) == 3 and kept <= _scratch_databases(server_url)
+        per = result.per_question.set_index(["question_id", "strategy"])
+        assert per.loc[("q-cello", "fulltext_any"), "first_evidence_rank"] == 1
+        # Only the two turns of its own history were there to find.
+        assert per.loc[("q-soup", "vector"), "returned"] == 2
+        abstention = result.abstention.set_index("strategy")
+        assert abstention.loc["fulltext_any", "returned_any"] == 0.0  # "violin" is nowhere
+        assert abstention.loc["vector", "returned_any"] == 1.0  # a vector search always finds
+    finally:
+        for name in kept:
+            ha.store.drop_database(server_url, name)
+
+
+def test_one_database_for_the_whole_benchmark(server_url: str) -> None:
+    result = ha.evaluate_conversations(DATA / "longmemeval_mini.json", server_url=server_url,
+                                       strategies=["vector"], scope="benchmark",
+                                       progress=False)
+    # s1 and s2 repeat across the questions' histories: stored once in the shared database.
+    assert result.conversations["memories"].tolist() == [4, 2, 2]
+    per = result.per_question.set_index("question_id")
+    assert per.loc["q-soup", "returned"] == 4  # every distinct memory of the benchmark
+
+
+class _Interrupting(HashingEmbedder):
+    def __init__(self, after: int) -> None:
+        super().__init__()
+        self.calls, self.after = 0, after
+
+    def embed(self, texts: Any) -> np.ndarray:
+        self.calls += 1
+        if self.calls > self.after:
+            raise KeyboardInterrupt
+        return super().embed(texts)
+
+
+def test_ctrl_c_returns_what_was_finished_and_drops_the_scratch_database(
+        server_url: str) -> None:
+    before = _scratch_databases(server_url)
+    with pytest.warns(RuntimeWarning, match="interrupted"):
+        result = ha.evaluate_conversations(
+            DATA / "longmemeval_mini.json", server_url=server_url, strategies=["vector"],
+            embedding_service=_Interrupting(after=2), progress=False)
+    assert result.interrupted
+    assert result.conversations["conversation"].tolist() == ["q-cello"]
+    assert result.per_question["question_id"].unique().tolist() == ["q-cello"]
+    assert _scratch_databases(server_url) == before
+
+
+def test_bad_arguments_are_refused_before_any_database(server_url: str,
+                                                        tmp_path: Path) -> None:
+    before = _scratch_databases(server_url)
+    for options, field in [({"strategies": ["telepathy"]}, "strategies"),
+                           ({"scope": "galaxy"}, "scope"), ({"k": 0}, "k"),
+                           ({"conversations": ["conv-404"]}, "conversations")]:
+        with pytest.raises(ValidationError) as caught:
+            ha.evaluate_conversations(DATA / "locomo_mini.json", server_url=server_url,
+                                      progress=False, **options)
+        assert caught.value.field == field
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text('{"text": "only a turn"}\n')
+    with pytest.raises(ValidationError, match="no question"):
+        ha.evaluate_conversations(empty, server_url=server_url, progress=False)
+    assert _scratch_databases(server_url) == before
+
+
+def test_eval_conversations_command(server_url: str) -> None:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
+                                 str(DATA / "conversations.jsonl"), "--strategies",
+                                 "fulltext_any,vector", "--k", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert set(document) == {"interrupted", "summary", "per_question", "abstention",
+                             "conversations"}
+    rows = {(r["strategy"], r["category"]): r for r in document["summary"]}
+    assert rows[("fulltext_any", "all")]["recall_any_at_3"] == 1.0
+    assert rows[("fulltext_any", "all")]["questions"] == 2
+    assert document["conversations"][0]["database"] is None
+    table = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
+                                str(DATA / "locomo_mini.json"), "--strategies",
+                                "fulltext_any", "--show", "abstention"])
+    assert table.exit_code == 0, table.output
+    assert "adversarial" in table.stdout
+    bad = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
+                              str(DATA / "7.json"), "--format", "longmemeval"])
+    assert bad.exit_code != 0 and isinstance(bad.exception, BenchmarkFormatError)
+    assert "is not longmemeval" in str(bad.exception)
+
+
+class _BareEmbedder:
+    """Only ``embed``: no provider or model name to record."""
+
+    def embed(self, texts: Any) -> np.ndarray:
+        return HashingEmbedder(96).embed(texts)
+
+
+def test_an_embedder_without_names(server_url: str) -> None:
+    result = ha.evaluate_conversations(DATA / "conversations.jsonl", server_url=server_url,
+                                       strategies=["vector"], embedding_service=_BareEmbedder(),
+                                       progress=False)
+    # Remembered and searched with the bare vectors (nothing recorded about their model).
+    assert result.per_question["returned"].tolist() == [3, 3]
+    assert result.summary.query("category == 'all'")["recall_any_at_10"].item() == 1.0
