@@ -52,9 +52,14 @@ def test_calls_after_a_restart_succeed_on_an_idle_store(own_server) -> None:
     url, server = own_server
     with LongTermMemory(url, pool_size=4) as store:
         robot = store.register_robot("idle")
-        # Warm several pooled connections, then let the server drop them all.
-        threads = [threading.Thread(target=lambda: store.search_fuzzy(query="warm up"))
-                   for _ in range(4)]
+        store.add(content="a vector to search", robot_id=robot, embedding=[1.0, 0.5, 0.25])
+
+        def warm() -> None:  # pooled and search connections both
+            store.search_fuzzy(query="warm up")
+            store.search(embedding=[1.0, 0.5, 0.2], limit=3)
+
+        # Warm several connections of each pool, then let the server drop them all.
+        threads = [threading.Thread(target=warm) for _ in range(4)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -63,30 +68,35 @@ def test_calls_after_a_restart_succeed_on_an_idle_store(own_server) -> None:
         for i in range(12):  # every call made once the server is back succeeds
             store.add(content=f"after restart {i}", robot_id=robot)
             assert store.search_fulltext(query=f"restart {i}")
+            assert store.search(embedding=[1.0, 0.5, 0.2 + i / 100], limit=3)
         assert store.table_counts().set_index("table").loc["nodes", "rows"] >= 12
 
 
 def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(
         own_server, request: pytest.FixtureRequest) -> None:
     url, server = own_server
-    attempts, successes, failures = [0], [0], []
+    attempts, successes = [0], [0]
+    failures: list[tuple[float, BaseException]] = []
     stop = threading.Event()
     with LongTermMemory(url, pool_size=3) as store:
         robot = store.register_robot("loaded")
+        store.add(content="a vector to search", robot_id=robot, embedding=[1.0, 0.5, 0.25])
 
         def load(worker: int) -> None:
             i = 0
             while not stop.is_set() and i < 2000:
                 i += 1
                 attempts[0] += 1
+                started = time.monotonic()
                 try:
                     store.add(content=f"load {worker} {i}", robot_id=robot)
                     store.search_fulltext(query=f"load {worker}")
+                    store.search(embedding=[1.0, 0.5, (i % 50) / 50], limit=3)
                     successes[0] += 1
                 except DatabaseError as exc:  # in flight during the restart: typed
-                    failures.append(exc)
+                    failures.append((started, exc))
                 except BaseException as exc:  # a raw error escaping: the bug
-                    failures.append(exc)
+                    failures.append((started, exc))
                     raise
 
         workers = [threading.Thread(target=load, args=(w,)) for w in range(3)]
@@ -94,7 +104,7 @@ def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(
             worker.start()
         time.sleep(0.5)
         restart(server)
-        restart_done = successes[0]
+        back, restart_done = time.monotonic(), successes[0]
         time.sleep(1.0)
         stop.set()
         for worker in workers:
@@ -102,7 +112,9 @@ def test_a_restart_under_load_fails_only_in_flight_calls_and_typed(
         request.node.user_properties.append(("load", {
             "attempts": attempts[0], "succeeded": successes[0],
             "failed_in_flight": len(failures)}))
-        assert all(isinstance(f, DatabaseError) for f in failures), failures
+        assert all(isinstance(f, DatabaseError) for _, f in failures), failures
+        # Only calls in flight during the restart fail: none started after it was done.
+        assert all(started < back for started, _ in failures), failures
         assert successes[0] > restart_done  # the load went on after the restart
         # Nothing half-written: each stored node has its robot link.
         with psycopg.connect(url) as conn:

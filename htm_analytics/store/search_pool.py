@@ -42,11 +42,13 @@ SESSION_EF_SEARCH = VECTOR_BM25_DEPTH
 """``hnsw.ef_search`` a search connection's session starts with: the candidate depth of the
 default recall (``search_vector_bm25``), which then runs as one statement."""
 
-IDLE_CHECK_SECONDS = 0.5
-"""A pooled connection idle longer than this is checked (one empty round trip) before use: a
-server restart, which takes longer than this, leaves such connections dead. Connections
-reused sooner, as under load, are used without the extra round trip; one that fails anyway
-makes the pool check all its idle connections."""
+IDLE_CHECK_SECONDS = 0.05
+"""A pooled connection idle longer than this is checked (one empty round trip) before use. A
+server restart takes longer than this (a fast shutdown and a start), so a connection that
+was idle across one is always checked, and every call made after the server is back gets a
+live connection; connections reused sooner, as under load, go without the extra round trip.
+A call that fails on a dead connection anyway (it was in flight) makes the pool check all
+its idle connections."""
 
 _ITERATIVE_SCAN = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 _SET_EF_SEARCH = "SELECT set_config('hnsw.ef_search', %s, false)"
