@@ -23,7 +23,8 @@ from tests.test_gem_as_written import WRITER_ZONE, gem_written
 EMBEDDER = HashingEmbedder(64)
 LONG = "PostgreSQL " + "and its vacuum " * 200
 TOOLS = {"status", "search", "robots", "tags", "tag_pairs", "trends", "indexes", "advice",
-         "ef_search"}
+         "ef_search", "hygiene"}
+SECRET = "AKIAIOSFODNN7EXAMPLE"  # an AWS key id as the documentation shows it
 
 
 def populate(url: str) -> None:
@@ -31,7 +32,7 @@ def populate(url: str) -> None:
         robots = [store.register_robot(name) for name in ("planner", "coder")]
         texts = [f"memory {i} about {topic}" for i, topic in enumerate(
             ["postgresql indexes", "redis caching", "kafka events", "vacuum tuning"] * 8)]
-        for i, text in enumerate([*texts, LONG]):
+        for i, text in enumerate([*texts, LONG, f"deploy with aws key {SECRET}"]):
             store.add(content=text, robot_id=robots[i % 2], embedding=EMBEDDER.embed(text),
                       embedding_model=(EMBEDDER.name, EMBEDDER.model),
                       tags=["database:postgresql" if "postgres" in text.lower() else "ops",
@@ -66,7 +67,7 @@ def test_a_session_of_tool_calls_writes_nothing(database_url: str) -> None:
                 assert all(t.annotations and t.annotations.read_only_hint
                            and t.annotations.destructive_hint is False for t in listed)
                 status = await call(client, "status")
-                assert status["counts"]["nodes"] == 33 and "seed" in status["found"]
+                assert status["counts"]["nodes"] == 34 and "seed" in status["found"]
                 for strategy in ("vector_bm25", "fulltext_any", "vector", "rrf", "fuzzy"):
                     found = await call(client, "search", query="postgresql vacuum",
                                        strategy=strategy, limit=3)
@@ -86,6 +87,11 @@ def test_a_session_of_tool_calls_writes_nothing(database_url: str) -> None:
                 indexes = await call(client, "indexes")
                 assert indexes["indexes"]["truncated"] and len(indexes["indexes"]["rows"]) == 5
                 assert (await call(client, "advice"))["total_rows"] >= 0
+                content = await call(client, "hygiene")
+                assert content["memories"] == 34 and SECRET not in str(content)
+                assert content["sensitive"]["rows"][0]["kind"] == "credential"
+                assert {r["check"] for r in content["summary"]["rows"]} == {
+                    "near_duplicates", "sensitive"}
                 tuned = await call(client, "ef_search", target_recall=0.5)
                 assert tuned["sweep"]["rows"] and tuned["evidence"]
                 report = await client.read_resource(REPORT_URI)

@@ -26,6 +26,7 @@ from mcp.types import ToolAnnotations
 
 from ..advisor import advise
 from ..agent.timeframes import parse_timeframe
+from ..analysis import memory_hygiene
 from ..analysis.indexes import index_usage, table_health
 from ..analysis.robots import robot_activity
 from ..analysis.tags import popular_tags, tag_cooccurrence
@@ -222,6 +223,15 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
     def advice() -> dict[str, Any]:
         """What to fix, most severe first, each finding with the SQL to do it (not run)."""
         return bounds.rows(advise(store))
+
+    @tool
+    def hygiene(min_similarity: float = 0.95) -> dict[str, Any]:
+        """What is wrong with the memory's content: groups of near-duplicate memories, and
+        memories holding credentials or personal data (masked excerpts only, never the
+        secret), each check with what it means and what to do."""
+        result = memory_hygiene(store, min_similarity=min_similarity)
+        return {"memories": result.total, "summary": bounds.rows(result.summary),
+                **{name: bounds.rows(frame) for name, frame in result.details.items()}}
 
     @tool
     def ef_search(target_recall: float = 0.95, k: int = 10) -> dict[str, Any]:
