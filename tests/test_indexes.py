@@ -96,7 +96,7 @@ def test_cli_indexes_and_health(database_url: str) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["--db", database_url, "indexes", "--never-used", "--csv"])
     assert result.exit_code == 0, result.output
-    lines = result.output.splitlines()
+    lines = result.stdout.splitlines()  # the database used is named on stderr
     assert lines[0].startswith("table,index,method") and len(lines) > 1
     health = runner.invoke(cli, ["--db", database_url, "health"])
     assert health.exit_code == 0 and "memory_events" in health.output
