@@ -34,7 +34,7 @@ from pgvector.psycopg import register_vector
 from htm_analytics import HTM, LongTermMemory
 from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
-from htm_analytics.store._search_sql import fulltext_text, search_statement
+from htm_analytics.store._search_sql import fulltext_text, lexical_statistics, search_statement
 from htm_analytics.store._vectors import distance_sql
 from htm_analytics.store.connection import resolve_database_url
 from htm_analytics.store.lexical import BM25_B, BM25_K1, LEXICAL_BUDGET, VECTOR_BM25_ALPHA
@@ -121,7 +121,7 @@ def main() -> None:
         raw.execute("SET hnsw.ef_search = 100")
         distance, has_vector = distance_sql(384)
         bm25_sql = search_statement("vector_bm25", "", distance=distance,
-                                    has_vector=has_vector)
+                                    has_vector=has_vector, statistics=lexical_statistics(None))
 
         def raw_bm25(pair: tuple[str, np.ndarray]) -> object:
             text, vector = pair

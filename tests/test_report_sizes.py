@@ -12,8 +12,8 @@ from htm_analytics.report.build import MIN_SWEEP_VECTORS, TOP_ROBOTS, TOP_TREND_
 def test_report_on_an_empty_database(ltm: LongTermMemory) -> None:
     report = ha.build_report(ltm)
     assert "0 memories held by 0 robots" in report.to_html()
-    assert [s.key for s in report.sections] == ["advice", "overview", "robots", "trends",
-                                                "tags", "indexes"]
+    assert [s.key for s in report.sections] == ["advice", "hygiene", "overview", "robots",
+                                                "trends", "tags", "indexes"]
 
 
 def test_report_with_one_vector_says_why_there_is_no_sweep(ltm: LongTermMemory) -> None:
@@ -22,8 +22,8 @@ def test_report_with_one_vector_says_why_there_is_no_sweep(ltm: LongTermMemory) 
             tags=["a:b"])
     report = ha.build_report(ltm, sweep_queries=200)
     hnsw = {s.key: s for s in report.sections}["hnsw"]
-    assert "1 stored vectors" in hnsw.text and str(MIN_SWEEP_VECTORS) in hnsw.text
-    assert "1 memories held by 1 robots" in report.to_html()
+    assert "1 stored vector of" in hnsw.text and str(MIN_SWEEP_VECTORS) in hnsw.text
+    assert "1 memory held by 1 robot " in report.to_html()
 
 
 def test_report_on_a_thousand_robots_and_five_thousand_tags(

@@ -251,7 +251,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
             elif stored:
                 hnsw = Section(
                     "hnsw", "HNSW recall and latency",
-                    text=f"Not measured: {stored} stored vectors of the most common dimension; "
+                    text=f"Not measured: {counted(stored, 'stored vector')} of the most common "
+                         "dimension; "
                          f"a recall sweep needs at least {MIN_SWEEP_VECTORS}.")
         hygiene_result = None
         if hygiene:
