@@ -43,7 +43,7 @@ from .connection import mask_url, resolve_database_url
 from .display import SearchResults
 from .recall_buffer import FLUSH_RECALL_WRITES, RecallBuffer
 from .schema import apply_migrations, native_index_dimensions
-from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema
+from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema, prefix_read
 from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
 from .server import missing_schema_error, read_overview
 from .tracing import Tracer, tracing_cursor_class
@@ -57,27 +57,6 @@ Rows = list[dict[str, Any]]
 
 # Kinds of event the triggers of migration 7 (and 10) write for every writer.
 _TRIGGER_LOGGED = ("remember", "delete", "restore", "purge")
-
-_LEADING_COMMENTS = re.compile(r"^(?:\s+|--[^\n]*\n)*")
-_WITH = re.compile(r"^WITH(\s+RECURSIVE)?\s", re.IGNORECASE)
-
-
-def prefix_read(statement: str | sql.Composable, prefix: str) -> str | sql.Composable:
-    """``statement`` (a SELECT or WITH ... SELECT) with the CTEs of ``prefix`` before its own.
-
-    Other statements, and every statement when ``prefix`` is empty, come back unchanged.
-    """
-    if not prefix:
-        return statement
-    text = statement.as_string(None) if isinstance(statement, sql.Composable) else statement
-    leading = _LEADING_COMMENTS.match(text)
-    body = text[leading.end():] if leading else text
-    if match := _WITH.match(body):
-        return f"WITH{match.group(1) or ''} {prefix}, {body[match.end():]}"
-    if body[:6].upper() == "SELECT":
-        return f"WITH {prefix} {body}"
-    return statement
-
 
 class StoreBase:
     """Pool, transactions, tracing and cache; see :class:`~htm_analytics.LongTermMemory`."""

@@ -11,6 +11,7 @@ prefix that makes every era look like one schema to a read.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,7 +19,7 @@ import psycopg
 from psycopg import sql
 
 __all__ = ["SchemaInfo", "detect_schema", "EVENT_TRIGGERS_VERSION", "FORGET_EVENTS_VERSION",
-           "derived_dimension_sql"]
+           "derived_dimension_sql", "prefix_read"]
 
 EVENT_TRIGGERS_VERSION = 7
 """The migration from which triggers write the remember and delete events for every writer."""
@@ -314,3 +315,24 @@ def detect_schema(conn: psycopg.Connection[Any]) -> SchemaInfo:
                       local_time_columns={t: tuple(c) for t, c in (local_json or {}).items()
                                           if c},
                       writer_timezone=str(zone))
+
+
+_LEADING_COMMENTS = re.compile(r"^(?:\s+|--[^\n]*\n)*")
+_WITH = re.compile(r"^WITH(\s+RECURSIVE)?\s", re.IGNORECASE)
+
+
+def prefix_read(statement: str | sql.Composable, prefix: str) -> str | sql.Composable:
+    """``statement`` (a SELECT or WITH ... SELECT) with the CTEs of ``prefix`` before its own.
+
+    Other statements, and every statement when ``prefix`` is empty, come back unchanged.
+    """
+    if not prefix:
+        return statement
+    text = statement.as_string(None) if isinstance(statement, sql.Composable) else statement
+    leading = _LEADING_COMMENTS.match(text)
+    body = text[leading.end():] if leading else text
+    if match := _WITH.match(body):
+        return f"WITH{match.group(1) or ''} {prefix}, {body[match.end():]}"
+    if body[:6].upper() == "SELECT":
+        return f"WITH {prefix} {body}"
+    return statement
