@@ -15,8 +15,8 @@ import pytest
 
 import htm_analytics as ha
 from htm_analytics import HTM, LongTermMemory, QueryTimeoutError, ValidationError
-from htm_analytics.agent.embeddings import HashingEmbedder
 from htm_analytics.store import DEFAULT_EF_SEARCH, recall_buffer
+from tests.test_htm import FACTS, CountingEmbedder
 
 SETTINGS = ("SELECT current_setting('hnsw.ef_search') AS ef, "
             "current_setting('hnsw.iterative_scan') AS iterative, "
@@ -202,29 +202,8 @@ def test_steps_left_in_an_open_store_are_written_at_exit(database_url: str,
     assert counts(store, ids[10:13]) == dict.fromkeys(ids[10:13], 1)
 
 
-FACTS = [
-    ("PostgreSQL is our primary database for the memory store", ["database:postgresql"]),
-    ("Redis caches the session tokens for five minutes", ["database:redis", "cache"]),
-    ("The deploy pipeline runs on GitHub Actions every night", ["ci:github-actions"]),
-    ("pgvector adds HNSW indexes for vector similarity search in PostgreSQL",
-     ["database:postgresql:extensions"]),
-]
-
-
-class CountingEmbedder(HashingEmbedder):
-    """The hashing provider, counting the texts it embeds."""
-
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.texts: list[str] = []
-
-    def embed(self, texts):  # type: ignore[no-untyped-def]
-        self.texts += [texts] if isinstance(texts, str) else list(texts)
-        return super().embed(texts)
-
-
 def test_remember_many_matches_remember_one_by_one(ltm: LongTermMemory) -> None:
-    single, batch = CountingEmbedder(), CountingEmbedder()
+    single, batch = CountingEmbedder(64), CountingEmbedder(64)
     one = HTM("one-by-one", store=ltm, embedder=single, working_memory_size=30)
     many = HTM("in-batches", store=ltm, embedder=batch, working_memory_size=30)
     known = one.remember(FACTS[0][0], tags=FACTS[0][1])
