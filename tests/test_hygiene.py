@@ -187,3 +187,30 @@ def test_wilson_interval_holds_the_share(hits: int, total: int) -> None:
 
     low, high = wilson_interval(hits, total)
     assert 0 <= low <= hits / total <= high <= 1 and high - low < 0.95
+
+
+def test_trigram_pairs_equal_every_pair_compared(ltm: LongTermMemory,
+                                                 db: Any) -> None:
+    """The prefix-filtered comparison finds exactly the pairs pg_trgm's `similarity` finds
+    over every pair, on texts of a small vocabulary (many near-misses, shared prefixes,
+    case and punctuation variants), some with a vector."""
+    rng = np.random.default_rng(11)
+    words = "the a memory robot user prefers tea coffee python ruby vector index".split()
+    texts: set[str] = set()
+    for _ in range(120):
+        base = list(rng.choice(words, size=int(rng.integers(1, 8))))
+        texts.add(" ".join(base))
+        base[int(rng.integers(len(base)))] = str(rng.choice(words))
+        texts.add(" ".join(base).upper() + str(rng.choice(["", "!", " x"])))
+    robot = ltm.register_robot("r")
+    for i, text in enumerate(sorted(texts)):
+        ltm.add(content=text, robot_id=robot,
+                embedding=[1.0, float(i)] if i % 3 == 0 else None)
+    for threshold in (0.6, 0.9, 0.95):
+        expected = {tuple(row) for row in db.execute(
+            "SELECT a.id, b.id FROM nodes a JOIN nodes b ON a.id < b.id "
+            "WHERE (a.embedding IS NULL OR b.embedding IS NULL) "
+            "AND similarity(a.content, b.content) >= %s", (threshold,)).fetchall()}
+        found = ltm.trigram_pairs(threshold)
+        assert set(zip(found["node_a"], found["node_b"])) == expected and expected
+    assert db.execute("SELECT count(*) FROM nodes").fetchone()[0] == len(texts)

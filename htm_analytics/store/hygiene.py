@@ -58,17 +58,40 @@ SELECT n.id, n.content, n.embedding_dimension IS NOT NULL AS has_vector
 FROM nodes n WHERE {scope_condition()} ORDER BY n.id"""
 
 # Memories without a vector against every memory in scope, by pg_trgm similarity (which
-# compares lower-cased words, so case and punctuation do not count). The `%` operator uses
-# the seed schema's trigram index on content where the planner finds it worth it.
+# compares lower-cased words, so case and punctuation do not count). Probing the trigram
+# index with `%` costs a pass over the posting lists of every common trigram per memory,
+# quadratic on texts that share words; a prefix filter is exact and near-linear instead:
+# similarity (shared / union of distinct trigrams) >= t needs at least ceil(t * |x|) of the
+# |x| trigrams of x in y, so, with every set sorted by one global order (rarest first), two
+# such sets share a trigram among their first |x| - ceil(t * |x|) + 1 (Bayardo et al., "Scaling
+# up all pairs similarity search", 2007); and their sizes are within a factor t of each other.
+# Only those pairs are compared.
 _TRIGRAM_PAIRS = f"""
-SELECT least(a.id, n.id) AS node_a, greatest(a.id, n.id) AS node_b,
-       similarity(a.content, n.content)::float8 AS similarity
-FROM nodes a JOIN nodes n ON n.id <> a.id AND a.content %% n.content
-WHERE a.embedding_dimension IS NULL
-  AND (n.embedding_dimension IS NOT NULL OR a.id < n.id)
-  AND {scope_condition("a")}
-  AND {scope_condition("n")}
-  AND similarity(a.content, n.content) >= %(min_similarity)s"""
+WITH scoped AS (
+    SELECT n.id, n.content, n.embedding_dimension IS NULL AS bare,
+           show_trgm(n.content) AS trigrams
+    FROM nodes n WHERE {scope_condition()}),
+grams AS (
+    SELECT s.id, s.bare, g.gram, cardinality(s.trigrams) AS size
+    FROM scoped s, unnest(s.trigrams) AS g(gram)
+    WHERE EXISTS (SELECT 1 FROM scoped WHERE bare)),
+rarity AS (SELECT gram, count(*) AS holders FROM grams GROUP BY gram),
+ranked AS (
+    SELECT g.id, g.bare, g.gram, g.size,
+           row_number() OVER (PARTITION BY g.id ORDER BY r.holders, g.gram) AS position
+    FROM grams g JOIN rarity r USING (gram)),
+prefixes AS (
+    SELECT id, bare, gram, size FROM ranked
+    WHERE position <= size - ceil(%(prefix_threshold)s * size) + 1),
+candidates AS (
+    SELECT DISTINCT a.id AS node_a, b.id AS node_b
+    FROM prefixes a JOIN prefixes b ON b.gram = a.gram AND b.id > a.id
+    WHERE (a.bare OR b.bare)
+      AND b.size BETWEEN %(prefix_threshold)s * a.size AND a.size / %(prefix_threshold)s),
+compared AS (
+    SELECT c.node_a, c.node_b, similarity(a.content, b.content)::float8 AS similarity
+    FROM candidates c JOIN scoped a ON a.id = c.node_a JOIN scoped b ON b.id = c.node_b)
+SELECT node_a, node_b, similarity FROM compared WHERE similarity >= %(min_similarity)s"""
 
 # Memories created before the cutoff and not recalled since, by the access columns (whose
 # last_accessed counts only with access_count > 0: the schema sets it at creation) or the
@@ -175,11 +198,12 @@ class HygieneMixin(StoreBase):
                       scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
         """Pairs in scope, one side without a vector, whose pg_trgm similarity reaches
         ``min_similarity``: ``node_a < node_b`` (int64) and ``similarity`` (float64)."""
-        params = {**scope_parameters(scope), "min_similarity": float(min_similarity)}
+        threshold = float(min_similarity)
+        # pg_trgm computes similarity in float4: a prefix a little longer than exact
+        # arithmetic needs keeps pairs at the threshold itself.
+        params = {**scope_parameters(scope), "min_similarity": threshold,
+                  "prefix_threshold": max(threshold - 1e-6, 1e-6)}
         with self._transaction() as cur:
-            # For the `%` operator (and so the trigram index) to pre-filter at the threshold.
-            cur.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)",
-                        (str(float(min_similarity)),))
             cur.execute(self._read(_TRIGRAM_PAIRS), params)
             frame = pd.DataFrame(cur.fetchall(), columns=["node_a", "node_b", "similarity"])
         return frame.drop_duplicates(["node_a", "node_b"]).astype(
