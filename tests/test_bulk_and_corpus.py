@@ -1,4 +1,4 @@
-"""Bulk loading, and a 30k-row load of the real corpus with its index plans."""
+"""Bulk loading, and a 10k-row load of the real corpus with its index plans."""
 
 from __future__ import annotations
 
@@ -103,9 +103,9 @@ def test_normalize_tag() -> None:
 
 @pytest.fixture(scope="module")
 def corpus_store(server_url: str) -> object:
-    """30,000 corpus rows loaded once for this module, in their own database."""
+    """10,000 corpus rows loaded once for this module, in their own database."""
 
-    frame, vectors = read_corpus(rows=30_000)
+    frame, vectors = read_corpus(rows=10_000)
     with temporary_database(server_url, "htm_corpus") as url, LongTermMemory(url) as store:
         result = store.bulk_add(frame["content"].tolist(),
                                 robots=frame["maintainer"].tolist(),
@@ -129,7 +129,7 @@ def test_corpus_load_counts(corpus_store: tuple) -> None:
     counts = store.table_counts().set_index("table")["rows"]
     assert counts["nodes"] == distinct == int(result["is_new"].sum())
     assert counts["robots"] == frame["maintainer"].nunique()
-    assert counts["memory_events"] == 30_000
+    assert counts["memory_events"] == 10_000
     pairs = frame.assign(content=frame["content"].str.strip()).drop_duplicates(
         ["maintainer", "content"])
     assert counts["robot_nodes"] == len(pairs)

@@ -259,11 +259,10 @@ def test_memory_is_bounded_by_the_chunk(tmp_path: Path, ltm: LongTermMemory) -> 
     assert peaks[300] < peaks[6_000] / 2, peaks
 
 
-@pytest.mark.slow
-def test_100k_logs_stream_in_chunks(tmp_path: Path, ltm: LongTermMemory,
-                                    db: psycopg.Connection) -> None:
+def test_logs_stream_in_chunks(tmp_path: Path, ltm: LongTermMemory,
+                               db: psycopg.Connection) -> None:
     path = tmp_path / "big.db"
-    rows, chunk = 100_000, 25_000
+    rows, chunk = 20_000, 5_000
     _log_source(path, rows)
     summary = import_ghostkg(path, ltm, chunk_rows=chunk)
     logs = summary.tables["logs"]
