@@ -11,6 +11,7 @@ from typing import Any
 
 import matplotlib
 import numpy as np
+import pandas as pd
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -303,3 +304,127 @@ def test_an_embedder_without_names(server_url: str) -> None:
     # Remembered and searched with the bare vectors (nothing recorded about their model).
     assert result.per_question["returned"].tolist() == [3, 3]
     assert result.summary.query("category == 'all'")["recall_any_at_10"].item() == 1.0
+
+
+# The default recall on a conversation -------------------------------------------------------
+
+_SESSION = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
+_TURNS = [  # (robot, text, minutes after the session's start)
+    ("Ann", "Ann: I adopted a greyhound last week.", 0),
+    ("Ben", "Ben: Lovely! What did you call the greyhound?", 1),
+    ("Ann", "Ann: Pixel, after my first phone.", 2),
+    ("Ben", "Ben: I practise the cello every evening.", 3),
+    ("Ann", "Ann: My sister visits in June.", 60 * 24 * 9),
+    ("Ann", "Ann: The museum trip was fun.", 60 * 24 * 9 + 1),
+]
+
+
+def _conversation(store: ha.LongTermMemory, *, same_instant: bool = False) -> list[int]:
+    times = [_SESSION if same_instant else _SESSION + dt.timedelta(minutes=m)
+             for _, _, m in _TURNS]
+    texts = [text for _, text, _ in _TURNS]
+    return store.bulk_add(texts, robots=[robot for robot, _, _ in _TURNS],
+                          embeddings=HashingEmbedder().embed(texts),
+                          remembered_at=times)["node_id"].tolist()
+
+
+def _scores(store: ha.LongTermMemory, query: str, **options: Any) -> dict[int, float]:
+    rows = store.search_vector_bm25(query=query, embedding=HashingEmbedder().embed([query])[0],
+                                    limit=10, **options)
+    return {row["id"]: row["score"] for row in rows}
+
+
+def test_the_default_recall_reads_turns_in_their_conversation(ltm: ha.LongTermMemory) -> None:
+    from htm_analytics.store.lexical import DATE_BOOST, NEIGHBOUR_WEIGHT, SPEAKER_BOOST
+
+    ids = _conversation(ltm)
+    question = "What name did Ann give the greyhound?"
+    alone = _scores(ltm, question, neighbours=0, speaker_boost=0, date_boost=0)
+    # The answer holds no word of the question: on its own it is not the first of Ann's turns.
+    assert max(alone, key=alone.__getitem__) != ids[2]
+    with_neighbours = _scores(ltm, question, speaker_boost=0, date_boost=0)
+    # A turn gains NEIGHBOUR_WEIGHT x the best own score of the turn before or after it, in
+    # the same session (a week later is not a neighbour).
+    for turn, around in ((2, (1, 3)), (4, (5,))):
+        expected = alone[ids[turn]] + NEIGHBOUR_WEIGHT * max(alone[ids[i]] for i in around)
+        assert with_neighbours[ids[turn]] == pytest.approx(expected)
+    def rank(scores: dict[int, float]) -> int:
+        return sorted(scores, key=scores.__getitem__, reverse=True).index(ids[2])
+
+    assert rank(with_neighbours) < rank(alone)
+    # Ann is named: her memories gain SPEAKER_BOOST, Ben's nothing.
+    named = _scores(ltm, question, neighbours=0, date_boost=0)
+    for turn, (robot, _, _) in enumerate(_TURNS):
+        gain = SPEAKER_BOOST if robot == "Ann" else 0
+        assert named[ids[turn]] == pytest.approx(alone[ids[turn]] + gain)
+    # A date the question names: the memories remembered that day gain DATE_BOOST.
+    dated_question = "What did Ann say on 8 May, 2023?"
+    plain = _scores(ltm, dated_question, neighbours=0, speaker_boost=0, date_boost=0)
+    dated = _scores(ltm, dated_question, neighbours=0, speaker_boost=0)
+    for turn, (_, _, minutes) in enumerate(_TURNS):
+        gain = DATE_BOOST if minutes < 60 * 24 else 0
+        assert dated[ids[turn]] == pytest.approx(plain[ids[turn]] + gain)
+    with pytest.raises(ValidationError) as error:
+        _scores(ltm, question, neighbour_gap=5)
+    assert error.value.field == "neighbour_gap"
+
+
+def test_memories_of_one_instant_are_nobodys_neighbours(ltm: ha.LongTermMemory) -> None:
+    _conversation(ltm, same_instant=True)  # one bulk import: no order between the turns
+    question = "What name did Ann give the greyhound?"
+    assert _scores(ltm, question) == _scores(ltm, question, neighbours=0)
+
+
+@given(st.text(max_size=60))
+def test_dates_named_in_a_question(text: str) -> None:
+    from htm_analytics.store._dates import mentioned_dates
+
+    for first, last in mentioned_dates(text):
+        assert first.tzinfo is dt.UTC and first < last
+    found = mentioned_dates(f"{text} on 3 June, 2023 or in December 2023 ({text})")
+    assert (dt.datetime(2023, 6, 3, tzinfo=dt.UTC), dt.datetime(2023, 6, 4, tzinfo=dt.UTC)) \
+        in found
+    assert (dt.datetime(2023, 12, 1, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, tzinfo=dt.UTC)) \
+        in found
+
+
+# The report section ----------------------------------------------------------------------
+
+def test_a_conversation_result_in_the_report(database_url: str, tmp_path: Path) -> None:
+    result = ha.evaluate_conversations(DATA / "locomo_mini.json", server_url=database_url,
+                                       strategies=["fulltext_any", "vector_bm25"], k=5,
+                                       progress=False)
+    document = tmp_path / "result.json"
+    document.write_text(json.dumps(result.to_json()))
+    again = ha.ConversationEvaluation.from_json(document)
+    pd.testing.assert_frame_equal(again.summary, result.summary, check_exact=False, rtol=1e-12)
+    assert len(again.per_question) == len(result.per_question) == 10
+    with ha.LongTermMemory(database_url) as store:
+        report = ha.build_report(store, benchmark=False, advice=False, hygiene=False,
+                                 conversations=again)
+    section = report.sections[-1]
+    assert section.key == "conversations" and len(section.figures) == 1
+    caption, table = section.tables[0]
+    assert caption.startswith("recall_any@5 per question category")
+    assert list(table.columns) == ["category", "fulltext_any", "vector_bm25", "questions"]
+    by_category = table.set_index("category")
+    summary = result.summary.set_index(["strategy", "category"])["recall_any_at_5"]
+    assert by_category.loc["single-hop", "vector_bm25"] == summary[("vector_bm25",
+                                                                    "single-hop")]
+    assert by_category["questions"].sum() == 5
+    best = result.summary.query("category == 'all'").sort_values(
+        ["recall_any_at_5", "mrr_at_5"], ascending=False).iloc[0]
+    assert (f"Conversations: {best['strategy']} finds an evidence turn in the top 5 for "
+            f"{best['recall_any_at_5']:.1%} of 5 questions") in report.findings[-1]
+    html = report.to_html()
+    assert "<section id='conversations'>" in html and "adversarial" in html
+    runner = CliRunner()
+    written = runner.invoke(cli, ["--db", database_url, "report", "--no-benchmark",
+                                  "--no-hygiene", "--format", "md", "--out",
+                                  str(tmp_path / "r.md"), "--conversations", str(document)])
+    assert written.exit_code == 0, written.output
+    assert "## Conversation benchmark" in (tmp_path / "r.md").read_text()
+    (tmp_path / "bad.json").write_text('{"summary": 3}')
+    refused = runner.invoke(cli, ["--db", database_url, "report", "--conversations",
+                                  str(tmp_path / "bad.json")])
+    assert refused.exit_code == 2 and "no 'summary' list" in refused.output

@@ -18,11 +18,13 @@ from psycopg import sql
 from .._docs import share_docs
 from ..validation import (
     validate_content,
+    validate_duration,
     validate_number,
     validate_positive_int,
     validate_timeframe,
 )
 from ._base import StoreBase
+from ._dates import mentioned_dates
 from ._common import MAX_LIMIT, VECTOR_BM25_DEPTH, Timeframe, bind_timeframe
 from ._search_sql import fulltext_text, lexical_statistics, search_statement, tsquery_sql
 from ._vectors import query_vector, service_key
@@ -31,6 +33,8 @@ from .search_pool import DEFAULT_EF_SEARCH
 
 __all__ = ["LexicalSearchMixin", "search_fulltext_any_bounded", "search_fuzzy_bounded",
            "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
+           "NEIGHBOUR_WEIGHT", "NEIGHBOUR_GAP", "NEIGHBOUR_SPAN",
+           "DATE_BOOST", "SPEAKER_BOOST",
            "LEXICAL_BUDGET", "FUZZY_NEIGHBOURS", "FUZZY_WORD_SIMILARITY", "FUZZY_BUDGET",
            "FUZZY_SHORTLIST"]
 
@@ -40,6 +44,15 @@ VECTOR_BM25_ALPHA = 0.5
 BM25_K1 = 0.9
 BM25_B = 0.4
 LEXICAL_BUDGET = 500
+# Conversations (tuned on LoCoMo conv-26, conv-30 and conv-41, docs/retrieval.md): a memory
+# gains NEIGHBOUR_WEIGHT x the best score of the memories remembered just before and after
+# it (at most NEIGHBOUR_GAP apart), and SPEAKER_BOOST when a robot the question names
+# remembered it.
+NEIGHBOUR_WEIGHT = 0.3
+NEIGHBOUR_GAP = dt.timedelta(minutes=10)
+NEIGHBOUR_SPAN = 1
+SPEAKER_BOOST = 0.2
+DATE_BOOST = 0.2
 # Fuzzy search through the lexicon: up to FUZZY_NEIGHBOURS vocabulary words per query word
 # whose trigram similarity to it is at least FUZZY_WORD_SIMILARITY, then about FUZZY_BUDGET
 # memories holding the rarest of them, of which the FUZZY_SHORTLIST best by ts_rank are
@@ -66,6 +79,11 @@ class LexicalSearchMixin(StoreBase):
         depth: int = VECTOR_BM25_DEPTH,
         text_budget: int = LEXICAL_BUDGET,
         alpha: float = VECTOR_BM25_ALPHA,
+        neighbours: float = NEIGHBOUR_WEIGHT,
+        neighbour_gap: dt.timedelta = NEIGHBOUR_GAP,
+        neighbour_span: int = NEIGHBOUR_SPAN,
+        speaker_boost: float = SPEAKER_BOOST,
+        date_boost: float = DATE_BOOST,
     ) -> SearchResults:
         """The default recall search: vector similarity and BM25 on one bounded candidate set.
 
@@ -105,15 +123,27 @@ class LexicalSearchMixin(StoreBase):
         depth = max(validate_positive_int(depth, field="depth", maximum=MAX_LIMIT), limit)
         text_budget = validate_positive_int(text_budget, field="text_budget", maximum=100_000)
         alpha = validate_number(alpha, field="alpha", minimum=0)
+        neighbours = validate_number(neighbours, field="neighbours", minimum=0)
+        speaker_boost = validate_number(speaker_boost, field="speaker_boost", minimum=0)
+        date_boost = validate_number(date_boost, field="date_boost", minimum=0)
+        neighbour_gap = validate_duration(neighbour_gap, field="neighbour_gap")
+        neighbour_span = validate_positive_int(neighbour_span, field="neighbour_span",
+                                               maximum=10)
         frame = validate_timeframe(timeframe)
         target = query_vector(self, query, embedding, embedding_service)
         key = ("search_vector_bm25", query, limit, frame, depth, text_budget, alpha,
+               neighbours, neighbour_gap, neighbour_span, speaker_boost, date_boost,
                service_key(embedding_service) if embedding is None
                else target.vector.tobytes())
         params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "depth": depth,
                                   "budget": text_budget, "cap": 10 * text_budget,
                                   "alpha": alpha, "k1": BM25_K1, "b": BM25_B,
-                                  "q": target.parameter}
+                                  "q": target.parameter, "neighbour_weight": neighbours,
+                                  "neighbour_gap": neighbour_gap, "span": neighbour_span,
+                                  "speaker_boost": speaker_boost, "date_boost": date_boost}
+        dates = mentioned_dates(query) if date_boost else []
+        params["date_from"] = [first for first, _ in dates]
+        params["date_to"] = [last for _, last in dates]
         timeframe_sql = bind_timeframe(params, frame)
         distance, has_vector = target.sql()
         statement = search_statement("vector_bm25", timeframe_sql, distance=distance,

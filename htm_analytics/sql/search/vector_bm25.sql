@@ -43,8 +43,62 @@ scored AS (
                     CASE WHEN {has_vector} THEN 1 - ({distance}) END) AS similarity,
            coalesce(l.bm25, 0)::float8 AS bm25
     FROM shortlist s JOIN nodes n ON n.id = s.id
-    LEFT JOIN vector_candidates v ON v.id = s.id LEFT JOIN lexical l ON l.id = s.id)
-SELECT *, coalesce(similarity, 0)
-          + %(alpha)s * bm25 / coalesce(nullif(max(bm25) OVER (), 0), 1) AS score
-FROM scored
+    LEFT JOIN vector_candidates v ON v.id = s.id LEFT JOIN lexical l ON l.id = s.id),
+-- Neighbours: the %(span)s memories remembered just before and just after a candidate, each at
+-- most %(neighbour_gap)s after the one before it (the turns around it in a conversation);
+-- memories remembered at the same instant (one bulk import) have no order and are nobody's
+-- neighbours. distance 1 is the next turn, 2 the one after.
+adjacent AS MATERIALIZED (
+    SELECT s.id, a.id AS neighbour, a.distance
+    FROM scored s CROSS JOIN LATERAL (
+        (SELECT n.id, row_number() OVER (ORDER BY n.created_at DESC, n.id DESC) AS distance
+         FROM nodes n
+         WHERE n.created_at < s.created_at
+           AND n.created_at >= s.created_at - %(span)s * %(neighbour_gap)s::interval{timeframe}
+         ORDER BY n.created_at DESC, n.id DESC LIMIT %(span)s)
+        UNION ALL
+        (SELECT n.id, row_number() OVER (ORDER BY n.created_at, n.id) AS distance
+         FROM nodes n
+         WHERE n.created_at > s.created_at
+           AND n.created_at <= s.created_at + %(span)s * %(neighbour_gap)s::interval{timeframe}
+         ORDER BY n.created_at, n.id LIMIT %(span)s)) a
+    WHERE %(neighbour_weight)s > 0),
+-- A neighbour that is not a candidate is scored on its vector alone (it holds none of the
+-- rarest query words and is not among the best by BM25).
+everyone AS (
+    SELECT * FROM scored
+    UNION ALL
+    SELECT {columns}, CASE WHEN {has_vector} THEN 1 - ({distance}) END, 0::float8
+    FROM nodes n
+    WHERE n.id IN (SELECT neighbour FROM adjacent) AND n.id NOT IN (SELECT id FROM scored)),
+-- Dates the question names (the store finds them, as UTC ranges): memories remembered then
+-- get %(date_boost)s more. The robots the question names (every word of the name in it): their memories get
+-- %(speaker_boost)s more ("When did Caroline ..." asks about what Caroline said).
+named_robots AS MATERIALIZED (
+    SELECT r.id FROM robots r
+    WHERE %(speaker_boost)s > 0 AND r.name ~ '[[:alnum:]]'
+      AND to_tsvector('simple', %(query)s) @@ plainto_tsquery('simple', r.name)),
+own_scores AS (
+    SELECT e.*, coalesce(e.similarity, 0)
+                + %(alpha)s * e.bm25 / coalesce(nullif(max(e.bm25) OVER (), 0), 1)
+                + CASE WHEN EXISTS (SELECT 1 FROM robot_nodes rn
+                                    WHERE rn.node_id = e.id
+                                      AND rn.robot_id IN (SELECT id FROM named_robots))
+                       THEN %(speaker_boost)s ELSE 0 END
+                + CASE WHEN EXISTS (SELECT 1 FROM unnest(%(date_from)s::timestamptz[],
+                                                         %(date_to)s::timestamptz[]) d(f, t)
+                                    WHERE e.created_at >= d.f AND e.created_at < d.t)
+                       THEN %(date_boost)s ELSE 0 END AS own_score
+    FROM everyone e),
+best_neighbour AS (
+    SELECT p.id, max(m.own_score / p.distance) AS score
+    FROM (SELECT id, neighbour, distance FROM adjacent
+          UNION SELECT neighbour, id, distance FROM adjacent) p
+    JOIN own_scores m ON m.id = p.neighbour
+    GROUP BY p.id)
+-- A memory's score: its own, plus %(neighbour_weight)s x the best of its neighbours' (divided
+-- by their distance).
+SELECT o.id, o.content, o.access_count, o.created_at, o.token_count, o.similarity, o.bm25,
+       o.own_score + %(neighbour_weight)s * coalesce(b.score, 0) AS score
+FROM own_scores o LEFT JOIN best_neighbour b ON b.id = o.id
 ORDER BY score DESC, id LIMIT %(limit)s
