@@ -33,8 +33,7 @@ from .search_pool import DEFAULT_EF_SEARCH
 
 __all__ = ["LexicalSearchMixin", "search_fulltext_any_bounded", "search_fuzzy_bounded",
            "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
-           "NEIGHBOUR_WEIGHT", "NEIGHBOUR_GAP", "NEIGHBOUR_SPAN",
-           "DATE_BOOST", "SPEAKER_BOOST",
+           "NEIGHBOUR_WEIGHT", "NEIGHBOUR_GAP",            "DATE_BOOST", "SPEAKER_BOOST",
            "LEXICAL_BUDGET", "FUZZY_NEIGHBOURS", "FUZZY_WORD_SIMILARITY", "FUZZY_BUDGET",
            "FUZZY_SHORTLIST"]
 
@@ -50,7 +49,6 @@ LEXICAL_BUDGET = 500
 # remembered it.
 NEIGHBOUR_WEIGHT = 0.3
 NEIGHBOUR_GAP = dt.timedelta(minutes=10)
-NEIGHBOUR_SPAN = 1
 SPEAKER_BOOST = 0.2
 DATE_BOOST = 0.2
 # Fuzzy search through the lexicon: up to FUZZY_NEIGHBOURS vocabulary words per query word
@@ -81,7 +79,6 @@ class LexicalSearchMixin(StoreBase):
         alpha: float = VECTOR_BM25_ALPHA,
         neighbours: float = NEIGHBOUR_WEIGHT,
         neighbour_gap: dt.timedelta = NEIGHBOUR_GAP,
-        neighbour_span: int = NEIGHBOUR_SPAN,
         speaker_boost: float = SPEAKER_BOOST,
         date_boost: float = DATE_BOOST,
     ) -> SearchResults:
@@ -127,19 +124,17 @@ class LexicalSearchMixin(StoreBase):
         speaker_boost = validate_number(speaker_boost, field="speaker_boost", minimum=0)
         date_boost = validate_number(date_boost, field="date_boost", minimum=0)
         neighbour_gap = validate_duration(neighbour_gap, field="neighbour_gap")
-        neighbour_span = validate_positive_int(neighbour_span, field="neighbour_span",
-                                               maximum=10)
         frame = validate_timeframe(timeframe)
         target = query_vector(self, query, embedding, embedding_service)
         key = ("search_vector_bm25", query, limit, frame, depth, text_budget, alpha,
-               neighbours, neighbour_gap, neighbour_span, speaker_boost, date_boost,
+               neighbours, neighbour_gap, speaker_boost, date_boost,
                service_key(embedding_service) if embedding is None
                else target.vector.tobytes())
         params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "depth": depth,
                                   "budget": text_budget, "cap": 10 * text_budget,
                                   "alpha": alpha, "k1": BM25_K1, "b": BM25_B,
                                   "q": target.parameter, "neighbour_weight": neighbours,
-                                  "neighbour_gap": neighbour_gap, "span": neighbour_span,
+                                  "neighbour_gap": neighbour_gap,
                                   "speaker_boost": speaker_boost, "date_boost": date_boost}
         dates = mentioned_dates(query) if date_boost else []
         params["date_from"] = [first for first, _ in dates]
