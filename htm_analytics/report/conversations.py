@@ -1,4 +1,4 @@
-"""The report's "Conversation benchmark" section, from :func:`~htm_analytics.evaluate_conversations`."""
+"""The report's "Conversation benchmark" section (:func:`~htm_analytics.evaluate_conversations`)."""
 
 from __future__ import annotations
 

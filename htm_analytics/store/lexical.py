@@ -24,8 +24,8 @@ from ..validation import (
     validate_timeframe,
 )
 from ._base import StoreBase
-from ._dates import mentioned_dates
 from ._common import MAX_LIMIT, VECTOR_BM25_DEPTH, Timeframe, bind_timeframe
+from ._dates import mentioned_dates
 from ._search_sql import fulltext_text, lexical_statistics, search_statement, tsquery_sql
 from ._vectors import query_vector, service_key
 from .display import SearchResults
@@ -44,9 +44,9 @@ BM25_K1 = 0.9
 BM25_B = 0.4
 LEXICAL_BUDGET = 500
 # Conversations (tuned on LoCoMo conv-26, conv-30 and conv-41, docs/retrieval.md): a memory
-# gains NEIGHBOUR_WEIGHT x the best score of the memories remembered just before and after
-# it (at most NEIGHBOUR_GAP apart), and SPEAKER_BOOST when a robot the question names
-# remembered it.
+# gains NEIGHBOUR_WEIGHT x the best own score of the memories remembered just before and after
+# it (at most NEIGHBOUR_GAP away), SPEAKER_BOOST when a robot the question names remembered
+# it, and DATE_BOOST when it was remembered on a date the question names.
 NEIGHBOUR_WEIGHT = 0.3
 NEIGHBOUR_GAP = dt.timedelta(minutes=10)
 SPEAKER_BOOST = 0.2
@@ -90,9 +90,18 @@ class LexicalSearchMixin(StoreBase):
         PostgreSQL's statistics of ``node_search_vectors``, so no word list is scanned). Every
         candidate gets its cosine similarity and a BM25 score over all query words (k1 0.9,
         b 0.4; inverse document frequency from the same statistics); the result is ordered by
-        ``similarity + alpha * bm25 / best bm25 among the candidates``. On the 60,326-memory
-        corpus this finds the right memory more often than any single search and than RRF,
-        in about the time of one any-word full-text query (docs/retrieval.md).
+        ``similarity + alpha * bm25 / best bm25 among the candidates``, plus
+        ``speaker_boost`` for the memories of a robot the question names and ``date_boost``
+        for those remembered on a date it names ("on 3 June, 2023", "in December 2023").
+        The memories remembered just before and just after each candidate (at most
+        ``neighbour_gap`` away: the turns around it in a conversation) are scored too, and
+        each memory adds ``neighbours`` x the best of its neighbours' scores: an answer often
+        holds none of the question's words while the turn before it does. Memories
+        remembered at the same instant have no order and no neighbours. On the
+        60,326-memory corpus this finds the right memory more often than any single search
+        and than RRF, in about the time of one any-word full-text query; on LoCoMo's
+        held-out conversations it finds an evidence turn for about 0.8 of the questions
+        (docs/retrieval.md).
 
         Parameters
         ----------
@@ -107,6 +116,14 @@ class LexicalSearchMixin(StoreBase):
             Expected lexical candidates, 1 to 100,000 (at most 10 times that are read).
         alpha : float
             Weight of the normalised BM25 score against the cosine similarity, >= 0.
+        neighbours : float
+            Share of the best neighbour's score a memory gains, >= 0 (0: no neighbours).
+        neighbour_gap : datetime.timedelta
+            How far apart in time two memories may be remembered and still be neighbours.
+        speaker_boost : float
+            Added for memories remembered by a robot the question names, >= 0.
+        date_boost : float
+            Added for memories remembered on a day (or in a month) the question names, >= 0.
 
         Returns
         -------
@@ -130,6 +147,8 @@ class LexicalSearchMixin(StoreBase):
                neighbours, neighbour_gap, speaker_boost, date_boost,
                service_key(embedding_service) if embedding is None
                else target.vector.tobytes())
+        if neighbours and not times_indexed(self):
+            neighbours = 0.0
         params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "depth": depth,
                                   "budget": text_budget, "cap": 10 * text_budget,
                                   "alpha": alpha, "k1": BM25_K1, "b": BM25_B,
@@ -147,6 +166,15 @@ class LexicalSearchMixin(StoreBase):
         return self._cached_search(key, statement, params,
                                    ef_search=max(DEFAULT_EF_SEARCH, depth),
                                    filtered=frame is not None)
+
+
+def times_indexed(store: StoreBase) -> bool:
+    """Whether ``nodes.created_at`` reads as stored, so that its index finds a memory's
+    neighbours in time; a ``timestamp without time zone`` column (the current gem) is read
+    converted from the writer's zone, which no index serves, and a search would scan every
+    memory twice per candidate: such databases get no neighbour term."""
+    info = store.schema_info
+    return not (info.reads_local_time and "created_at" in info.local_time_columns.get("nodes", ()))
 
 
 def lexical_sources(store: StoreBase) -> dict[str, sql.Composable]:
