@@ -11,7 +11,6 @@ from typing import Any
 
 import matplotlib
 import numpy as np
-import pandas as pd
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -22,6 +21,7 @@ import htm_analytics as ha
 from htm_analytics.agent.embeddings import HashingEmbedder
 from htm_analytics.cli import cli
 from htm_analytics.errors import BenchmarkFormatError, ValidationError
+from htm_analytics.report import conversation_section
 from htm_analytics.tuning.conversation_formats import read_conversations
 
 matplotlib.use("Agg")
@@ -266,7 +266,8 @@ def test_bad_arguments_are_refused_before_any_database(server_url: str,
     assert _scratch_databases(server_url) == before
 
 
-def test_eval_conversations_command(server_url: str) -> None:
+def test_eval_conversations_command(server_url: str, database_url: str,
+                                    tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
                                  str(DATA / "conversations.jsonl"), "--strategies",
@@ -279,6 +280,7 @@ def test_eval_conversations_command(server_url: str) -> None:
     assert rows[("fulltext_any", "all")]["recall_any_at_3"] == 1.0
     assert rows[("fulltext_any", "all")]["questions"] == 2
     assert document["conversations"][0]["database"] is None
+    _the_document_in_the_report(document, database_url, tmp_path)
     table = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
                                 str(DATA / "locomo_mini.json"), "--strategies",
                                 "fulltext_any", "--show", "abstention"])
@@ -388,43 +390,40 @@ def test_dates_named_in_a_question(text: str) -> None:
         in found
 
 
-# The report section ----------------------------------------------------------------------
-
-def test_a_conversation_result_in_the_report(database_url: str, tmp_path: Path) -> None:
-    result = ha.evaluate_conversations(DATA / "locomo_mini.json", server_url=database_url,
-                                       strategies=["fulltext_any", "vector_bm25"], k=5,
-                                       progress=False)
-    document = tmp_path / "result.json"
-    document.write_text(json.dumps(result.to_json()))
-    again = ha.ConversationEvaluation.from_json(document)
-    pd.testing.assert_frame_equal(again.summary, result.summary, check_exact=False, rtol=1e-12)
-    assert len(again.per_question) == len(result.per_question) == 10
-    with ha.LongTermMemory(database_url) as store:
-        report = ha.build_report(store, benchmark=False, advice=False, hygiene=False,
-                                 conversations=again)
-    section = report.sections[-1]
+def _the_document_in_the_report(document: dict[str, Any], database_url: str,
+                                tmp_path: Path) -> None:
+    """The ``--json`` document read back, made into the report's section, and through
+    ``report --conversations``."""
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(document))
+    result = ha.ConversationEvaluation.from_json(path)
+    assert result.to_json() == document  # nothing lost on the way back
+    assert result.summary["strategy"].dtype == "string"
+    summary = result.summary.set_index(["strategy", "category"])["recall_any_at_3"]
+    section = conversation_section(result)
     assert section.key == "conversations" and len(section.figures) == 1
     caption, table = section.tables[0]
-    assert caption.startswith("recall_any@5 per question category")
-    assert list(table.columns) == ["category", "fulltext_any", "vector_bm25", "questions"]
-    by_category = table.set_index("category")
-    summary = result.summary.set_index(["strategy", "category"])["recall_any_at_5"]
-    assert by_category.loc["single-hop", "vector_bm25"] == summary[("vector_bm25",
-                                                                    "single-hop")]
-    assert by_category["questions"].sum() == 5
-    best = result.summary.query("category == 'all'").sort_values(
-        ["recall_any_at_5", "mrr_at_5"], ascending=False).iloc[0]
-    assert (f"Conversations: {best['strategy']} finds an evidence turn in the top 5 for "
-            f"{best['recall_any_at_5']:.1%} of 5 questions") in report.findings[-1]
-    html = report.to_html()
-    assert "<section id='conversations'>" in html and "adversarial" in html
+    assert caption.startswith("recall_any@3 per question category")
+    assert list(table.columns) == ["category", "fulltext_any", "vector", "questions"]
+    rows = table.set_index("category")
+    assert rows.loc["multimodal", "vector"] == summary[("vector", "multimodal")]
+    assert rows["questions"].sum() == 2
+    assert section.findings == ["Conversations: fulltext_any finds an evidence turn in the top "
+                                "3 for 100.0% of 2 questions (MRR@3 1.000)."]
+    abstention_caption, abstention = section.tables[2]
+    assert abstention_caption.startswith("Questions that should find nothing")
+    assert abstention["category"].tolist() == ["single-hop", "single-hop"]
     runner = CliRunner()
     written = runner.invoke(cli, ["--db", database_url, "report", "--no-benchmark",
                                   "--no-hygiene", "--format", "md", "--out",
-                                  str(tmp_path / "r.md"), "--conversations", str(document)])
+                                  str(tmp_path / "r.md"), "--conversations", str(path)])
     assert written.exit_code == 0, written.output
-    assert "## Conversation benchmark" in (tmp_path / "r.md").read_text()
+    markdown = (tmp_path / "r.md").read_text()
+    assert "## Conversation benchmark" in markdown and "multimodal" in markdown
     (tmp_path / "bad.json").write_text('{"summary": 3}')
     refused = runner.invoke(cli, ["--db", database_url, "report", "--conversations",
                                   str(tmp_path / "bad.json")])
     assert refused.exit_code == 2 and "no 'summary' list" in refused.output
+    with pytest.raises(ValidationError) as error:
+        ha.ConversationEvaluation.from_json({"summary": [{"strategy": "vector"}]})
+    assert error.value.field == "document"
