@@ -27,6 +27,7 @@ __all__ = [
     "validate_json",
     "validate_tag_list",
     "validate_datetime",
+    "validate_duration",
     "prepare_embedding",
     "check_norms",
     "MAX_NAME_LENGTH",
@@ -184,6 +185,17 @@ def validate_datetime(value: Any, *, field: str) -> dt.datetime:
         raise ValidationError(f"{when.isoformat()} is outside {EARLIEST.year} to "
                               f"{LATEST.year}", field=field)
     return when
+
+
+def validate_duration(value: Any, *, field: str,
+                      maximum: dt.timedelta = dt.timedelta(days=3650)) -> dt.timedelta:
+    """Return ``value`` if it is a :class:`datetime.timedelta` from zero to ``maximum``;
+    raise :class:`ValidationError` naming ``field``."""
+    if not isinstance(value, dt.timedelta):
+        raise ValidationError(f"must be a datetime.timedelta, got {value!r}", field=field)
+    if not dt.timedelta(0) <= value <= maximum:
+        raise ValidationError(f"must be from 0 to {maximum}, got {value}", field=field)
+    return value
 
 
 def validate_json(value: Any, *, field: str) -> Any:

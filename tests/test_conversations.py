@@ -21,6 +21,7 @@ import htm_analytics as ha
 from htm_analytics.agent.embeddings import HashingEmbedder
 from htm_analytics.cli import cli
 from htm_analytics.errors import BenchmarkFormatError, ValidationError
+from htm_analytics.report import conversation_section
 from htm_analytics.tuning.conversation_formats import read_conversations
 
 matplotlib.use("Agg")
@@ -265,7 +266,8 @@ def test_bad_arguments_are_refused_before_any_database(server_url: str,
     assert _scratch_databases(server_url) == before
 
 
-def test_eval_conversations_command(server_url: str) -> None:
+def test_eval_conversations_command(server_url: str, database_url: str,
+                                    tmp_path: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
                                  str(DATA / "conversations.jsonl"), "--strategies",
@@ -278,6 +280,7 @@ def test_eval_conversations_command(server_url: str) -> None:
     assert rows[("fulltext_any", "all")]["recall_any_at_3"] == 1.0
     assert rows[("fulltext_any", "all")]["questions"] == 2
     assert document["conversations"][0]["database"] is None
+    _the_document_in_the_report(document, database_url, tmp_path)
     table = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
                                 str(DATA / "locomo_mini.json"), "--strategies",
                                 "fulltext_any", "--show", "abstention"])
@@ -303,3 +306,124 @@ def test_an_embedder_without_names(server_url: str) -> None:
     # Remembered and searched with the bare vectors (nothing recorded about their model).
     assert result.per_question["returned"].tolist() == [3, 3]
     assert result.summary.query("category == 'all'")["recall_any_at_10"].item() == 1.0
+
+
+# The default recall on a conversation -------------------------------------------------------
+
+_SESSION = dt.datetime(2023, 5, 8, 13, 56, tzinfo=dt.UTC)
+_TURNS = [  # (robot, text, minutes after the session's start)
+    ("Ann", "Ann: I adopted a greyhound last week.", 0),
+    ("Ben", "Ben: Lovely! What did you call the greyhound?", 1),
+    ("Ann", "Ann: Pixel, after my first phone.", 2),
+    ("Ben", "Ben: I practise the cello every evening.", 3),
+    ("Ann", "Ann: My sister visits in June.", 60 * 24 * 9),
+    ("Ann", "Ann: The museum trip was fun.", 60 * 24 * 9 + 1),
+]
+
+
+def _conversation(store: ha.LongTermMemory, *, same_instant: bool = False) -> list[int]:
+    times = [_SESSION if same_instant else _SESSION + dt.timedelta(minutes=m)
+             for _, _, m in _TURNS]
+    texts = [text for _, text, _ in _TURNS]
+    return store.bulk_add(texts, robots=[robot for robot, _, _ in _TURNS],
+                          embeddings=HashingEmbedder().embed(texts),
+                          remembered_at=times)["node_id"].tolist()
+
+
+def _scores(store: ha.LongTermMemory, query: str, **options: Any) -> dict[int, float]:
+    rows = store.search_vector_bm25(query=query, embedding=HashingEmbedder().embed([query])[0],
+                                    limit=10, **options)
+    return {row["id"]: row["score"] for row in rows}
+
+
+def test_the_default_recall_reads_turns_in_their_conversation(ltm: ha.LongTermMemory) -> None:
+    from htm_analytics.store.lexical import DATE_BOOST, NEIGHBOUR_WEIGHT, SPEAKER_BOOST
+
+    ids = _conversation(ltm)
+    question = "What name did Ann give the greyhound?"
+    alone = _scores(ltm, question, neighbours=0, speaker_boost=0, date_boost=0)
+    # The answer holds no word of the question: on its own it is not the first of Ann's turns.
+    assert max(alone, key=alone.__getitem__) != ids[2]
+    with_neighbours = _scores(ltm, question, speaker_boost=0, date_boost=0)
+    # A turn gains NEIGHBOUR_WEIGHT x the best own score of the turn before or after it, in
+    # the same session (a week later is not a neighbour).
+    for turn, around in ((2, (1, 3)), (4, (5,))):
+        expected = alone[ids[turn]] + NEIGHBOUR_WEIGHT * max(alone[ids[i]] for i in around)
+        assert with_neighbours[ids[turn]] == pytest.approx(expected)
+    def rank(scores: dict[int, float]) -> int:
+        return sorted(scores, key=scores.__getitem__, reverse=True).index(ids[2])
+
+    assert rank(with_neighbours) < rank(alone)
+    # Ann is named: her memories gain SPEAKER_BOOST, Ben's nothing.
+    named = _scores(ltm, question, neighbours=0, date_boost=0)
+    for turn, (robot, _, _) in enumerate(_TURNS):
+        gain = SPEAKER_BOOST if robot == "Ann" else 0
+        assert named[ids[turn]] == pytest.approx(alone[ids[turn]] + gain)
+    # A date the question names: the memories remembered that day gain DATE_BOOST.
+    dated_question = "What did Ann say on 8 May, 2023?"
+    plain = _scores(ltm, dated_question, neighbours=0, speaker_boost=0, date_boost=0)
+    dated = _scores(ltm, dated_question, neighbours=0, speaker_boost=0)
+    for turn, (_, _, minutes) in enumerate(_TURNS):
+        gain = DATE_BOOST if minutes < 60 * 24 else 0
+        assert dated[ids[turn]] == pytest.approx(plain[ids[turn]] + gain)
+    with pytest.raises(ValidationError) as error:
+        _scores(ltm, question, neighbour_gap=5)
+    assert error.value.field == "neighbour_gap"
+
+
+def test_memories_of_one_instant_are_nobodys_neighbours(ltm: ha.LongTermMemory) -> None:
+    _conversation(ltm, same_instant=True)  # one bulk import: no order between the turns
+    question = "What name did Ann give the greyhound?"
+    assert _scores(ltm, question) == _scores(ltm, question, neighbours=0)
+
+
+@given(st.text(max_size=60))
+def test_dates_named_in_a_question(text: str) -> None:
+    from htm_analytics.store._dates import mentioned_dates
+
+    for first, last in mentioned_dates(text):
+        assert first.tzinfo is dt.UTC and first < last
+    found = mentioned_dates(f"{text} on 3 June, 2023 or in December 2023 ({text})")
+    assert (dt.datetime(2023, 6, 3, tzinfo=dt.UTC), dt.datetime(2023, 6, 4, tzinfo=dt.UTC)) \
+        in found
+    assert (dt.datetime(2023, 12, 1, tzinfo=dt.UTC), dt.datetime(2024, 1, 1, tzinfo=dt.UTC)) \
+        in found
+
+
+def _the_document_in_the_report(document: dict[str, Any], database_url: str,
+                                tmp_path: Path) -> None:
+    """The ``--json`` document read back, made into the report's section, and through
+    ``report --conversations``."""
+    path = tmp_path / "result.json"
+    path.write_text(json.dumps(document))
+    result = ha.ConversationEvaluation.from_json(path)
+    assert result.to_json() == document  # nothing lost on the way back
+    assert result.summary["strategy"].dtype == "string"
+    summary = result.summary.set_index(["strategy", "category"])["recall_any_at_3"]
+    section = conversation_section(result)
+    assert section.key == "conversations" and len(section.figures) == 1
+    caption, table = section.tables[0]
+    assert caption.startswith("recall_any@3 per question category")
+    assert list(table.columns) == ["category", "fulltext_any", "vector", "questions"]
+    rows = table.set_index("category")
+    assert rows.loc["multimodal", "vector"] == summary[("vector", "multimodal")]
+    assert rows["questions"].sum() == 2
+    assert section.findings == ["Conversations: fulltext_any finds an evidence turn in the top "
+                                "3 for 100.0% of 2 questions (MRR@3 1.000)."]
+    abstention_caption, abstention = section.tables[2]
+    assert abstention_caption.startswith("Questions that should find nothing")
+    assert abstention["category"].tolist() == ["single-hop", "single-hop"]
+    runner = CliRunner()
+    written = runner.invoke(cli, ["--db", database_url, "report", "--no-benchmark",
+                                  "--no-hygiene", "--format", "md", "--out",
+                                  str(tmp_path / "r.md"), "--conversations", str(path)])
+    assert written.exit_code == 0, written.output
+    markdown = (tmp_path / "r.md").read_text()
+    assert "## Conversation benchmark" in markdown and "multimodal" in markdown
+    (tmp_path / "bad.json").write_text('{"summary": 3}')
+    refused = runner.invoke(cli, ["--db", database_url, "report", "--conversations",
+                                  str(tmp_path / "bad.json")])
+    assert refused.exit_code == 2 and "no 'summary' list" in refused.output
+    with pytest.raises(ValidationError) as error:
+        ha.ConversationEvaluation.from_json({"summary": [{"strategy": "vector"}]})
+    assert error.value.field == "document"

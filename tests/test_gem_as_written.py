@@ -243,6 +243,12 @@ def test_local_time_columns_are_read_in_the_writers_zone(
         today = store.search(embedding=vector(0), limit=5,
                              timeframe=(now - dt.timedelta(minutes=5), now))
         assert len(today) == 3
+        # No index serves converted times: the default recall looks for no neighbours in
+        # time there (memories remembered minutes apart would otherwise be).
+        fused = store.search_vector_bm25(query="order events", embedding=vector(2))
+        alone = store.search_vector_bm25(query="order events", embedding=vector(2),
+                                         neighbours=0)
+        assert [(r["id"], r["score"]) for r in fused] == [(r["id"], r["score"]) for r in alone]
     # Unsaid, the server's own time zone is assumed, and said.
     with LongTermMemory(reader_url, cache_size=0) as store:
         assert "timestamp without time zone" in store.schema_info.describe()

@@ -165,7 +165,9 @@ def test_vector_bm25_scores(store: ha.LongTermMemory, labelled: pd.DataFrame) ->
     frame, vectors = read_corpus(rows=1200)
     by_id = dict(zip(store.node_ids_by_content(frame["content"].tolist()), vectors))
     for row in labelled.head(5).itertuples():
-        rows = store.search_vector_bm25(query=row.query, embedding=row.vector, limit=10)
+        # Without the conversation terms (test_conversations.py checks those exactly).
+        rows = store.search_vector_bm25(query=row.query, embedding=row.vector, limit=10,
+                                        neighbours=0, speaker_boost=0, date_boost=0)
         scores = [r["score"] for r in rows]
         assert scores == sorted(scores, reverse=True) and len(rows) == 10
         for r in rows:  # similarity is the exact cosine, bm25 lifts the score
@@ -178,7 +180,7 @@ def test_vector_bm25_scores(store: ha.LongTermMemory, labelled: pd.DataFrame) ->
             assert best_text["score"] == pytest.approx(best_text["similarity"] + 0.5)
         # Without the lexical weight it is a nearest-neighbour search (exact at this size).
         plain = store.search_vector_bm25(query=row.query, embedding=row.vector, limit=10,
-                                         alpha=0)
+                                         alpha=0, neighbours=0, speaker_boost=0, date_boost=0)
         ids = np.array(list(by_id))
         matrix = np.stack(list(by_id.values()))
         cosines = matrix @ row.vector / np.linalg.norm(matrix, axis=1)

@@ -107,13 +107,20 @@ def _snapshot_hint(path: str) -> str:
               help="Include the ef_search recall/latency sweep.")
 @click.option("--hygiene/--no-hygiene", default=True, show_default=True,
               help="Include the memory-hygiene section (near-duplicates, secrets).")
+@click.option("--conversations", "conversations_path", default=None,
+              type=click.Path(exists=True, dir_okay=False),
+              help="Add a section for a conversation benchmark: the JSON document of "
+                   "`htm-analytics eval conversations --json`.")
 @click.option("--title", default="Memory report", show_default=True)
 @click.pass_context
 def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
            data_format: str, snapshot_path: str | None, benchmark: bool, hygiene: bool,
-           title: str) -> None:
-    """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve."""
+           conversations_path: str | None, title: str) -> None:
+    """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve (and a
+    conversation benchmark's results with --conversations)."""
+    from ..errors import ValidationError
     from ..report.build import build_report
+    from ..tuning.conversations import ConversationEvaluation
 
     expected = {"html": (".html", ".htm"), "md": (".md", ".markdown")}[report_format]
     if out is None:
@@ -122,6 +129,12 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
             and not out.lower().endswith(expected):
         raise click.BadParameter(f"{out} does not match --format {report_format}; use a "
                                  f"{expected[0]} name", param_hint="--out")
+    conversations = None
+    if conversations_path:
+        try:
+            conversations = ConversationEvaluation.from_json(conversations_path)
+        except ValidationError as exc:
+            raise click.BadParameter(str(exc), param_hint="--conversations") from exc
     if snapshot_path:
         if not Path(snapshot_path).exists():
             raise click.BadParameter(f"no snapshot at {snapshot_path}"
@@ -131,10 +144,12 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
 
         click.echo(f"snapshot: {snapshot_path}", err=True)
         with Snapshot(snapshot_path) as source:
-            built = build_report(source, title=title, benchmark=False)
+            built = build_report(source, title=title, benchmark=False,
+                                 conversations=conversations)
     else:
         with _open_store(ctx, init_schema=False, pool_size=1) as store:
-            built = build_report(store, title=title, benchmark=benchmark, hygiene=hygiene)
+            built = build_report(store, title=title, benchmark=benchmark, hygiene=hygiene,
+                                 conversations=conversations)
     path = built.write_html(out) if report_format == "html" else built.write_markdown(out)
     click.echo(f"report written to {path}")
     if data_dir:

@@ -103,12 +103,8 @@ def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | No
     if keep:
         for name in result.conversations["database"].dropna():
             click.echo(f"kept scratch database {name}", err=True)
-    frames = {"summary": result.summary, "per-question": result.per_question,
-              "abstention": result.abstention, "conversations": result.conversations}
     if fmt == "json":
-        click.echo(json.dumps({"interrupted": result.interrupted,
-                               **{name.replace("-", "_"): json.loads(
-                                   frame.to_json(orient="records", date_format="iso"))
-                                  for name, frame in frames.items()}}, indent=2))
+        click.echo(json.dumps(result.to_json(), indent=2))
         return
-    emit(frames[show], fmt)
+    emit({"summary": result.summary, "per-question": result.per_question,
+          "abstention": result.abstention, "conversations": result.conversations}[show], fmt)

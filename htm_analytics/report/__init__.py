@@ -17,6 +17,7 @@ from .build import (
     Section,
     build_report,
 )
+from .conversations import conversation_section
 from .demo import (
     DEMO_DATABASE,
     DemoQueryEmbedder,
@@ -59,6 +60,7 @@ __all__ = [
     "run_demo",
     "DemoQueryEmbedder",
     "hygiene_section",
+    "conversation_section",
     "WORST_SHOWN",
     "html_table",
     "escape",

@@ -34,8 +34,10 @@ from ..analysis.trends import (
 )
 from ..frames import MemorySource
 from ..store import LongTermMemory, write_parquet
+from ..tuning.conversations import ConversationEvaluation
 from ..tuning.evaluation import plot_retrieval_quality, retrieval_quality
 from .advice import advisor_section, hnsw_section
+from .conversations import conversation_section
 from .hygiene import hygiene_section
 from .render import (
     REPORT_CSS,
@@ -193,7 +195,8 @@ def _version() -> str:
 def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
-                 advice: bool = True, hygiene: bool = True) -> Report:
+                 advice: bool = True, hygiene: bool = True,
+                 conversations: ConversationEvaluation | None = None) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -217,6 +220,10 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     hygiene : bool
         Add the "Memory hygiene" section near the top (near-duplicates, credentials and
         personal data; :func:`~htm_analytics.memory_hygiene`; live store only).
+    conversations : ConversationEvaluation, optional
+        A conversation benchmark's result (:func:`~htm_analytics.evaluate_conversations`,
+        or its ``--json`` document read with :meth:`ConversationEvaluation.from_json`): adds
+        a section with the strategy x category table and its chart, last.
 
     Returns
     -------
@@ -268,6 +275,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
             sections.insert(0, hygiene_part)
         if findings is not None:
             sections.insert(0, advisor_section(findings))
+    if conversations is not None:
+        sections.append(conversation_section(conversations))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
                   facts=facts, sections=sections)
 

@@ -10,9 +10,10 @@ retrieved memory stands for every turn that said it.
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +40,7 @@ __all__ = ["ConversationEvaluation", "evaluate_conversations", "plot_conversatio
            "CONVERSATION_SCOPES"]
 
 CONVERSATION_SCOPES = ("conversation", "benchmark")
+_FRAMES = ("summary", "per_question", "abstention", "conversations")
 _PREFIX = "htm_conversations"
 _NATIVE_INDEX_BELOW = 2000  # a padded vector(2000) column gains nothing from a native index
 
@@ -85,6 +87,55 @@ class ConversationEvaluation:
     abstention: pd.DataFrame
     conversations: pd.DataFrame
     interrupted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """One JSON document (what ``htm-analytics eval conversations --json`` prints):
+        ``interrupted`` and each frame as a list of records."""
+        return {"interrupted": self.interrupted,
+                **{name: json.loads(getattr(self, name).to_json(
+                    orient="records", date_format="iso", double_precision=15))
+                   for name in _FRAMES}}
+
+    @classmethod
+    def from_json(cls, document: str | Path | Mapping[str, Any]) -> ConversationEvaluation:
+        """The evaluation back from :meth:`to_json`'s document, or a file holding it.
+
+        Raises
+        ------
+        ValidationError
+            Not such a document (``field="document"``): not JSON, or no ``summary`` list
+            of records with the summary's columns.
+        """
+        if isinstance(document, (str, Path)):
+            try:
+                document = json.loads(Path(document).read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ValidationError(f"cannot read {document}: {exc}",
+                                      field="document") from exc
+        if not isinstance(document, Mapping) or not isinstance(document.get("summary"), list):
+            raise ValidationError("must be the JSON document of evaluate_conversations "
+                                  "(htm-analytics eval conversations --json): no 'summary' "
+                                  "list", field="document")
+        frames = {}
+        for name in _FRAMES:
+            records = document.get(name) or []
+            if not isinstance(records, list) or not all(isinstance(r, Mapping)
+                                                        for r in records):
+                raise ValidationError(f"{name!r} must be a list of records", field="document")
+            frames[name] = pd.DataFrame.from_records(records)
+        summary = frames["summary"]
+        missing = {"strategy", "category", "questions", "k"} - set(summary.columns)
+        if len(summary) and missing:
+            raise ValidationError(f"the summary has no column {sorted(missing)}",
+                                  field="document")
+        try:
+            if len(summary):
+                frames["summary"] = summary.astype({"strategy": "string", "category": "string",
+                                                    "questions": "int64", "k": "int64"})
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(f"the summary's columns have the wrong types: {exc}",
+                                  field="document") from exc
+        return cls(interrupted=bool(document.get("interrupted", False)), **frames)
 
 
 def _cutoffs(k: int) -> list[int]:

@@ -1,9 +1,11 @@
--- Vector + BM25 fusion. Candidates: the %(depth)s nearest vectors (HNSW) and the bounded
--- lexical candidates. BM25 over all query lexemes (term frequencies from the stored tsvector,
--- document length = its distinct lexemes) is computed for all of them; the %(depth)s best by
--- BM25 and the vector candidates are then scored by
--- similarity + %(alpha)s * bm25 / (best bm25 among them), so that only about 2 x depth
--- vectors are read.
+-- Vector + BM25 fusion, the default recall. Candidates: the %(depth)s nearest vectors (HNSW)
+-- and the bounded lexical candidates. BM25 over all query lexemes (term frequencies from the
+-- stored tsvector, document length = its distinct lexemes) is computed for all of them; the
+-- %(depth)s best by BM25 and the vector candidates are kept (so that only about 2 x depth
+-- vectors are read), with the memories remembered just before and after each of them. Each
+-- gets its own score (below), and its final score adds %(neighbour_weight)s x the best own score
+-- of its neighbours: in a conversation the answer often holds no word of the question while
+-- the turn before it does.
 -- Filled in by the store: head (lexical_candidates.sql), distance, has_vector, timeframe,
 -- columns, stats_table, stats_column.
 WITH {head},
@@ -43,8 +45,58 @@ scored AS (
                     CASE WHEN {has_vector} THEN 1 - ({distance}) END) AS similarity,
            coalesce(l.bm25, 0)::float8 AS bm25
     FROM shortlist s JOIN nodes n ON n.id = s.id
-    LEFT JOIN vector_candidates v ON v.id = s.id LEFT JOIN lexical l ON l.id = s.id)
-SELECT *, coalesce(similarity, 0)
-          + %(alpha)s * bm25 / coalesce(nullif(max(bm25) OVER (), 0), 1) AS score
-FROM scored
+    LEFT JOIN vector_candidates v ON v.id = s.id LEFT JOIN lexical l ON l.id = s.id),
+-- Neighbours: the memory remembered just before and the one just after a candidate, at most
+-- %(neighbour_gap)s away (the turns around it in a conversation); memories remembered at the
+-- same instant (one bulk import) have no order and are nobody's neighbours.
+adjacent AS MATERIALIZED (
+    SELECT s.id, a.id AS neighbour
+    FROM scored s CROSS JOIN LATERAL (
+        (SELECT n.id FROM nodes n
+         WHERE n.created_at < s.created_at
+           AND n.created_at >= s.created_at - %(neighbour_gap)s::interval{timeframe}
+         ORDER BY n.created_at DESC, n.id DESC LIMIT 1)
+        UNION ALL
+        (SELECT n.id FROM nodes n
+         WHERE n.created_at > s.created_at
+           AND n.created_at <= s.created_at + %(neighbour_gap)s::interval{timeframe}
+         ORDER BY n.created_at, n.id LIMIT 1)) a
+    WHERE %(neighbour_weight)s > 0),
+-- A neighbour that is not a candidate is scored on its vector alone (it holds none of the
+-- rarest query words and is not among the best by BM25).
+everyone AS (
+    SELECT * FROM scored
+    UNION ALL
+    SELECT {columns}, CASE WHEN {has_vector} THEN 1 - ({distance}) END, 0::float8
+    FROM nodes n
+    WHERE n.id IN (SELECT neighbour FROM adjacent) AND n.id NOT IN (SELECT id FROM scored)),
+-- A memory's own score: similarity + %(alpha)s x its BM25 / the best BM25; %(speaker_boost)s more
+-- when a robot the question names (every word of the robot's name in it) remembered it ("When
+-- did Caroline ..." asks about what Caroline said), %(date_boost)s more when it was remembered
+-- on a date the question names (found by the store, as UTC ranges).
+named_robots AS MATERIALIZED (
+    SELECT r.id FROM robots r
+    WHERE %(speaker_boost)s > 0 AND r.name ~ '[[:alnum:]]'
+      AND to_tsvector('simple', %(query)s) @@ plainto_tsquery('simple', r.name)),
+own_scores AS (
+    SELECT e.*, coalesce(e.similarity, 0)
+                + %(alpha)s * e.bm25 / coalesce(nullif(max(e.bm25) OVER (), 0), 1)
+                + CASE WHEN EXISTS (SELECT 1 FROM robot_nodes rn
+                                    WHERE rn.node_id = e.id
+                                      AND rn.robot_id IN (SELECT id FROM named_robots))
+                       THEN %(speaker_boost)s ELSE 0 END
+                + CASE WHEN EXISTS (SELECT 1 FROM unnest(%(date_from)s::timestamptz[],
+                                                         %(date_to)s::timestamptz[]) d(f, t)
+                                    WHERE e.created_at >= d.f AND e.created_at < d.t)
+                       THEN %(date_boost)s ELSE 0 END AS own_score
+    FROM everyone e),
+best_neighbour AS (
+    SELECT p.id, max(m.own_score) AS score
+    FROM (SELECT id, neighbour FROM adjacent UNION SELECT neighbour, id FROM adjacent) p
+    JOIN own_scores m ON m.id = p.neighbour
+    GROUP BY p.id)
+-- A memory's score: its own, plus %(neighbour_weight)s x the best of its neighbours'.
+SELECT o.id, o.content, o.access_count, o.created_at, o.token_count, o.similarity, o.bm25,
+       o.own_score + %(neighbour_weight)s * coalesce(b.score, 0) AS score
+FROM own_scores o LEFT JOIN best_neighbour b ON b.id = o.id
 ORDER BY score DESC, id LIMIT %(limit)s
