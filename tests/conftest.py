@@ -57,7 +57,7 @@ def _in_ci() -> bool:
     return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+def _skip_without_corpus(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without the corpus, skip (with one reason) every test that reads it, directly or
     through a fixture, instead of failing them one by one; in CI (``CI=true``), where the
     corpus must be present, stop the run instead, so that a green run never hides them."""
@@ -79,6 +79,28 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in needing:
         item.add_marker(pytest.mark.skip(reason=reason))
     config.stash[_SKIPPED_FOR_CORPUS] = len(needing)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """Without the corpus the run stays in one process, which counts and reports the tests
+    it skips (or, in CI, stops before any runs); otherwise pytest-xdist's own choice."""
+    return 0 if _corpus_missing() else None
+
+
+# Tests sharing a costly fixture run on one worker under pytest-xdist (`--dist loadgroup`),
+# which then builds it once: the demo memory for the tests that read it, and each module's
+# own module-scoped fixtures for the rest of the module.
+_SHARED_ACROSS_MODULES = ("demo",)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        shared = [name for name in _SHARED_ACROSS_MODULES
+                  if name in getattr(item, "fixturenames", ())]
+        group = shared[0] if shared else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+    _skip_without_corpus(config, items)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, exitstatus: int,
