@@ -169,4 +169,37 @@ def test_both_eras_through_a_select_only_role(era: str, server_url: str,
             assert found["content_new"].tolist() == [NEW]
             kept = ha.retention_what_if(store, ha.ExpiryPolicy(1), now=START + 10 * DAY)
             assert len(kept) == 3 and kept.attrs["summary"]["recalls_logged"].iloc[0] == 0
+            with pytest.raises(ha.HTMError):  # a read-only role may not make the copy
+                store.reindexed_self_search("idx_nodes_embedding", [1], dimension=3, k=1,
+                                            ef_search=40, padded=True)
         assert footprint(url) == before
+
+
+def test_reindex_is_verified_on_a_scratch_copy(ltm: ha.LongTermMemory, db: Any) -> None:
+    # Loose clusters of 32-d vectors: searched at ef_search 1 for k 1, the graph misses
+    # some memories (about one in ten here).
+    rng = np.random.default_rng(70)
+    centres = random_vectors(8, seed=71)
+    vectors = np.vstack([perturbed(centres[i % 8], rng.uniform(0.5, 0.7), i)
+                         for i in range(600)])
+    ltm.bulk_add(random_texts(600, seed=72), robots="alpha", embeddings=vectors)
+    databases = db.execute("SELECT count(*) FROM pg_database").fetchone()[0]
+    lost = ha.unreachable_memories(ltm, k=1, ef_search=1, verify_reindex=True)
+    summary = lost.attrs["summary"].iloc[0]
+    assert summary["unreachable"] > 0
+    after = summary["after_reindex"]
+    assert 0 <= after <= summary["unreachable"]
+    assert "verified on a scratch copy" in summary["what_to_do"]
+    # Searched again independently through a rebuilt copy: the same count.
+    assert after == sum(rank is None for rank, _ in ltm.reindexed_self_search(
+        "idx_nodes_embedding", lost["node_id"].tolist(), dimension=32, k=1, ef_search=1,
+        padded=True).values())
+    assert db.execute("SELECT count(*) FROM pg_database").fetchone()[0] == databases
+    unverified = ha.unreachable_memories(ltm, k=1, ef_search=1).attrs["summary"]
+    assert unverified["after_reindex"].isna().all()
+    with pytest.raises(ha.ValidationError) as caught:
+        ha.unreachable_memories(ltm, verify_reindex="yes")  # type: ignore[arg-type]
+    assert caught.value.field == "verify_reindex"
+    with pytest.raises(ha.NotFoundError):
+        ltm.reindexed_self_search("no_such_index", [1], dimension=32, k=1, ef_search=1,
+                                  padded=True)

@@ -21,7 +21,8 @@ from ._base import StoreBase
 from ._common import to_numpy
 from ._vectors import native_distance
 
-__all__ = ["HygieneMixin", "scope_condition", "scope_parameters"]
+__all__ = ["HygieneMixin", "scope_condition", "scope_parameters", "self_search_statement",
+           "read_self_search"]
 
 
 def scope_condition(alias: str = "n") -> str:
@@ -191,6 +192,42 @@ def scope_parameters(scope: Mapping[str, Any] | None) -> dict[str, Any]:
             "robots": scope.get("robots")}
 
 
+def self_search_statement(dimension: int, k: int, *, native: bool,
+                          live: bool) -> sql.Composed:
+    """The statement of :meth:`HygieneMixin.self_search` (``%(ids)s`` bound): through the
+    native index of ``dimension`` or the padded one; ``live`` leaves soft-deleted rows out."""
+    if native:
+        distance = native_distance(dimension).as_string(None).replace(
+            "%(q)s", sql.SQL("(subvector(q.embedding, 1, {d})::vector({d}))").format(
+                d=sql.Literal(dimension)).as_string(None))
+    else:
+        distance = "n.embedding <=> q.embedding"
+    # Straight on the tables, not the read prefix: the planner must see the index's own
+    # expression on `nodes` to walk it.
+    return sql.SQL("""
+        SELECT q.id, found.rank, found.farthest
+        FROM public.nodes q
+        LEFT JOIN LATERAL (
+            SELECT max(s.rank) FILTER (WHERE s.id = q.id) AS rank,
+                   max(s.distance) AS farthest FROM (
+                SELECT n.id, n.distance, row_number() OVER () AS rank FROM (
+                    SELECT n.id, {distance} AS distance FROM public.nodes n
+                    WHERE n.embedding_dimension = {d}{live}
+                    ORDER BY {distance} LIMIT {k}) n) s) found ON true
+        WHERE q.id = ANY(%(ids)s::bigint[])""").format(
+        d=sql.Literal(dimension), distance=sql.SQL(distance), k=sql.Literal(k),
+        live=sql.SQL(" AND n.deleted_at IS NULL" if live else ""))
+
+
+def read_self_search(rows: Sequence[Mapping[str, Any]],
+                     ids: Sequence[int]) -> dict[int, tuple[int | None, bool]]:
+    """``{id: (rank, tied)}`` from the rows of :func:`self_search_statement`."""
+    found = {int(r["id"]): (None if r["rank"] is None else int(r["rank"]),
+                             r["farthest"] is not None and r["farthest"] <= _TIE_DISTANCE)
+             for r in rows}
+    return {node: found.get(node, (None, False)) for node in ids}
+
+
 class HygieneMixin(StoreBase):
     """Reads for the memory-hygiene checks (see :class:`~htm_analytics.LongTermMemory`)."""
 
@@ -336,34 +373,11 @@ class HygieneMixin(StoreBase):
         k = validate_positive_int(k, field="k", maximum=1000)
         ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
         native = dimension in self.native_dimensions and not padded
-        if native:
-            distance = native_distance(dimension).as_string(None).replace(
-                "%(q)s", sql.SQL("(subvector(q.embedding, 1, {d})::vector({d}))").format(
-                    d=sql.Literal(dimension)).as_string(None))
-        else:
-            distance = "n.embedding <=> q.embedding"
-        live = " AND n.deleted_at IS NULL" if self.schema_info.soft_deletes else ""
-        # Straight on the tables, not the read prefix: the planner must see the index's
-        # own expression on `nodes` to walk it.
-        statement = sql.SQL("""
-            SELECT q.id, found.rank, found.farthest
-            FROM public.nodes q
-            LEFT JOIN LATERAL (
-                SELECT max(s.rank) FILTER (WHERE s.id = q.id) AS rank,
-                       max(s.distance) AS farthest FROM (
-                    SELECT n.id, n.distance, row_number() OVER () AS rank FROM (
-                        SELECT n.id, {distance} AS distance FROM public.nodes n
-                        WHERE n.embedding_dimension = {d}{live}
-                        ORDER BY {distance} LIMIT {k}) n) s) found ON true
-            WHERE q.id = ANY(%(ids)s::bigint[])""").format(
-            d=sql.Literal(dimension), live=sql.SQL(live), distance=sql.SQL(distance),
-            k=sql.Literal(k))
+        statement = self_search_statement(dimension, k, native=native,
+                                          live=self.schema_info.soft_deletes)
         with self._transaction() as cur:
             cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
                         "       set_config('enable_seqscan', 'off', true)",
                         (str(ef_search),))
             rows = cur.execute(statement, {"ids": ids}).fetchall()
-        found = {int(r["id"]): (None if r["rank"] is None else int(r["rank"]),
-                                 r["farthest"] is not None and r["farthest"] <= _TIE_DISTANCE)
-                 for r in rows}
-        return {node: found.get(node, (None, False)) for node in ids}
+        return read_self_search(rows, ids)
