@@ -1,16 +1,24 @@
 """Memory hygiene on the whole corpus: near_duplicates against brute force (recall and time),
-the HNSW self-join it was chosen over, and sensitive_memories (time and findings).
+the HNSW self-join it was chosen over, sensitive_memories (time and findings),
+unreachable_memories (sampled, or every memory with --unreachable-sample 0, optionally
+with --verify-reindex), and supersession_candidates' precision on the hand-labelled set
+benchmarks/data/supersession_labelled.json.
 
 Usage: python benchmarks/bench_hygiene.py [--rows N] [--threshold 0.95] [--hnsw-sample 500]
+       [--unreachable-sample 2000 | 0] [--verify-reindex] [--only PART]
 
-Uses the database ``htm_bench_corpus`` of bench_recall.py (made on first use).
+Uses the database ``htm_bench_corpus`` of bench_recall.py (made on first use); the labelled
+set goes into a scratch database of its own.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import datetime as dt
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 from bench_recall import corpus_database
@@ -18,6 +26,9 @@ from bench_recall import corpus_database
 import htm_analytics as ha
 from htm_analytics.analysis.sensitive import _EMAIL, find_sensitive
 from htm_analytics.store.connection import resolve_database_url
+from htm_analytics.store.databases import scratch_database
+
+LABELLED = Path(__file__).parent / "data" / "supersession_labelled.json"
 
 
 def brute_force_pairs(ids: np.ndarray, vectors: np.ndarray, threshold: float,
@@ -45,9 +56,16 @@ def main() -> None:
     parser.add_argument("--hnsw-sample", type=int, default=500)
     parser.add_argument("--unreachable-sample", type=int, default=2000,
                         help="memories checked per index (0: every one)")
-    parser.add_argument("--only", choices=["duplicates", "sensitive", "unreachable"],
+    parser.add_argument("--verify-reindex", action="store_true",
+                        help="rebuild each index on a scratch copy and measure again")
+    parser.add_argument("--only", choices=["duplicates", "sensitive", "unreachable",
+                                           "supersession"],
                         default=None, help="run one part only")
     args = parser.parse_args()
+    if args.only in (None, "supersession"):
+        supersession_precision(resolve_database_url())
+        if args.only:
+            return
     url = corpus_database(resolve_database_url(), args.rows, False)
     with ha.LongTermMemory(url, pool_size=2, cache_size=0) as store:
         counts = store.table_counts().set_index("table")["rows"]
@@ -57,19 +75,52 @@ def main() -> None:
         if args.only in (None, "duplicates"):
             near_duplicate_recall(store, args)
         if args.only in (None, "unreachable"):
-            unreachable(store, args.unreachable_sample or None)
+            unreachable(store, args.unreachable_sample or None, args.verify_reindex)
         if args.only in (None, "sensitive"):
             sensitive(store)
 
 
-def unreachable(store: ha.LongTermMemory, sample: int | None) -> None:
+def unreachable(store: ha.LongTermMemory, sample: int | None, verify: bool) -> None:
     started = time.perf_counter()
-    lost = ha.unreachable_memories(store, sample=sample)
+    lost = ha.unreachable_memories(store, sample=sample, verify_reindex=verify)
     seconds = time.perf_counter() - started
-    print(f"\n## unreachable_memories(k=10, ef_search=40, sample={sample}): {seconds:.1f} s")
+    print(f"\n## unreachable_memories(k=10, ef_search=40, sample={sample}, "
+          f"verify_reindex={verify}): {seconds:.1f} s", flush=True)
     print(lost.attrs["summary"].drop(columns=["what_to_do"]).to_string(index=False))
     for row in lost.attrs["summary"].itertuples():
         print(f"{row.index}: {row.what_to_do}")
+
+
+def supersession_precision(server: str) -> None:
+    """Precision and recall of supersession_candidates on the hand-labelled set: every pair
+    it reports is checked against the labels (a pair of two subjects is a false one)."""
+    data = json.loads(LABELLED.read_text())
+    memories = data["memories"]
+    vectors = np.load(LABELLED.with_name("supersession_labelled-minilm.npy")).astype(np.float32)
+    start = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    truth = {(p["old"], p["new"]) for p in data["pairs"] if p["supersedes"]}
+    with scratch_database(server, "htm_bench_supersession") as url, \
+            ha.LongTermMemory(url, init_schema=True, cache_size=0) as store:
+        store.bulk_add([m["content"] for m in memories], robots="labelled",
+                       embeddings=vectors, tags=[m["tags"] for m in memories],
+                       remembered_at=[start + dt.timedelta(days=m["day"]) for m in memories])
+        key_of = dict(zip(store.node_ids_by_content([m["content"] for m in memories]),
+                          (m["key"] for m in memories)))
+        started = time.perf_counter()
+        found = ha.supersession_candidates(store)
+        seconds = time.perf_counter() - started
+    flagged = {(key_of[int(a)], key_of[int(b)])
+               for a, b in zip(found["node_old"], found["node_new"])}
+    hits = len(flagged & truth)
+    print(f"\n## supersession_candidates on {len(memories)} labelled memories "
+          f"({len(data['pairs'])} same-subject pairs, {len(truth)} supersessions): "
+          f"{seconds:.2f} s")
+    print(f"flagged {len(flagged)}: precision {hits / max(len(flagged), 1):.3f}, "
+          f"recall {hits / len(truth):.3f}")
+    roles = collections.Counter(
+        (p["old"].split("/")[1], p["new"].split("/")[1]) for p in data["pairs"]
+        if (p["old"], p["new"]) in flagged and (p["old"], p["new"]) not in truth)
+    print("false ones by roles (older, newer):", dict(roles))
 
 
 def near_duplicate_recall(store: ha.LongTermMemory, args: argparse.Namespace) -> None:

@@ -89,7 +89,7 @@ def test_clean_memory_gives_no_hygiene_advice(database_url: str) -> None:
         store.bulk_add(random_texts(30, seed=11), robots="alpha",
                        embeddings=random_vectors(30, seed=12))
         result = ha.memory_hygiene(store)
-        assert result.summary["findings"].tolist() == [0, 0] and result.total == 30
+        assert result.summary["findings"].tolist() == [0, 0, 0] and result.total == 30
         findings = ha.advise(store, hygiene=result)
         assert not {"credential_in_memory", "personal_in_memory", "near_duplicates"} & \
             set(findings["check"])

@@ -91,7 +91,7 @@ def test_a_session_of_tool_calls_writes_nothing(database_url: str) -> None:
                 assert content["memories"] == 34 and SECRET not in str(content)
                 assert content["sensitive"]["rows"][0]["kind"] == "credential"
                 assert {r["check"] for r in content["summary"]["rows"]} == {
-                    "near_duplicates", "sensitive"}
+                    "near_duplicates", "sensitive", "supersession"}
                 tuned = await call(client, "ef_search", target_recall=0.5)
                 assert tuned["sweep"]["rows"] and tuned["evidence"]
                 report = await client.read_resource(REPORT_URI)

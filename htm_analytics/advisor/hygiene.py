@@ -1,5 +1,6 @@
 """Findings from the memory-hygiene checks (:func:`htm_analytics.memory_hygiene`) that call
-for action: credentials (critical), personal data and near-duplicate groups (warnings)."""
+for action: credentials (critical), personal data and near-duplicate groups (warnings),
+memories a newer one may supersede (information: the heuristic needs a person's review)."""
 
 from __future__ import annotations
 
@@ -63,3 +64,18 @@ def hygiene_findings(context: Context, result: Any) -> Iterator[dict[str, str]]:
             "the extra copies; nothing is merged automatically.",
             [f"SELECT id, left(content, 120) FROM nodes WHERE id IN ({_id_list(members)}) "
              "ORDER BY id"])
+    candidates = result.details.get("supersession")
+    if candidates is not None and len(candidates):
+        older = candidates["node_old"].unique().tolist()
+        yield finding(
+            "supersession_candidates", "info", "nodes",
+            f"{len(candidates):,} {'pair' if len(candidates) == 1 else 'pairs'} where a newer "
+            f"memory on the same subject says something different from an older one "
+            f"({len(older):,} older {'memory' if len(older) == 1 else 'memories'} may be "
+            "outdated)",
+            "Both are recalled, so a robot may act on the outdated one. Review the pairs "
+            "(htm-analytics hygiene supersession: about half are real supersessions) and "
+            "forget the older memory where the newer one holds; nothing is changed "
+            "automatically.",
+            [f"SELECT id, created_at, left(content, 120) FROM nodes WHERE id IN "
+             f"({_id_list(older + candidates['node_new'].tolist())}) ORDER BY created_at"])

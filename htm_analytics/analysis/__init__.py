@@ -24,6 +24,14 @@ from .reachability import (
     UNREACHABLE_COLUMNS,
     unreachable_memories,
 )
+from .retention import (
+    RETENTION_COLUMNS,
+    RETENTION_SUMMARY_COLUMNS,
+    DecayPolicy,
+    ExpiryPolicy,
+    RetentionPolicy,
+    retention_what_if,
+)
 from .robots import (
     plot_robot_activity,
     plot_robot_overlap,
@@ -45,6 +53,11 @@ from .summary import (
     HYGIENE_CHECKS,
     HygieneResult,
     memory_hygiene,
+)
+from .supersession import (
+    SUPERSESSION_COLUMNS,
+    content_words,
+    supersession_candidates,
 )
 from .tags import (
     plot_popular_tags,
@@ -91,6 +104,15 @@ __all__ = [
     "Finding",
     "STALE_COLUMNS",
     "stale_memories",
+    "SUPERSESSION_COLUMNS",
+    "content_words",
+    "supersession_candidates",
+    "RETENTION_COLUMNS",
+    "RETENTION_SUMMARY_COLUMNS",
+    "DecayPolicy",
+    "ExpiryPolicy",
+    "RetentionPolicy",
+    "retention_what_if",
     "HYGIENE_CHECKS",
     "HygieneResult",
     "memory_hygiene",

@@ -7,7 +7,9 @@ memory's own vector is searched through the index (one LATERAL statement per bat
 memories, on the live index, as recall searches do); a memory missing from its own top
 ``k`` is unreachable at that ``ef_search``. Those are searched again at larger ``ef_search``
 values to find the one that brings them back; what none brings back needs the index
-rebuilt (``REINDEX``, suggested only: the check never writes).
+rebuilt. With ``verify_reindex=True`` the rebuild is measured: the index is built anew from
+its own definition on a scratch copy of the vectors (a scratch database on the same server;
+the user's database is only read) and the unreachable memories searched again there.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..errors import ValidationError
+from ..errors import HTMError, ValidationError
 from ..frames import scope_params
 from ..store import DEFAULT_EF_SEARCH, LongTermMemory
 from ._common import live_store, shorten_text, validate_sample, wilson_interval
@@ -30,13 +32,15 @@ REACHABILITY_COLUMNS = {
     "index": "string", "dimension": "int64", "memories": "int64", "checked": "int64",
     "unreachable": "int64", "share": "float64", "share_low": "float64",
     "share_high": "float64", "ef_search": "int64", "ef_search_finding_all": "Int64",
-    "still_unreachable": "int64", "tied": "int64", "what_to_do": "string"}
+    "still_unreachable": "int64", "tied": "int64", "after_reindex": "Int64",
+    "what_to_do": "string"}
 _BATCH = 50  # memories per statement: a padded search of 2000-d vectors is slow
 _ESCALATION = (2, 4, 8, 16, 25)  # multiples of ef_search tried, up to pgvector's 1000
 
 
 def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int | None = None,
                          sample: int | None = None, seed: int = 0,
+                         verify_reindex: bool = False,
                          robots: str | list[str] | None = None,
                          timeframe: Any = None) -> pd.DataFrame:
     """Memories the vector index does not return in the top ``k`` for their own vector.
@@ -54,6 +58,11 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
         with a 95% Wilson interval; every memory by default.
     seed : int
         Seed of the sample.
+    verify_reindex : bool
+        For an index with unreachable memories, build it anew on a scratch copy (a scratch
+        database on the same server, dropped afterwards; needs the CREATEDB privilege) and
+        search them again at ``ef_search``: ``after_reindex`` says how many stay unreachable.
+        The user's database is only read.
     robots, timeframe : optional
         Only memories in this scope are checked (the search itself ranks every memory).
 
@@ -68,7 +77,9 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
         interval ``share_low``/``share_high``, ``ef_search``, ``ef_search_finding_all``
         (Int64, NA when some stay unreachable), ``still_unreachable``, ``tied`` (int64:
         memories with at least ``k`` identical vectors, which fill their results whatever the
-        index does; not counted as unreachable) and ``what_to_do``.
+        index does; not counted as unreachable), ``after_reindex`` (Int64: unreachable ones
+        still missed by a rebuilt copy of the index; NA when not verified) and
+        ``what_to_do``.
     """
     store = live_store(store)
     if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= 1000:
@@ -82,6 +93,9 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
     sample = validate_sample(sample)
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValidationError(f"must be a non-negative integer, got {seed!r}", field="seed")
+    if not isinstance(verify_reindex, bool):
+        raise ValidationError(f"must be True or False, got {verify_reindex!r}",
+                              field="verify_reindex")
     scope = scope_params(timeframe=timeframe, robots=robots)
     rng = np.random.default_rng(seed)
     summaries: list[dict[str, Any]] = []
@@ -106,14 +120,22 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
                 remaining = still
             low, high = wilson_interval(len(lost), len(checked))
             finding_all = max(found_at.values(), default=ef_search) if not remaining else None
+            after, failure = None, None
+            if verify_reindex and lost:
+                try:
+                    after = len(_search_own(store, lost, int(dimension), k, ef_search, padded,
+                                            rebuilt=index))
+                except HTMError as exc:  # e.g. a read-only role may not create a database
+                    failure = str(exc)
             summaries.append({
                 "index": index, "dimension": int(dimension), "memories": len(ids),
                 "checked": len(checked), "unreachable": len(lost),
                 "share": len(lost) / max(len(checked), 1), "share_low": low,
                 "share_high": high, "ef_search": ef_search,
                 "ef_search_finding_all": finding_all, "still_unreachable": len(remaining),
-                "tied": len(tied),
-                "what_to_do": _advice(index, len(lost), finding_all, len(remaining))})
+                "tied": len(tied), "after_reindex": after,
+                "what_to_do": _advice(index, len(lost), finding_all, len(remaining), after,
+                                      failure)})
             missing_rows += [{"index": index, "node_id": node, "dimension": int(dimension),
                               "found_at_ef_search": found_at.get(node)} for node in lost]
     frame = pd.DataFrame(missing_rows, columns=["index", "node_id", "dimension",
@@ -141,14 +163,22 @@ def _indexes(store: LongTermMemory, dimension: int) -> list[tuple[str, bool]]:
 
 
 def _search_own(store: LongTermMemory, ids: Any, dimension: int, k: int, ef_search: int,
-                padded: bool, tied: set[int] | None = None) -> list[int]:
+                padded: bool, tied: set[int] | None = None,
+                rebuilt: str | None = None) -> list[int]:
     """The memories of ``ids`` not in their own top ``k``; those crowded out by ``k``
-    identical vectors (a tie, which no setting changes) go to ``tied`` instead."""
+    identical vectors (a tie, which no setting changes) go to ``tied`` instead. ``rebuilt``
+    names an index to search through a freshly built copy of instead (one scratch copy
+    for all of ``ids``)."""
     lost: list[int] = []
     ids = [int(i) for i in ids]
-    for start in range(0, len(ids), _BATCH):
-        ranks = store.self_search(ids[start:start + _BATCH], dimension=dimension, k=k,
-                                  ef_search=ef_search, padded=padded)
+    if rebuilt is not None:
+        batches = [store.reindexed_self_search(rebuilt, ids, dimension=dimension, k=k,
+                                               ef_search=ef_search, padded=padded)]
+    else:
+        batches = [store.self_search(ids[start:start + _BATCH], dimension=dimension, k=k,
+                                     ef_search=ef_search, padded=padded)
+                   for start in range(0, len(ids), _BATCH)]
+    for ranks in batches:
         for node, (rank, crowded) in ranks.items():
             if rank is None and crowded and tied is not None:
                 tied.add(node)
@@ -157,13 +187,22 @@ def _search_own(store: LongTermMemory, ids: Any, dimension: int, k: int, ef_sear
     return lost
 
 
-def _advice(index: str, lost: int, finding_all: int | None, remaining: int) -> str:
+def _advice(index: str, lost: int, finding_all: int | None, remaining: int,
+            after: int | None, failure: str | None) -> str:
     if not lost:
         return "Nothing to do: every memory checked is found by its own vector."
+    reindex = f"REINDEX INDEX CONCURRENTLY {index}"
+    if after is not None:
+        verdict = (f"{reindex} (verified on a scratch copy: the rebuilt index returns "
+                   + ("every one of them" if after == 0 else f"all but {after} of the {lost}")
+                   + " at the current setting)")
+    elif failure is not None:
+        verdict = f"{reindex} (not verified: the scratch copy failed: {failure})"
+    else:
+        verdict = (f"{reindex} (not verified: verify_reindex=True measures it on a scratch "
+                   "copy; VACUUM nodes first if rows were deleted)")
     if finding_all is not None:
         return (f"SET hnsw.ef_search = {finding_all} (verified: every one of them is returned "
-                "at that setting), or REINDEX INDEX CONCURRENTLY "
-                f"{index} if searches must stay at the current setting.")
-    return (f"{remaining} stay unreachable even at ef_search 1000: REINDEX INDEX CONCURRENTLY "
-            f"{index} (not verified here: rebuilding writes the index; VACUUM nodes first "
-            "if rows were deleted).")
+                f"at that setting), or {verdict} if searches must stay at the current "
+                "setting.")
+    return f"{remaining} stay unreachable even at ef_search 1000: {verdict}."

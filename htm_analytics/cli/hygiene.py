@@ -11,7 +11,7 @@ from ._output import emit, output_options, scope_options
 
 # Spelt out so that --help imports neither pandas nor the driver (a test checks them against
 # the library's HYGIENE_CHECKS and SENSITIVE_KINDS).
-HYGIENE_CHECKS = ("near_duplicates", "sensitive")
+HYGIENE_CHECKS = ("near_duplicates", "sensitive", "supersession")
 SENSITIVE_KINDS = ("credential", "email", "phone", "payment_card", "iban")
 
 __all__ = ["hygiene"]
@@ -33,8 +33,8 @@ _SIMILARITY = click.option(
 @click.pass_context
 def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float, fmt: str,
             **scope: Any) -> None:
-    """Near-duplicates, secrets and personal data: a summary, or one check's findings
-    with a subcommand."""
+    """Near-duplicates, secrets and personal data, supersessions: a summary, or one check's
+    findings with a subcommand."""
     if ctx.invoked_subcommand is not None:
         return
     from ..analysis import memory_hygiene
@@ -47,8 +47,8 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float, 
         for row in result.summary.itertuples():
             click.echo(f"\n{row.check}: {row.findings:,} findings, {row.memories:,} memories "
                        f"({row.share:.1%})\n  {row.what_it_means}\n  -> {row.what_to_do}")
-        click.echo("\nMore: htm-analytics hygiene duplicates | sensitive | unreachable | stale"
-                   " | growth")
+        click.echo("\nMore: htm-analytics hygiene duplicates | sensitive | supersession | "
+                   "unreachable | stale | retention | growth")
         return
     emit(result.summary, fmt)
 
@@ -97,17 +97,21 @@ def sensitive(ctx: click.Context, kinds: tuple[str, ...], phone_region: str | No
               help="Check this many memories per index (with a 95%% interval) instead of all.")
 @click.option("--summary/--memories", default=True, show_default=True,
               help="One row per index, or one per unreachable memory.")
+@click.option("--verify-reindex", is_flag=True,
+              help="Rebuild each index with unreachable memories on a scratch copy (a "
+                   "scratch database on the same server; needs CREATEDB) and search again.")
 @scope_options
 @output_options
 @click.pass_context
 def unreachable(ctx: click.Context, k: int, ef_search: int | None, sample: int | None,
-                summary: bool, fmt: str, **scope: Any) -> None:
+                summary: bool, verify_reindex: bool, fmt: str, **scope: Any) -> None:
     """Memories an HNSW index does not return for their own vector, per index, and the
-    ef_search that brings them back (or the REINDEX to run)."""
+    ef_search that brings them back (or the REINDEX to run, verified on request)."""
     from ..analysis import unreachable_memories
 
     with _open_store(ctx, init_schema=False) as store:
-        frame = unreachable_memories(store, k=k, ef_search=ef_search, sample=sample, **scope)
+        frame = unreachable_memories(store, k=k, ef_search=ef_search, sample=sample,
+                                     verify_reindex=verify_reindex, **scope)
     emit(frame.attrs["summary"] if summary else frame, fmt)
 
 
@@ -123,6 +127,56 @@ def stale(ctx: click.Context, days: float, fmt: str, **scope: Any) -> None:
 
     with _open_store(ctx, init_schema=False) as store:
         emit(stale_memories(store, not_recalled_for=days, **scope), fmt)
+
+
+@hygiene.command("supersession")
+@click.option("--min-similarity", type=click.FloatRange(0, 1, min_open=True), default=0.5,
+              show_default=True, help="Least cosine similarity of the two memories.")
+@click.option("--max-similarity", type=click.FloatRange(0, 1, min_open=True), default=0.95,
+              show_default=True, help="Cosine similarity from which a pair is a "
+                                      "near-duplicate instead.")
+@click.option("--max-tag-memories", type=int, default=100, show_default=True,
+              help="A shared tag names a subject when at most this many memories hold it.")
+@scope_options
+@output_options
+@click.pass_context
+def supersession(ctx: click.Context, min_similarity: float, max_similarity: float,
+                 max_tag_memories: int, fmt: str, **scope: Any) -> None:
+    """Pairs where a newer memory on the same subject says something different from an
+    older one: ids, created_at, shared tags, similarity, words dropped and added."""
+    from ..analysis import supersession_candidates
+
+    with _open_store(ctx, init_schema=False) as store:
+        emit(supersession_candidates(store, min_similarity=min_similarity,
+                                     max_similarity=max_similarity,
+                                     max_tag_memories=max_tag_memories, **scope), fmt)
+
+
+@hygiene.command("retention")
+@click.option("--expire-after", "expire_after", type=float, default=None, metavar="DAYS",
+              help="Expiry: hide memories older than DAYS that were never recalled.")
+@click.option("--half-life", type=float, default=None, metavar="DAYS",
+              help="Decay: weight (1 + recalls) * 0.5 ** (idle days / DAYS).")
+@click.option("--min-weight", type=float, default=0.5, show_default=True,
+              help="Decay: hidden below this weight.")
+@click.option("--summary/--memories", default=True, show_default=True,
+              help="The policy's counts, or one row per memory it would hide.")
+@scope_options
+@output_options
+@click.pass_context
+def retention(ctx: click.Context, expire_after: float | None, half_life: float | None,
+              min_weight: float, summary: bool, fmt: str, **scope: Any) -> None:
+    """What an expiry or decay policy would hide now, and how many logged recalls returned
+    memories it would have hidden (nothing is hidden)."""
+    from ..analysis import DecayPolicy, ExpiryPolicy, retention_what_if
+
+    if (expire_after is None) == (half_life is None):
+        raise click.UsageError("give one policy: --expire-after DAYS or --half-life DAYS")
+    policy = ExpiryPolicy(expire_after) if expire_after is not None \
+        else DecayPolicy(half_life, min_weight=min_weight)
+    with _open_store(ctx, init_schema=False) as store:
+        frame = retention_what_if(store, policy, **scope)
+    emit(frame.attrs["summary"] if summary else frame, fmt)
 
 
 @hygiene.command("growth")

@@ -226,9 +226,11 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
 
     @tool
     def hygiene(min_similarity: float = 0.95) -> dict[str, Any]:
-        """What is wrong with the memory's content: groups of near-duplicate memories, and
+        """What is wrong with the memory's content: groups of near-duplicate memories,
         memories holding credentials or personal data (masked excerpts only, never the
-        secret), each check with what it means and what to do."""
+        secret), and pairs where a newer memory on the same subject says something different
+        from an older one (supersession candidates, for review), each check with what it
+        means and what to do."""
         result = memory_hygiene(store, min_similarity=min_similarity)
         return {"memories": result.total, "summary": bounds.rows(result.summary),
                 **{name: bounds.rows(frame) for name, frame in result.details.items()}}

@@ -1,4 +1,5 @@
-"""The report's "Memory hygiene" section: near-duplicates and sensitive memories."""
+"""The report's "Memory hygiene" section: near-duplicates, sensitive memories and
+supersession candidates."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ def hygiene_section(store: LongTermMemory, *,
     involved = int(duplicates["memories"].sum())
     share = involved / max(result.total, 1)
     pairs, found = result.details["near_duplicates"], result.details["sensitive"]
+    superseding = result.details["supersession"]
     clusters = pairs["cluster"].nunique()
     holding = found["node_id"].nunique()
     headline = [
@@ -31,7 +33,9 @@ def hygiene_section(store: LongTermMemory, *,
         f"{counted(holding, 'memory', 'memories')} "
         f"{'holds' if holding == 1 else 'hold'} credentials or personal data"
         + (f" ({', '.join(f'{n} {k}' for k, n in found['kind'].value_counts().items())})."
-           if len(found) else ".")]
+           if len(found) else ".")
+        + f" {counted(len(superseding), 'pair')} where a newer memory may supersede an "
+          "older one (for review)."]
     worst = pairs.drop_duplicates("cluster").head(WORST_SHOWN)[
         ["cluster", "cluster_size", "similarity", "node_a", "node_b", "content_a",
          "content_b"]]
@@ -53,6 +57,11 @@ def hygiene_section(store: LongTermMemory, *,
                 (f"The {WORST_SHOWN} biggest groups of near-duplicates (one pair each)", worst),
                 ("Sensitive findings by kind", by_kind),
                 (f"The first {WORST_SHOWN} sensitive findings (masked)",
-                 found.head(WORST_SHOWN)[["node_id", "kind", "detector", "excerpt"]])],
-        data={"summary": result.summary, "near_duplicates": pairs, "sensitive": found})
+                 found.head(WORST_SHOWN)[["node_id", "kind", "detector", "excerpt"]]),
+                (f"The {WORST_SHOWN} most similar supersession candidates (older, newer)",
+                 superseding.head(WORST_SHOWN)[
+                     ["node_old", "node_new", "created_old", "created_new", "shared_tags",
+                      "similarity", "content_old", "content_new"]])],
+        data={"summary": result.summary, "near_duplicates": pairs, "sensitive": found,
+              "supersession": superseding})
     return section, result

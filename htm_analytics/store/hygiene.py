@@ -21,7 +21,8 @@ from ._base import StoreBase
 from ._common import to_numpy
 from ._vectors import native_distance
 
-__all__ = ["HygieneMixin", "scope_condition", "scope_parameters"]
+__all__ = ["HygieneMixin", "scope_condition", "scope_parameters", "self_search_statement",
+           "read_self_search"]
 
 
 def scope_condition(alias: str = "n") -> str:
@@ -123,6 +124,55 @@ FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id JOIN nodes n ON n.id = r
 WHERE {scope_condition()} GROUP BY 1, 2
 ORDER BY 2 NULLS FIRST, 1"""
 
+# Pairs of memories in scope sharing a specific tag: the deepest of a memory's colon
+# hierarchy (`user:drink`, not its ancestor `user`) that at most %(max_tag_memories)s
+# memories in scope hold; with the cosine similarity of their stored vectors: same
+# dimension, and the same model where both name theirs. A vector of length zero has no
+# direction: its NaN distance is left out (NaN sorts above every number in PostgreSQL).
+_SHARED_TAG_PAIRS = f"""
+WITH tagged AS (
+    SELECT DISTINCT nt.node_id, nt.tag_id FROM node_tags nt JOIN tags t ON t.id = nt.tag_id
+    WHERE EXISTS (SELECT 1 FROM nodes n WHERE n.id = nt.node_id AND {scope_condition()})
+      AND NOT EXISTS (SELECT 1 FROM node_tags deeper JOIN tags d ON d.id = deeper.tag_id
+                      WHERE deeper.node_id = nt.node_id
+                        AND starts_with(d.name, t.name || ':'))),
+specific AS (
+    SELECT tag_id FROM tagged GROUP BY tag_id
+    HAVING count(*) BETWEEN 2 AND %(max_tag_memories)s),
+pairs AS (
+    SELECT a.node_id AS node_a, b.node_id AS node_b,
+           array_agg(t.name ORDER BY t.name) AS shared_tags
+    FROM tagged a JOIN specific s ON s.tag_id = a.tag_id
+    JOIN tagged b ON b.tag_id = a.tag_id AND b.node_id > a.node_id
+    JOIN tags t ON t.id = a.tag_id
+    GROUP BY 1, 2),
+compared AS (
+    SELECT p.node_a, p.node_b, p.shared_tags,
+           (1 - (na.embedding <=> nb.embedding))::float8 AS similarity
+    FROM pairs p JOIN nodes na ON na.id = p.node_a JOIN nodes nb ON nb.id = p.node_b
+    LEFT JOIN node_embedding_models ma ON ma.node_id = na.id
+    LEFT JOIN node_embedding_models mb ON mb.node_id = nb.id
+    WHERE na.embedding_dimension = nb.embedding_dimension
+      AND (ma.node_id IS NULL OR mb.node_id IS NULL
+           OR (ma.provider IS NOT DISTINCT FROM mb.provider
+               AND ma.model IS NOT DISTINCT FROM mb.model)))
+SELECT node_a, node_b, shared_tags, similarity FROM compared
+WHERE similarity >= %(min_similarity)s AND similarity <= 1.000001
+ORDER BY node_a, node_b"""
+
+# What a retention policy is judged on: each memory in scope (creation, access columns) and
+# the event log's recalls of them, in time order.
+_RETENTION_NODES = f"""
+SELECT n.id AS node_id, n.created_at, n.access_count,
+       CASE WHEN n.access_count > 0 THEN n.last_accessed END AS last_accessed
+FROM nodes n WHERE {scope_condition()} ORDER BY n.id"""
+
+_RECALL_EVENTS = f"""
+SELECT e.node_id, e.occurred_at FROM memory_events e
+WHERE e.kind = 'recall' AND e.occurred_at <= %(until)s
+  AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.node_id AND {scope_condition()})
+ORDER BY e.node_id, e.occurred_at"""
+
 _DESCRIBE = """
 SELECT n.id, n.content, n.created_at, n.access_count, n.last_accessed,
        n.embedding_dimension,
@@ -140,6 +190,42 @@ def scope_parameters(scope: Mapping[str, Any] | None) -> dict[str, Any]:
     scope = scope or {}
     return {"start": scope.get("start"), "end": scope.get("end"),
             "robots": scope.get("robots")}
+
+
+def self_search_statement(dimension: int, k: int, *, native: bool,
+                          live: bool) -> sql.Composed:
+    """The statement of :meth:`HygieneMixin.self_search` (``%(ids)s`` bound): through the
+    native index of ``dimension`` or the padded one; ``live`` leaves soft-deleted rows out."""
+    if native:
+        distance = native_distance(dimension).as_string(None).replace(
+            "%(q)s", sql.SQL("(subvector(q.embedding, 1, {d})::vector({d}))").format(
+                d=sql.Literal(dimension)).as_string(None))
+    else:
+        distance = "n.embedding <=> q.embedding"
+    # Straight on the tables, not the read prefix: the planner must see the index's own
+    # expression on `nodes` to walk it.
+    return sql.SQL("""
+        SELECT q.id, found.rank, found.farthest
+        FROM public.nodes q
+        LEFT JOIN LATERAL (
+            SELECT max(s.rank) FILTER (WHERE s.id = q.id) AS rank,
+                   max(s.distance) AS farthest FROM (
+                SELECT n.id, n.distance, row_number() OVER () AS rank FROM (
+                    SELECT n.id, {distance} AS distance FROM public.nodes n
+                    WHERE n.embedding_dimension = {d}{live}
+                    ORDER BY {distance} LIMIT {k}) n) s) found ON true
+        WHERE q.id = ANY(%(ids)s::bigint[])""").format(
+        d=sql.Literal(dimension), distance=sql.SQL(distance), k=sql.Literal(k),
+        live=sql.SQL(" AND n.deleted_at IS NULL" if live else ""))
+
+
+def read_self_search(rows: Sequence[Mapping[str, Any]],
+                     ids: Sequence[int]) -> dict[int, tuple[int | None, bool]]:
+    """``{id: (rank, tied)}`` from the rows of :func:`self_search_statement`."""
+    found = {int(r["id"]): (None if r["rank"] is None else int(r["rank"]),
+                             r["farthest"] is not None and r["farthest"] <= _TIE_DISTANCE)
+             for r in rows}
+    return {node: found.get(node, (None, False)) for node in ids}
 
 
 class HygieneMixin(StoreBase):
@@ -228,6 +314,37 @@ class HygieneMixin(StoreBase):
                                 dtypes={"robot": "string", "new": "int64",
                                         "new_bytes": "Int64"})
 
+    def shared_tag_pairs(self, *, min_similarity: float, max_tag_memories: int,
+                         scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
+        """Pairs in scope that share a leaf tag (no deeper tag of the memory under it) held
+        by at most ``max_tag_memories`` memories in scope and whose stored vectors (same dimension and model) reach cosine
+        ``min_similarity``: ``node_a < node_b`` (int64), ``shared_tags`` (list of str) and
+        ``similarity`` (float64)."""
+        max_tag_memories = validate_positive_int(max_tag_memories, field="max_tag_memories")
+        params = {**scope_parameters(scope), "min_similarity": float(min_similarity),
+                  "max_tag_memories": max_tag_memories}
+        return self.fetch_frame(_SHARED_TAG_PAIRS, params, dtypes={
+            "node_a": "int64", "node_b": "int64", "similarity": "float64"})
+
+    def retention_facts(self, until: Any, *, scope: Mapping[str, Any] | None = None
+                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The memories in scope (``node_id`` int64, ``created_at``, ``access_count`` int64,
+        ``last_accessed``: NaT unless accessed) and the event log's ``recall`` events of them
+        up to ``until`` (``node_id`` int64, ``occurred_at``; empty without the log), one
+        transaction."""
+        params = {**scope_parameters(scope), "until": until}
+        with self._transaction() as cur:
+            cur.execute(self._read(_RETENTION_NODES), params)
+            nodes = pd.DataFrame(cur.fetchall(), columns=["node_id", "created_at",
+                                                          "access_count", "last_accessed"])
+            cur.execute(self._read(_RECALL_EVENTS), params)
+            events = pd.DataFrame(cur.fetchall(), columns=["node_id", "occurred_at"])
+        for frame, column in ((nodes, "created_at"), (nodes, "last_accessed"),
+                              (events, "occurred_at")):
+            frame[column] = pd.to_datetime(frame[column], utc=True)
+        return (nodes.astype({"node_id": "int64", "access_count": "int64"}),
+                events.astype({"node_id": "int64"}))
+
     def server_now(self) -> Any:
         """The server's clock (``now()``), which the access times were written with."""
         return self._fetch("SELECT now() AS now")[0]["now"]
@@ -256,34 +373,11 @@ class HygieneMixin(StoreBase):
         k = validate_positive_int(k, field="k", maximum=1000)
         ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
         native = dimension in self.native_dimensions and not padded
-        if native:
-            distance = native_distance(dimension).as_string(None).replace(
-                "%(q)s", sql.SQL("(subvector(q.embedding, 1, {d})::vector({d}))").format(
-                    d=sql.Literal(dimension)).as_string(None))
-        else:
-            distance = "n.embedding <=> q.embedding"
-        live = " AND n.deleted_at IS NULL" if self.schema_info.soft_deletes else ""
-        # Straight on the tables, not the read prefix: the planner must see the index's
-        # own expression on `nodes` to walk it.
-        statement = sql.SQL("""
-            SELECT q.id, found.rank, found.farthest
-            FROM public.nodes q
-            LEFT JOIN LATERAL (
-                SELECT max(s.rank) FILTER (WHERE s.id = q.id) AS rank,
-                       max(s.distance) AS farthest FROM (
-                    SELECT n.id, n.distance, row_number() OVER () AS rank FROM (
-                        SELECT n.id, {distance} AS distance FROM public.nodes n
-                        WHERE n.embedding_dimension = {d}{live}
-                        ORDER BY {distance} LIMIT {k}) n) s) found ON true
-            WHERE q.id = ANY(%(ids)s::bigint[])""").format(
-            d=sql.Literal(dimension), live=sql.SQL(live), distance=sql.SQL(distance),
-            k=sql.Literal(k))
+        statement = self_search_statement(dimension, k, native=native,
+                                          live=self.schema_info.soft_deletes)
         with self._transaction() as cur:
             cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
                         "       set_config('enable_seqscan', 'off', true)",
                         (str(ef_search),))
             rows = cur.execute(statement, {"ids": ids}).fetchall()
-        found = {int(r["id"]): (None if r["rank"] is None else int(r["rank"]),
-                                 r["farthest"] is not None and r["farthest"] <= _TIE_DISTANCE)
-                 for r in rows}
-        return {node: found.get(node, (None, False)) for node in ids}
+        return read_self_search(rows, ids)

@@ -15,6 +15,7 @@ from .imports import ImportsMixin
 from .indexing import IndexingMixin
 from .lexical import LexicalSearchMixin
 from .nodes import NodesMixin
+from .reindex_check import ReindexCheckMixin
 from .search import SearchMixin, check_strategy
 from .tagging import TaggingMixin
 
@@ -23,7 +24,7 @@ __all__ = ["LongTermMemory"]
 
 class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, LexicalSearchMixin,
                      BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin, ForgettingMixin,
-                     HygieneMixin):
+                     HygieneMixin, ReindexCheckMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`, a mixin
