@@ -22,8 +22,13 @@ from htm_analytics import (
     concurrency_sweep,
     recommend_ef_search,
 )
-from htm_analytics.advisor import FINDING_COLUMNS, split_statements
-from htm_analytics.cli import cli
+from htm_analytics.advisor import (
+    FINDING_COLUMNS,
+    FINDINGS_SCHEMA_VERSION,
+    gate_exit_code,
+    split_statements,
+)
+from htm_analytics.cli import cli, main
 from htm_analytics.store import database_name, scratch_database
 
 # Long enough for the provoked sessions, short enough for a test.
@@ -257,10 +262,18 @@ def test_recommend_ef_search_and_concurrency(ltm, database_url):
 
 def test_advise_command(ltm, database_url):
     runner = CliRunner()
-    as_json = runner.invoke(cli, ["--db", database_url, "advise", "--no-sweep", "--json"])
+    as_json = runner.invoke(cli, ["--db", database_url, "advise", "--no-sweep", "--no-hygiene",
+                                  "--json"])
     assert as_json.exit_code == 0, as_json.output
-    rows = json.loads(as_json.stdout)
-    assert [r["object"] for r in rows] == advise(ltm)["object"].tolist()
+    document = json.loads(as_json.stdout)
+    assert document["schema_version"] == FINDINGS_SCHEMA_VERSION
+    assert document["kind"] == "advise" and document["fail_on"] is None
+    rows = document["findings"]
+    expected = advise(ltm)
+    assert [r["object"] for r in rows] == expected["object"].tolist()
+    assert document["counts"] == {severity: int((expected["severity"] == severity).sum())
+                                  for severity in ("critical", "warning", "info")}
+    assert rows[0]["statements"] == split_statements(rows[0]["sql"])
     table = runner.invoke(cli, ["advise", "--no-sweep", "--db", database_url])
     assert table.exit_code == 0, table.output
     assert "1. WARNING duplicate_index: public.idx_node_tags_node_id" in table.output
@@ -268,3 +281,43 @@ def test_advise_command(ltm, database_url):
         table.output
     assert max(len(line) for line in table.stdout.splitlines()
                if not line.startswith("   | ")) <= 110
+
+
+def test_fail_on_exit_codes(database_url, monkeypatch, capsys):
+    """A clean memory has warnings (the reference schema's duplicate index) and no critical
+    finding; an invalid index adds a critical one."""
+    runner = CliRunner()
+
+    def gate(*options: str):
+        return runner.invoke(cli, ["--db", database_url, "advise", "--no-sweep",
+                                   "--no-hygiene", *options])
+
+    assert gate().exit_code == 0
+    assert gate("--fail-on", "critical").exit_code == 0
+    warned = gate("--fail-on", "warning", "--json")
+    assert warned.exit_code == 3
+    assert json.loads(warned.stdout)["exit_code"] == 3
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE gate_invalid AS SELECT 1 AS x FROM generate_series(1, 2)")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("CREATE UNIQUE INDEX CONCURRENTLY gate_invalid_x ON gate_invalid (x)")
+    assert gate("--fail-on", "critical").exit_code == 4
+    assert gate("--fail-on", "warning", "--csv").exit_code == 4
+    assert gate().exit_code == 0  # no gate, no failure
+    # The installed entry point passes the code on too.
+    monkeypatch.setattr("sys.argv", ["htm-analytics", "--db", database_url, "advise",
+                                     "--no-sweep", "--no-hygiene", "--fail-on", "critical"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 4
+    assert "CRITICAL invalid_index: public.gate_invalid_x" in capsys.readouterr().out
+
+
+def test_gate_exit_code_rules():
+    assert gate_exit_code([], "warning") == 0
+    assert gate_exit_code(["info", "warning"], "critical") == 0
+    assert gate_exit_code(["info", "warning"], "warning") == 3
+    assert gate_exit_code(["critical"], "warning") == 4
+    assert gate_exit_code(["critical", "warning"], None) == 0
+    with pytest.raises(ValidationError, match="fail_on"):
+        gate_exit_code(["info"], "info")

@@ -30,10 +30,12 @@ from ._common import (
     query_text,
     split_statements,
 )
+from .gate import FINDINGS_SCHEMA_VERSION, GATE_EXIT_CODES, findings_document, gate_exit_code
 from .hygiene import hygiene_findings
 
-__all__ = ["FINDING_COLUMNS", "SEVERITIES", "AdvisorThresholds", "advise", "split_statements",
-           "statistics_age"]
+__all__ = ["FINDING_COLUMNS", "FINDINGS_SCHEMA_VERSION", "GATE_EXIT_CODES", "SEVERITIES",
+           "AdvisorThresholds", "advise", "findings_document", "gate_exit_code",
+           "split_statements", "statistics_age"]
 
 _SEVERITY_ORDER = {name: position for position, name in enumerate(SEVERITIES)}
 _CHECKS: tuple[Callable[[Context], Iterator[dict[str, str]]], ...] = (

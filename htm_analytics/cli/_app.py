@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ._database import DEMO_DATABASE, choose_database, open_store, say_database, store_options
-from ._output import emit, explain_empty, output_options, scope_options
+from ._output import emit, emit_document, explain_empty, output_options, scope_options
 
 __all__ = ["main", "cli"]
 
@@ -160,6 +160,14 @@ def init_db(ctx: click.Context) -> None:
                    + (f"applied migrations {applied}" if applied else "already up to date"))
 
 
+def fail_on_option(command: Any) -> Any:
+    """``--fail-on warning|critical``: exit 3 (worst a warning) or 4 (a critical finding)."""
+    return click.option(
+        "--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+        help="Exit with 4 when a finding is critical, or 3 when the worst is a warning "
+             "and this is warning (for CI and cron); 0 otherwise.")(command)
+
+
 @cli.command()
 @click.option("--sweep/--no-sweep", default=True, show_default=True,
               help="Run a quick ef_search sweep (200 held-out vectors) to check the setting.")
@@ -168,12 +176,17 @@ def init_db(ctx: click.Context) -> None:
 @click.option("--hygiene/--no-hygiene", default=True, show_default=True,
               help="Check the memories themselves too (near-duplicates, credentials, "
                    "personal data; reads every memory).")
+@fail_on_option
 @output_options
 @click.pass_context
 def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
-           fmt: str) -> None:
-    """Health and tuning findings, most severe first, each with the SQL that fixes it."""
+           fail_on: str | None, fmt: str) -> None:
+    """Health and tuning findings, most severe first, each with the SQL that fixes it.
+
+    --json prints one document (schema_version, counts, findings...: see docs/history.md).
+    """
     from ..advisor import advise as advise_store
+    from ..advisor import findings_document, gate_exit_code
     from ..analysis import memory_hygiene
     from ..tuning.advice import recommend_ef_search
 
@@ -187,12 +200,27 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
                                                 progress=sys.stderr.isatty())
         content = memory_hygiene(store) if hygiene else None
         findings = advise_store(store, ef_search_advice=ef_advice, hygiene=content)
-    if fmt != "table":
+    code = gate_exit_code(findings["severity"], fail_on)
+    if fmt == "json":
+        since = findings.attrs["statistics_since"]
+        emit_document(findings_document(
+            findings, kind="advise", database=store.url, fail_on=fail_on,
+            statistics={"since": None if since is None else since.isoformat(),
+                        "seconds": findings.attrs["statistics_seconds"],
+                        "note": findings.attrs["statistics_note"]},
+            ef_search_sweep=None if ef_advice is None else ef_advice.evidence))
+    elif fmt == "csv":
         emit(findings, fmt)
-        return
-    click.echo(f"database: {store.url}\nstatistics since {findings.attrs['statistics_note']}")
-    if ef_advice is not None:
-        click.echo(f"ef_search sweep: {ef_advice.evidence}")
+    else:
+        _print_findings(findings, f"database: {store.url}\nstatistics since "
+                                  f"{findings.attrs['statistics_note']}"
+                        + ("" if ef_advice is None else
+                           f"\nef_search sweep: {ef_advice.evidence}"))
+    ctx.exit(code)
+
+
+def _print_findings(findings: Any, header: str) -> None:
+    click.echo(header)
     for number, row in enumerate(findings.to_dict("records"), start=1):
         click.echo(f"\n{number}. {str(row['severity']).upper()} {row['check']}: {row['object']}")
         for label, text in (("", row["evidence"]), ("-> ", row["recommendation"])):
@@ -335,7 +363,7 @@ def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
 def main() -> None:
     """Entry point: run the CLI, turning library errors into one clear line and exit code 1."""
     try:
-        cli(standalone_mode=False)
+        code = cli(standalone_mode=False)  # a gate's ctx.exit(code) comes back as the value
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)  # Ctrl-C
         sys.exit(130)
@@ -349,6 +377,8 @@ def main() -> None:
             raise
         click.echo(f"Error: {_cli_words(str(exc))}", err=True)
         sys.exit(1)
+    if type(code) is int and code:  # not a command's True or None
+        sys.exit(code)
 
 
 # Python arguments named in the library's messages, and the options that set them here.
