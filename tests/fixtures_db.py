@@ -26,6 +26,7 @@ from htm_analytics.report.demo import run_demo
 from htm_analytics.store import (
     apply_migrations,
     create_database,
+    create_statement_statistics,
     drop_database,
     scratch_database,
     with_database,
@@ -76,6 +77,7 @@ def server_url() -> Iterator[str]:
         pytest.exit(f"test database unreachable: {exc}", returncode=2)
     with psycopg.connect(template_url, autocommit=True) as conn:
         apply_migrations(conn)
+        create_statement_statistics(conn)  # test databases record their statements
     yield url
     drop_database(url, TEMPLATE)
     _delete_run_server()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import threading
 
@@ -70,7 +71,8 @@ def _found(frame, check: str, obj: str | None = None):
 def test_clean_database_has_only_the_reference_schema_findings(ltm):
     frame = advise(ltm)
     assert {c: str(t) for c, t in frame.dtypes.items()} == FINDING_COLUMNS
-    assert set(frame["check"]) == {"duplicate_index", "unused_index", "slow_queries"}
+    # pg_stat_statements is loaded and created in test databases: no slow statement here.
+    assert set(frame["check"]) == {"duplicate_index", "unused_index"}
     duplicates = _found(frame, "duplicate_index")
     assert sorted(duplicates["object"]) == ["public.idx_node_tags_node_id",
                                             "public.idx_robot_nodes_robot_id"]
@@ -83,6 +85,40 @@ def test_clean_database_has_only_the_reference_schema_findings(ltm):
     assert re.search(r"created \(never reset\) \d+ (second|seconds|minutes) ago",
                      unused["evidence"].iloc[0])
     assert "DROP" not in unused["sql"].iloc[0]
+
+
+def _has_statement_statistics(conn: psycopg.Connection) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM pg_extension "
+                             "WHERE extname = 'pg_stat_statements'").fetchone()[0])
+
+
+def test_slow_statements_are_recorded_out_of_the_box(ltm, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        if os.environ.get("HTM_TEST_DSN") and not _has_statement_statistics(conn):
+            pytest.skip("HTM_TEST_DSN's server does not load pg_stat_statements")
+        for _ in range(3):
+            conn.execute("SELECT pg_sleep(0.02) AS slow_marker")
+    frame = advise(ltm, thresholds=AdvisorThresholds(slow_query_ms=15, slow_query_calls=3))
+    slow = _found(frame, "slow_queries")
+    assert slow["severity"].tolist() == ["warning"]
+    assert "slow_marker" in slow["evidence"].iloc[0]
+    assert "over 3 calls" in slow["evidence"].iloc[0]
+
+
+def test_statement_statistics_are_created_by_init_db_only(empty_database_url, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP EXTENSION IF EXISTS pg_stat_statements")
+    with LongTermMemory(database_url) as store:  # a read: the extension stays absent
+        frame = advise(store)
+    assert _found(frame, "slow_queries")["severity"].tolist() == ["info"]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert not _has_statement_statistics(conn)
+    LongTermMemory(empty_database_url, init_schema=True).close()  # init-db
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        loaded = conn.execute("SELECT current_setting('shared_preload_libraries') "
+                              "~ 'pg_stat_statements'").fetchone()[0]
+        assert _has_statement_statistics(conn) == loaded
+        assert loaded or os.environ.get("HTM_TEST_DSN")  # the embedded server loads it
 
 
 def _provoke(url: str, conn: psycopg.Connection) -> None:
