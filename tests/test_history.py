@@ -4,6 +4,7 @@ for real and flagged, and the history file's schema version."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 
@@ -11,11 +12,13 @@ import duckdb
 import numpy as np
 import psycopg
 import pytest
+from click.testing import CliRunner
 from psycopg import sql
 
 from htm_analytics import HistoryVersionError, LongTermMemory
 from htm_analytics.advisor.collect import collect_sample
 from htm_analytics.advisor.history import DriftThresholds, drift_findings, history
+from htm_analytics.cli import cli
 from htm_analytics.store.history import HISTORY_SCHEMA_VERSION, read_history
 
 INDEX_COUNTERS = """SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes
@@ -102,11 +105,23 @@ def test_collect_history_and_drift(reader_url, db, tmp_path):
     assert frames.recall["recall"].nunique() == 1
     assert "recall_drift" not in set(drift_findings(frames)["check"])
 
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["history", "--history", str(path), "--what", "recall",
+                                "--json", "--plot", str(tmp_path / "history.png")])
+    assert shown.exit_code == 0, shown.output
+    assert [row["sample_id"] for row in json.loads(shown.stdout)] == [1, 2, 3]
+    assert (tmp_path / "history.png").stat().st_size > 0
+
     db.execute(sql.SQL("ALTER DATABASE {} SET hnsw.ef_search = 1").format(
         sql.Identifier(db.info.dbname)))
-    degraded = _collect(reader_url, path)
-    assert degraded["samples"]["ef_search"].iloc[0] == 1
+    checked = runner.invoke(cli, ["--db", reader_url, "collect", "--history", str(path),
+                                  "--recall-queries", "40", "--check", "--json"])
+    assert checked.exit_code == 4, checked.output
+    document = json.loads(checked.stdout)
+    assert document["kind"] == "collect" and document["sample"]["sample_id"] == 4
+    assert [f["check"] for f in document["findings"]] == ["recall_drift"]
     frames = history(path)
+    assert frames.samples["ef_search"].iloc[-1] == 1
     assert frames.recall["recall"].iloc[-1] < frames.recall["baseline_low"].iloc[-1]
     drift = drift_findings(frames)
     assert drift.loc[drift["check"] == "recall_drift", "severity"].tolist() == ["critical"]

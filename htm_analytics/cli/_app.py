@@ -14,7 +14,7 @@ import click
 from ._database import DEMO_DATABASE, choose_database, open_store, say_database, store_options
 from ._output import emit, emit_document, explain_empty, output_options, scope_options
 
-__all__ = ["main", "cli"]
+__all__ = ["main", "cli", "fail_on_option", "print_findings"]
 
 
 def _open_store(ctx: click.Context, **options: Any) -> Any:
@@ -212,14 +212,14 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
     elif fmt == "csv":
         emit(findings, fmt)
     else:
-        _print_findings(findings, f"database: {store.url}\nstatistics since "
+        print_findings(findings, f"database: {store.url}\nstatistics since "
                                   f"{findings.attrs['statistics_note']}"
                         + ("" if ef_advice is None else
                            f"\nef_search sweep: {ef_advice.evidence}"))
     ctx.exit(code)
 
 
-def _print_findings(findings: Any, header: str) -> None:
+def print_findings(findings: Any, header: str) -> None:
     click.echo(header)
     for number, row in enumerate(findings.to_dict("records"), start=1):
         click.echo(f"\n{number}. {str(row['severity']).upper()} {row['check']}: {row['object']}")
