@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from psycopg import sql
 
-from htm_analytics import HistoryVersionError, LongTermMemory
+from htm_analytics import HistoryVersionError, LongTermMemory, build_report
 from htm_analytics.advisor.collect import collect_sample
 from htm_analytics.advisor.history import DriftThresholds, drift_findings, history
 from htm_analytics.cli import cli
@@ -125,6 +125,13 @@ def test_collect_history_and_drift(reader_url, db, tmp_path):
     assert frames.recall["recall"].iloc[-1] < frames.recall["baseline_low"].iloc[-1]
     drift = drift_findings(frames)
     assert drift.loc[drift["check"] == "recall_drift", "severity"].tolist() == ["critical"]
+    with LongTermMemory(reader_url, read_only=True) as store:
+        report = build_report(store, benchmark=False, hygiene=False, advice=False,
+                              history=path)
+    since = next(section for section in report.sections if section.key == "since")
+    assert report.sections[0] is since and len(since.figures) == 3
+    assert any(line.startswith("CRITICAL recall_drift") for line in since.findings)
+    assert "Since last time" in report.to_html()
     # The degraded sample as the approved baseline: the drop is then not drift.
     approved = DriftThresholds(baseline_sample=4)
     assert "recall_drift" not in set(drift_findings(history(path, thresholds=approved),

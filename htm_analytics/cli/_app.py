@@ -107,11 +107,14 @@ def _snapshot_hint(path: str) -> str:
               help="Include the ef_search recall/latency sweep.")
 @click.option("--hygiene/--no-hygiene", default=True, show_default=True,
               help="Include the memory-hygiene section (near-duplicates, secrets).")
+@click.option("--history", "history_path", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="Add \"Since last time\" from this history (htm-analytics "
+                                 "collect --history PATH).")
 @click.option("--title", default="Memory report", show_default=True)
 @click.pass_context
 def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
            data_format: str, snapshot_path: str | None, benchmark: bool, hygiene: bool,
-           title: str) -> None:
+           history_path: str | None, title: str) -> None:
     """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve."""
     from ..report.build import build_report
 
@@ -131,10 +134,11 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
 
         click.echo(f"snapshot: {snapshot_path}", err=True)
         with Snapshot(snapshot_path) as source:
-            built = build_report(source, title=title, benchmark=False)
+            built = build_report(source, title=title, benchmark=False, history=history_path)
     else:
         with _open_store(ctx, init_schema=False, pool_size=1) as store:
-            built = build_report(store, title=title, benchmark=benchmark, hygiene=hygiene)
+            built = build_report(store, title=title, benchmark=benchmark, hygiene=hygiene,
+                                 history=history_path)
     path = built.write_html(out) if report_format == "html" else built.write_markdown(out)
     click.echo(f"report written to {path}")
     if data_dir:

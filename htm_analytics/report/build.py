@@ -48,6 +48,7 @@ from .render import (
     shorten,
     with_size,
 )
+from .since import since_last_time_section
 
 __all__ = ["Figure", "Section", "Report", "build_report", "MIN_SWEEP_VECTORS",
            "TOP_ROBOTS", "TOP_TREND_ROBOTS"]
@@ -193,7 +194,8 @@ def _version() -> str:
 def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
-                 advice: bool = True, hygiene: bool = True) -> Report:
+                 advice: bool = True, hygiene: bool = True,
+                 history: str | os.PathLike[str] | None = None) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -217,6 +219,9 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     hygiene : bool
         Add the "Memory hygiene" section near the top (near-duplicates, credentials and
         personal data; :func:`~htm_analytics.memory_hygiene`; live store only).
+    history : path, optional
+        A history written by ``htm-analytics collect``: adds "Since last time" near the top
+        (growth, index usage and recall since the previous sample, drift findings).
 
     Returns
     -------
@@ -268,6 +273,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
             sections.insert(0, hygiene_part)
         if findings is not None:
             sections.insert(0, advisor_section(findings))
+    if history is not None:
+        sections.insert(1 if live and advice else 0, since_last_time_section(history))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),
                   facts=facts, sections=sections)
 
