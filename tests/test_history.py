@@ -5,7 +5,6 @@ for real and flagged, and the history file's schema version."""
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 
 import duckdb
@@ -13,6 +12,7 @@ import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
+from fixtures_db import select_only_role
 from psycopg import sql
 
 from htm_analytics import HistoryVersionError, LongTermMemory, build_report
@@ -34,14 +34,8 @@ def reader_url(database_url: str, db: psycopg.Connection) -> Iterator[str]:
         for i in range(120):
             store.add(content=f"memory {i}", robot_id=robot, token_count=2,
                       embedding=rng.normal(size=16))
-    role = f"htm_history_{uuid.uuid4().hex[:8]}"
-    db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-    db.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
-    db.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
-        sql.Identifier(role)))
-    yield f"{database_url} user={role}"
-    db.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-    db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    with select_only_role(database_url, db) as url:
+        yield url
 
 
 def _workload(db: psycopg.Connection, scans: int) -> None:

@@ -23,7 +23,8 @@ def _change(growth: pd.DataFrame, first: int, last: int) -> pd.DataFrame:
     keyed = growth.assign(total_bytes=growth["table_bytes"] + growth["index_bytes"]).set_index(
         ["sample_id", "table_name"])[["row_count", "total_bytes"]]
     before, after = keyed.loc[first], keyed.loc[last]
-    change = after.join(before, suffixes=("_now", "_before"), how="left")
+    change = after.merge(before, left_index=True, right_index=True, how="left",
+                         suffixes=("_now", "_before"))
     change["rows_added"] = change["row_count_now"] - change["row_count_before"]
     change["bytes_added"] = change["total_bytes_now"] - change["total_bytes_before"]
     return change.reset_index()[["table_name", "row_count_before", "row_count_now",
