@@ -120,3 +120,17 @@ def test_long_robot_names_do_not_squeeze_the_plots() -> None:
                            columns=["robot1", "robot2", "jaccard"])
     ax = ha.plot_robot_overlap(overlap)
     assert max(len(label.get_text()) for label in ax.get_xticklabels()) <= 30
+
+
+def test_latency_claims_say_when_they_are_within_the_noise():
+    from htm_analytics.report.advice import latency_noise
+
+    sweep = pd.DataFrame({"ef_search": [20, 40, 80], "latency_p50_ms": [1.00, 1.10, 2.00],
+                          "latency_p50_spread_ms": [0.08, 0.05, 0.05], "repeats": [2, 2, 2]})
+    assert "within the noise of 2 repeats" in latency_noise(sweep, 20)  # 0.10 <= 0.13
+    assert "0.90 ms faster at p50 than ef_search 80" in latency_noise(sweep, 40)
+    assert latency_noise(sweep, 80) == ""
+    noisy = sweep.assign(latency_p50_ms=[1.2, 1.1, 2.0])  # the larger setting ran faster
+    assert "within the noise" in latency_noise(noisy, 20)
+    slower = sweep.assign(latency_p50_ms=[1.5, 1.1, 2.0])
+    assert "0.40 ms slower" in latency_noise(slower, 20)

@@ -73,6 +73,25 @@ def advisor_section(findings: pd.DataFrame) -> Section:
     return section
 
 
+def latency_noise(sweep: pd.DataFrame, ef_search: int) -> str:
+    """Whether ``ef_search`` is measurably faster than the next larger setting swept, given
+    how far the repeats disagree (a sentence, or "" when there is no larger setting)."""
+    larger = sweep[sweep["ef_search"] > ef_search]
+    if larger.empty:
+        return ""
+    this, other = sweep[sweep["ef_search"] == ef_search].iloc[0], larger.iloc[0]
+    gap = float(other["latency_p50_ms"] - this["latency_p50_ms"])
+    noise = float(this["latency_p50_spread_ms"] + other["latency_p50_spread_ms"])
+    runs = f"{int(this['repeats'])} repeats"
+    if abs(gap) <= noise:
+        return (f" Its p50 latency and that of ef_search {int(other['ef_search'])} differ by "
+                f"{abs(gap):.2f} ms, within the noise of {runs} (their medians spread over "
+                f"{noise:.2f} ms together).")
+    faster = "faster" if gap > 0 else "slower"
+    return (f" It is {abs(gap):.2f} ms {faster} at p50 than ef_search "
+            f"{int(other['ef_search'])}, beyond the {noise:.2f} ms the {runs} spread over.")
+
+
 def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section, EfSearchAdvice]:
     """The ef_search recommendation, its recall/latency curve and a concurrency sweep."""
     advice = recommend_ef_search(store, queries=sweep_queries, repeats=2)
@@ -85,14 +104,15 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         text = (f"The smallest ef_search reaching recall {advice.target_recall:g} is "
                 f"{advice.ef_search} ({advice.latency_p50_ms:.2f} ms p50). Measured with "
                 f"{advice.evidence.split('; ', 1)[1]}; latency by the client on one "
-                "connection.")
+                f"connection.{latency_noise(sweep, advice.ef_search)}")
         headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
                     f"{advice.target_recall:g} ({advice.recall:.3f}, "
                     f"{advice.latency_p50_ms:.2f} ms p50).")
     section = Section("hnsw", "HNSW recall and latency", text=text, findings=[headline],
                            tables=[("ef_search sweep", sweep[[
                                "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
-                               "latency_p95_ms", "qps", "returned_mean", "used_index"]])],
+                               "latency_p50_spread_ms", "latency_p95_ms", "qps", "qps_spread",
+                               "repeats", "returned_mean", "used_index"]])],
                            data={"recall_sweep": sweep})
     section.figures.append(Figure.from_axes(
         plot_recall_latency(sweep), f"Recall@{first['k']} against queries per second for each "
