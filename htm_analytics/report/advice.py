@@ -9,6 +9,7 @@ import pandas as pd
 from ..store import LongTermMemory
 from ..tuning.advice import (
     EfSearchAdvice,
+    compare_latency,
     concurrency_sweep,
     describe_concurrency,
     plot_concurrency,
@@ -73,23 +74,9 @@ def advisor_section(findings: pd.DataFrame) -> Section:
     return section
 
 
-def latency_noise(sweep: pd.DataFrame, ef_search: int) -> str:
-    """Whether ``ef_search`` is measurably faster than the next larger setting swept, given
-    how far the repeats disagree (a sentence, or "" when there is no larger setting)."""
-    larger = sweep[sweep["ef_search"] > ef_search]
-    if larger.empty:
-        return ""
-    this, other = sweep[sweep["ef_search"] == ef_search].iloc[0], larger.iloc[0]
-    gap = float(other["latency_p50_ms"] - this["latency_p50_ms"])
-    noise = float(this["latency_p50_spread_ms"] + other["latency_p50_spread_ms"])
-    runs = f"{int(this['repeats'])} repeats"
-    if abs(gap) <= noise:
-        return (f" Its p50 latency and that of ef_search {int(other['ef_search'])} differ by "
-                f"{abs(gap):.2f} ms, within the noise of {runs} (their medians spread over "
-                f"{noise:.2f} ms together).")
-    faster = "faster" if gap > 0 else "slower"
-    return (f" It is {abs(gap):.2f} ms {faster} at p50 than ef_search "
-            f"{int(other['ef_search'])}, beyond the {noise:.2f} ms the {runs} spread over.")
+def _next_setting_noise(sweep: pd.DataFrame, ef_search: int) -> str:
+    larger = sweep.loc[sweep["ef_search"] > ef_search, "ef_search"]
+    return "" if larger.empty else " " + compare_latency(sweep, ef_search, int(larger.iloc[0]))
 
 
 def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section, EfSearchAdvice]:
@@ -104,7 +91,7 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         text = (f"The smallest ef_search reaching recall {advice.target_recall:g} is "
                 f"{advice.ef_search} ({advice.latency_p50_ms:.2f} ms p50). Measured with "
                 f"{advice.evidence.split('; ', 1)[1]}; latency by the client on one "
-                f"connection.{latency_noise(sweep, advice.ef_search)}")
+                f"connection.{_next_setting_noise(sweep, advice.ef_search)}")
         headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
                     f"{advice.target_recall:g} ({advice.recall:.3f}, "
                     f"{advice.latency_p50_ms:.2f} ms p50).")
