@@ -17,7 +17,14 @@ from typing import TYPE_CHECKING, Any
 from . import _moved
 
 if TYPE_CHECKING:
-    from .advisor import AdvisorThresholds, advise
+    from .advisor import (
+        AdvisorThresholds,
+        DriftThresholds,
+        advise,
+        collect_sample,
+        drift_findings,
+        history,
+    )
     from .agent import (
         HTM,
         WorkingMemory,
@@ -67,6 +74,7 @@ if TYPE_CHECKING:
         DatabaseConnectionError,
         DatabaseError,
         EmbeddingError,
+        HistoryVersionError,
         HTMError,
         NoSoftDeleteError,
         NotFoundError,
@@ -118,7 +126,8 @@ if TYPE_CHECKING:
 # Where each public name lives: package -> names.
 _LAZY: dict[str, tuple[str, ...]] = {
     'advisor': (
-        "AdvisorThresholds", "advise",
+        "AdvisorThresholds", "DriftThresholds", "advise", "collect_sample", "drift_findings",
+        "history",
     ),
     'agent': (
         "HTM", "WorkingMemory", "count_tokens", "get_embedder", "parse_timeframe",
@@ -136,8 +145,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ),
     'errors': (
         "ConcurrencyError", "DatabaseConnectionError", "DatabaseError", "EmbeddingError",
-        "HTMError", "NoSoftDeleteError", "NotFoundError", "QueryTimeoutError", "SchemaError",
-        "ValidationError", "BenchmarkFormatError",
+        "HTMError", "HistoryVersionError", "NoSoftDeleteError", "NotFoundError",
+        "QueryTimeoutError", "SchemaError", "ValidationError", "BenchmarkFormatError",
     ),
     'report': (
         "Report", "build_report", "demo_database_url", "load_demo", "run_demo",
@@ -161,6 +170,10 @@ __version__ = "0.1.0"
 
 __all__ = [
     "advise",
+    "collect_sample",
+    "drift_findings",
+    "history",
+    "DriftThresholds",
     "AdvisorThresholds",
     "recommend_ef_search",
     "EfSearchAdvice",
@@ -177,6 +190,7 @@ __all__ = [
     "ValidationError",
     "BenchmarkFormatError",
     "NotFoundError",
+    "HistoryVersionError",
     "DatabaseError",
     "ConcurrencyError",
     "DatabaseConnectionError",

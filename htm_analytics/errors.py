@@ -12,6 +12,7 @@ __all__ = [
     "ValidationError",
     "BenchmarkFormatError",
     "NotFoundError",
+    "HistoryVersionError",
     "DatabaseError",
     "ConcurrencyError",
     "DatabaseConnectionError",
@@ -108,3 +109,8 @@ for _cls in (
     EmbeddingError,
 ):
     _cls.__module__ = "htm_analytics"
+
+
+class HistoryVersionError(HTMError):
+    """A history file of a version this release cannot read (written by a newer one), or no
+    history file at all."""

@@ -14,11 +14,12 @@ import shutil
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from htm_analytics import HTMError, LongTermMemory
 from htm_analytics.agent.datasets import read_corpus, remember_history
@@ -26,6 +27,7 @@ from htm_analytics.report.demo import run_demo
 from htm_analytics.store import (
     apply_migrations,
     create_database,
+    create_statement_statistics,
     drop_database,
     scratch_database,
     with_database,
@@ -76,6 +78,7 @@ def server_url() -> Iterator[str]:
         pytest.exit(f"test database unreachable: {exc}", returncode=2)
     with psycopg.connect(template_url, autocommit=True) as conn:
         apply_migrations(conn)
+        create_statement_statistics(conn)  # test databases record their statements
     yield url
     drop_database(url, TEMPLATE)
     _delete_run_server()
@@ -172,6 +175,22 @@ def ltm_one_connection(database_url: str) -> Iterator[LongTermMemory]:
     flushed on demand (other backends flush theirs up to ten seconds late)."""
     with LongTermMemory(database_url, pool_size=1) as store:
         yield store
+
+
+@contextmanager
+def select_only_role(database_url: str, db: psycopg.Connection) -> Iterator[str]:
+    """The URL of ``database_url`` for a new role that may only SELECT the memory's tables;
+    the role is dropped afterwards."""
+    role = f"htm_reader_{uuid.uuid4().hex[:8]}"
+    db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
+    db.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
+    db.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
+        sql.Identifier(role)))
+    try:
+        yield f"{database_url} user={role}"
+    finally:
+        db.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
+        db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 
 
 @pytest.fixture

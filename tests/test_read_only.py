@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import psycopg
 import pytest
-from psycopg import sql
+from fixtures_db import select_only_role
 
 from htm_analytics import (
     LongTermMemory,
@@ -22,14 +21,8 @@ from htm_analytics import (
 
 @pytest.fixture
 def reader_url(database_url: str, db: psycopg.Connection) -> Iterator[str]:
-    role = f"htm_reader_{uuid.uuid4().hex[:8]}"
-    db.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))
-    db.execute(sql.SQL("GRANT USAGE ON SCHEMA public TO {}").format(sql.Identifier(role)))
-    db.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA public TO {}").format(
-        sql.Identifier(role)))
-    yield f"{database_url} user={role}"
-    db.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
-    db.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
+    with select_only_role(database_url, db) as url:
+        yield url
 
 
 def test_analyses_of_an_empty_database_through_a_read_only_role(reader_url: str) -> None:

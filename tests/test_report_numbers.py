@@ -120,3 +120,35 @@ def test_long_robot_names_do_not_squeeze_the_plots() -> None:
                            columns=["robot1", "robot2", "jaccard"])
     ax = ha.plot_robot_overlap(overlap)
     assert max(len(label.get_text()) for label in ax.get_xticklabels()) <= 30
+
+
+def test_latency_claims_say_when_they_are_within_the_noise():
+    from htm_analytics.tuning.advice import compare_latency
+
+    sweep = pd.DataFrame({"ef_search": [20, 40, 80], "latency_p50_ms": [1.00, 1.10, 2.00],
+                          "latency_p50_spread_ms": [0.08, 0.05, 0.05], "repeats": [2, 2, 2]})
+    assert "within the noise of 2 repeats" in compare_latency(sweep, 20, 40)  # 0.10 <= 0.13
+    assert "40 is 0.90 ms faster at p50 than 80" in compare_latency(sweep, 40, 80)
+    noisy = sweep.assign(latency_p50_ms=[1.2, 1.1, 2.0])  # the larger setting ran faster
+    assert "within the noise" in compare_latency(noisy, 20, 40)
+    slower = sweep.assign(latency_p50_ms=[1.5, 1.1, 2.0])
+    assert "20 is 0.40 ms slower" in compare_latency(slower, 20, 40)
+
+
+def test_the_ef_search_finding_claims_speed_only_as_measured():
+    from types import SimpleNamespace
+
+    from htm_analytics.advisor.vectors import ef_search
+    from htm_analytics.store import DEFAULT_EF_SEARCH
+
+    chosen = DEFAULT_EF_SEARCH // 2  # reaches the target below the setting in use
+    sweep = pd.DataFrame({"ef_search": [chosen, DEFAULT_EF_SEARCH],
+                          "latency_p50_ms": [1.00, 1.05], "latency_p50_spread_ms": [0.1, 0.1],
+                          "repeats": [2, 2]})
+    advice = SimpleNamespace(ef_search=chosen, target_recall=0.95, evidence="swept", index="i",
+                             database="d", sweep=sweep)
+    [finding] = ef_search(advice)
+    assert "within the noise of 2 repeats" in finding["recommendation"]
+    assert "faster" not in finding["recommendation"]
+    [unswept] = ef_search(SimpleNamespace(**{**vars(advice), "sweep": sweep.head(1)}))
+    assert f"ef_search {DEFAULT_EF_SEARCH} was not swept" in unswept["recommendation"]

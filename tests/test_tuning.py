@@ -60,6 +60,7 @@ def test_exact_search_has_recall_one(store: LongTermMemory) -> None:
                                  progress=False)
     assert result["recall_mean"].tolist() == [1.0]
     assert not result["used_index"].iloc[0]
+    assert result[["latency_p50_spread_ms", "qps_spread"]].iloc[0].tolist() == [0.0, 0.0]
 
 
 def test_recall_rises_with_ef_search(store: LongTermMemory) -> None:
@@ -71,6 +72,7 @@ def test_recall_rises_with_ef_search(store: LongTermMemory) -> None:
     assert result["used_index"].all() and (result["index"] == "idx_nodes_embedding_384").all()
     assert (result["latency_p50_ms"] <= result["latency_p95_ms"]).all()
     assert (result["latency_p95_ms"] <= result["latency_p99_ms"]).all()
+    assert (result["latency_p50_spread_ms"] >= 0).all() and (result["qps_spread"] >= 0).all()
     # ef_search below the rows asked for (k + 1 for a held-out query) caps what comes back.
     low = result[result["ef_search"] == 5].iloc[0]
     assert low["ef_below_k"] and low["returned_mean"] <= 5

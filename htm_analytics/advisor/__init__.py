@@ -30,10 +30,17 @@ from ._common import (
     query_text,
     split_statements,
 )
+from .collect import collect_sample
+from .gate import FINDINGS_SCHEMA_VERSION, GATE_EXIT_CODES, findings_document, gate_exit_code
+from .history import DriftThresholds, MemoryHistory, drift_findings, history
+from .history_plots import plot_growth, plot_history_index_usage, plot_recall_history
 from .hygiene import hygiene_findings
 
-__all__ = ["FINDING_COLUMNS", "SEVERITIES", "AdvisorThresholds", "advise", "split_statements",
-           "statistics_age"]
+__all__ = ["FINDING_COLUMNS", "FINDINGS_SCHEMA_VERSION", "GATE_EXIT_CODES", "SEVERITIES",
+           "AdvisorThresholds", "DriftThresholds", "MemoryHistory", "advise", "collect_sample",
+           "drift_findings", "findings_document", "gate_exit_code", "history",
+           "plot_growth", "plot_history_index_usage", "plot_recall_history",
+           "split_statements", "statistics_age"]
 
 _SEVERITY_ORDER = {name: position for position, name in enumerate(SEVERITIES)}
 _CHECKS: tuple[Callable[[Context], Iterator[dict[str, str]]], ...] = (

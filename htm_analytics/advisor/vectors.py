@@ -9,6 +9,7 @@ from typing import Any
 import pandas as pd
 
 from ..store import DEFAULT_EF_SEARCH, quote_identifier, quote_literal
+from ..tuning.advice import compare_latency
 from ._common import (
     Context,
     finding,
@@ -128,8 +129,13 @@ def ef_search(advice: Any) -> Iterator[dict[str, str]]:
     if chosen == in_use:
         return
     severity = "warning" if chosen > in_use else "info"
+    swept = set(advice.sweep["ef_search"]) if "latency_p50_spread_ms" in advice.sweep else set()
+    if {chosen, in_use} <= swept:
+        speed = f" ({compare_latency(advice.sweep, chosen, in_use)})"
+    else:  # no measured claim about speed
+        speed = f" (ef_search {in_use} was not swept: its latency was not measured)"
     why = (f"ef_search {in_use} misses the target recall {target:g}" if chosen > in_use else
-           f"ef_search {chosen} already reaches recall {target:g}, faster than {in_use}")
+           f"ef_search {chosen} already reaches recall {target:g}{speed}")
     yield finding(
         "ef_search", severity, advice.index, evidence,
         f"{why}. Clients that use the server setting (the reference Ruby code) get it from "

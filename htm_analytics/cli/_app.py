@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 from ._database import DEMO_DATABASE, choose_database, open_store, say_database, store_options
-from ._output import emit, explain_empty, output_options, scope_options
+from ._output import emit, emit_document, explain_empty, output_options, scope_options
 
-__all__ = ["main", "cli"]
+__all__ = ["main", "cli", "fail_on_option", "print_findings"]
 
 
 def _open_store(ctx: click.Context, **options: Any) -> Any:
@@ -111,13 +111,17 @@ def _snapshot_hint(path: str) -> str:
               type=click.Path(exists=True, dir_okay=False),
               help="Add a section for a conversation benchmark: the JSON document of "
                    "`htm-analytics eval conversations --json`.")
+@click.option("--history", "history_path", type=click.Path(exists=True, dir_okay=False),
+              default=None, help="Add \"Since last time\" from this history (htm-analytics "
+                                 "collect --history PATH).")
 @click.option("--title", default="Memory report", show_default=True)
 @click.pass_context
 def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
            data_format: str, snapshot_path: str | None, benchmark: bool, hygiene: bool,
-           conversations_path: str | None, title: str) -> None:
+           conversations_path: str | None, history_path: str | None, title: str) -> None:
     """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve (and a
-    conversation benchmark's results with --conversations)."""
+    conversation benchmark's results with --conversations, "Since last time" with
+    --history)."""
     from ..errors import ValidationError
     from ..report.build import build_report
     from ..tuning.conversations import ConversationEvaluation
@@ -145,11 +149,11 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
         click.echo(f"snapshot: {snapshot_path}", err=True)
         with Snapshot(snapshot_path) as source:
             built = build_report(source, title=title, benchmark=False,
-                                 conversations=conversations)
+                                 conversations=conversations, history=history_path)
     else:
         with _open_store(ctx, init_schema=False, pool_size=1) as store:
             built = build_report(store, title=title, benchmark=benchmark, hygiene=hygiene,
-                                 conversations=conversations)
+                                 conversations=conversations, history=history_path)
     path = built.write_html(out) if report_format == "html" else built.write_markdown(out)
     click.echo(f"report written to {path}")
     if data_dir:
@@ -175,6 +179,14 @@ def init_db(ctx: click.Context) -> None:
                    + (f"applied migrations {applied}" if applied else "already up to date"))
 
 
+def fail_on_option(command: Any) -> Any:
+    """``--fail-on warning|critical``: exit 3 (worst a warning) or 4 (a critical finding)."""
+    return click.option(
+        "--fail-on", type=click.Choice(["warning", "critical"]), default=None,
+        help="Exit with 4 when a finding is critical, or 3 when the worst is a warning "
+             "and this is warning (for CI and cron); 0 otherwise.")(command)
+
+
 @cli.command()
 @click.option("--sweep/--no-sweep", default=True, show_default=True,
               help="Run a quick ef_search sweep (200 held-out vectors) to check the setting.")
@@ -183,12 +195,17 @@ def init_db(ctx: click.Context) -> None:
 @click.option("--hygiene/--no-hygiene", default=True, show_default=True,
               help="Check the memories themselves too (near-duplicates, credentials, "
                    "personal data; reads every memory).")
+@fail_on_option
 @output_options
 @click.pass_context
 def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
-           fmt: str) -> None:
-    """Health and tuning findings, most severe first, each with the SQL that fixes it."""
+           fail_on: str | None, fmt: str) -> None:
+    """Health and tuning findings, most severe first, each with the SQL that fixes it.
+
+    --json prints one document (schema_version, counts, findings...: see docs/history.md).
+    """
     from ..advisor import advise as advise_store
+    from ..advisor import findings_document, gate_exit_code
     from ..analysis import memory_hygiene
     from ..tuning.advice import recommend_ef_search
 
@@ -202,12 +219,27 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
                                                 progress=sys.stderr.isatty())
         content = memory_hygiene(store) if hygiene else None
         findings = advise_store(store, ef_search_advice=ef_advice, hygiene=content)
-    if fmt != "table":
+    code = gate_exit_code(findings["severity"], fail_on)
+    if fmt == "json":
+        since = findings.attrs["statistics_since"]
+        emit_document(findings_document(
+            findings, kind="advise", database=store.url, fail_on=fail_on,
+            statistics={"since": None if since is None else since.isoformat(),
+                        "seconds": findings.attrs["statistics_seconds"],
+                        "note": findings.attrs["statistics_note"]},
+            ef_search_sweep=None if ef_advice is None else ef_advice.evidence))
+    elif fmt == "csv":
         emit(findings, fmt)
-        return
-    click.echo(f"database: {store.url}\nstatistics since {findings.attrs['statistics_note']}")
-    if ef_advice is not None:
-        click.echo(f"ef_search sweep: {ef_advice.evidence}")
+    else:
+        print_findings(findings, f"database: {store.url}\nstatistics since "
+                                  f"{findings.attrs['statistics_note']}"
+                        + ("" if ef_advice is None else
+                           f"\nef_search sweep: {ef_advice.evidence}"))
+    ctx.exit(code)
+
+
+def print_findings(findings: Any, header: str) -> None:
+    click.echo(header)
     for number, row in enumerate(findings.to_dict("records"), start=1):
         click.echo(f"\n{number}. {str(row['severity']).upper()} {row['check']}: {row['object']}")
         for label, text in (("", row["evidence"]), ("-> ", row["recommendation"])):
@@ -350,7 +382,7 @@ def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
 def main() -> None:
     """Entry point: run the CLI, turning library errors into one clear line and exit code 1."""
     try:
-        cli(standalone_mode=False)
+        code = cli(standalone_mode=False)  # a gate's ctx.exit(code) comes back as the value
     except click.exceptions.Abort:
         click.echo("interrupted", err=True)  # Ctrl-C
         sys.exit(130)
@@ -364,6 +396,8 @@ def main() -> None:
             raise
         click.echo(f"Error: {_cli_words(str(exc))}", err=True)
         sys.exit(1)
+    if type(code) is int and code:  # not a command's True or None
+        sys.exit(code)
 
 
 # Python arguments named in the library's messages, and the options that set them here.

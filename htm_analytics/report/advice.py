@@ -9,6 +9,7 @@ import pandas as pd
 from ..store import LongTermMemory
 from ..tuning.advice import (
     EfSearchAdvice,
+    compare_latency,
     concurrency_sweep,
     describe_concurrency,
     plot_concurrency,
@@ -73,6 +74,11 @@ def advisor_section(findings: pd.DataFrame) -> Section:
     return section
 
 
+def _next_setting_noise(sweep: pd.DataFrame, ef_search: int) -> str:
+    larger = sweep.loc[sweep["ef_search"] > ef_search, "ef_search"]
+    return "" if larger.empty else " " + compare_latency(sweep, ef_search, int(larger.iloc[0]))
+
+
 def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section, EfSearchAdvice]:
     """The ef_search recommendation, its recall/latency curve and a concurrency sweep."""
     advice = recommend_ef_search(store, queries=sweep_queries, repeats=2)
@@ -85,14 +91,15 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         text = (f"The smallest ef_search reaching recall {advice.target_recall:g} is "
                 f"{advice.ef_search} ({advice.latency_p50_ms:.2f} ms p50). Measured with "
                 f"{advice.evidence.split('; ', 1)[1]}; latency by the client on one "
-                "connection.")
+                f"connection.{_next_setting_noise(sweep, advice.ef_search)}")
         headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
                     f"{advice.target_recall:g} ({advice.recall:.3f}, "
                     f"{advice.latency_p50_ms:.2f} ms p50).")
     section = Section("hnsw", "HNSW recall and latency", text=text, findings=[headline],
                            tables=[("ef_search sweep", sweep[[
                                "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
-                               "latency_p95_ms", "qps", "returned_mean", "used_index"]])],
+                               "latency_p50_spread_ms", "latency_p95_ms", "qps", "qps_spread",
+                               "repeats", "returned_mean", "used_index"]])],
                            data={"recall_sweep": sweep})
     section.figures.append(Figure.from_axes(
         plot_recall_latency(sweep), f"Recall@{first['k']} against queries per second for each "

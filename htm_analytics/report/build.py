@@ -50,6 +50,7 @@ from .render import (
     shorten,
     with_size,
 )
+from .since import since_last_time_section
 
 __all__ = ["Figure", "Section", "Report", "build_report", "MIN_SWEEP_VECTORS",
            "TOP_ROBOTS", "TOP_TREND_ROBOTS"]
@@ -196,7 +197,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
                  advice: bool = True, hygiene: bool = True,
-                 conversations: ConversationEvaluation | None = None) -> Report:
+                 conversations: ConversationEvaluation | None = None,
+                 history: str | os.PathLike[str] | None = None) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -224,6 +226,9 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         A conversation benchmark's result (:func:`~htm_analytics.evaluate_conversations`,
         or its ``--json`` document read with :meth:`ConversationEvaluation.from_json`): adds
         a section with the strategy x category table and its chart, last.
+    history : path, optional
+        A history written by ``htm-analytics collect``: adds "Since last time" near the top
+        (growth, index usage and recall since the previous sample, drift findings).
 
     Returns
     -------
@@ -275,6 +280,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
             sections.insert(0, hygiene_part)
         if findings is not None:
             sections.insert(0, advisor_section(findings))
+    if history is not None:
+        sections.insert(1 if live and advice else 0, since_last_time_section(history))
     if conversations is not None:
         sections.append(conversation_section(conversations))
     return Report(title=title, source=where, generated_at=dt.datetime.now(dt.UTC),

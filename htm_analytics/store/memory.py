@@ -18,13 +18,14 @@ from .nodes import NodesMixin
 from .reindex_check import ReindexCheckMixin
 from .search import SearchMixin, check_strategy
 from .tagging import TaggingMixin
+from .vitals import VitalsMixin
 
 __all__ = ["LongTermMemory"]
 
 
 class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, LexicalSearchMixin,
                      BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin, ForgettingMixin,
-                     HygieneMixin, ReindexCheckMixin):
+                     HygieneMixin, ReindexCheckMixin, VitalsMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`, a mixin

@@ -8,7 +8,8 @@ from typing import Any
 
 import psycopg
 
-__all__ = ["SCHEMA_VERSION", "apply_migrations", "native_index_dimensions"]
+__all__ = ["SCHEMA_VERSION", "apply_migrations", "create_statement_statistics",
+           "native_index_dimensions"]
 
 _ADVISORY_LOCK_MIGRATIONS = 7_438_001  # arbitrary, constant: serialises concurrent init-db
 _MIGRATION_FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
@@ -84,3 +85,26 @@ def native_index_dimensions(conn: psycopg.Connection[Any]) -> list[int]:
                            WHERE schemaname = 'public' AND tablename = 'nodes'
                              AND indexname ~ '^idx_nodes_embedding_[0-9]+$'""").fetchall()
     return sorted(int(r[0].rsplit("_", 1)[1]) for r in rows)
+
+
+def create_statement_statistics(conn: psycopg.Connection[Any]) -> bool:
+    """Create ``pg_stat_statements`` in this database where the server loads its library
+    and this user may (a superuser's extension); True when it exists afterwards.
+
+    Only ``init-db`` (``LongTermMemory(init_schema=True)``) and the toolkit's own scratch
+    databases call it: reads never create anything.
+    """
+    with conn.transaction():
+        row = conn.execute(
+            """SELECT current_setting('shared_preload_libraries')
+                          ~ '(^|[ ,])pg_stat_statements([ ,]|$)',
+                      EXISTS (SELECT 1 FROM pg_available_extensions
+                              WHERE name = 'pg_stat_statements'),
+                      EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'),
+                      (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)""").fetchone()
+        assert row is not None
+        loaded, available, exists, superuser = row
+        if exists or not (loaded and available and superuser):
+            return bool(exists)
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    return True

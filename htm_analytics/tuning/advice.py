@@ -20,7 +20,7 @@ from ..validation import validate_number, validate_positive_int
 from .benchmark import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
 
 __all__ = ["EfSearchAdvice", "recommend_ef_search", "concurrency_sweep",
-           "describe_concurrency", "plot_concurrency"]
+           "describe_concurrency", "plot_concurrency", "compare_latency"]
 
 DEFAULT_THREADS = (1, 2, 4, 8)
 
@@ -54,6 +54,24 @@ class EfSearchAdvice:
     database: str
     evidence: str
     sweep: pd.DataFrame = field(repr=False)
+
+
+def compare_latency(sweep: pd.DataFrame, ef_search: int, other: int) -> str:
+    """One sentence comparing the p50 latency of two swept ``ef_search`` settings of a
+    :func:`~htm_analytics.benchmark_recall` result, saying when the difference is within the
+    noise: no larger than the two settings' spreads over repeats together."""
+    first = sweep.drop_duplicates("ef_search")
+    this = first[first["ef_search"] == ef_search].iloc[0]
+    that = first[first["ef_search"] == other].iloc[0]
+    gap = float(that["latency_p50_ms"] - this["latency_p50_ms"])
+    noise = float(this["latency_p50_spread_ms"] + that["latency_p50_spread_ms"])
+    runs = f"{int(this['repeats'])} repeats"
+    if abs(gap) <= noise:
+        return (f"ef_search {ef_search} and {other} differ by {abs(gap):.2f} ms at p50, "
+                f"within the noise of {runs} (their medians spread over {noise:.2f} ms "
+                "together).")
+    return (f"ef_search {ef_search} is {abs(gap):.2f} ms {'faster' if gap > 0 else 'slower'} "
+            f"at p50 than {other}, beyond the {noise:.2f} ms the {runs} spread over.")
 
 
 def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: int = 10, *,

@@ -179,6 +179,7 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
             recall, returned, outside = _recall(run["ids"], own_ids, truth_distance, ids,
                                                 normalised, normalised_queries, k)
             milliseconds = run["seconds"].ravel() * 1000.0
+            per_repeat = run["seconds"] * 1000.0  # (repeats, queries)
             yield {
                 "filter": _filter_label(filters), "iterative_scan": mode or "off",
                 "ef_search": ef, "k": k,
@@ -188,6 +189,11 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
                 "latency_p95_ms": float(np.percentile(milliseconds, 95)),
                 "latency_p99_ms": float(np.percentile(milliseconds, 99)),
                 "qps": float(len(milliseconds) / (milliseconds.sum() / 1000.0)),
+                # How far repeats of the same queries disagree: a difference between two
+                # settings within these is noise.
+                "latency_p50_spread_ms": float(np.ptp(np.median(per_repeat, axis=1))),
+                "qps_spread": float(np.ptp(per_repeat.shape[1] / (per_repeat.sum(axis=1)
+                                                                  / 1000.0))),
                 "returned_mean": float(returned.mean()),
                 "outside_scope": outside,
                 "ef_below_k": ef < asked and mode is None and not exact,
@@ -248,7 +254,8 @@ _RESULT_DTYPES = {
     "variant": "string", "filter": "string", "iterative_scan": "string", "ef_search": "int64",
     "k": "int64", "recall_mean": "float64", "recall_p5": "float64",
     "latency_p50_ms": "float64", "latency_p95_ms": "float64", "latency_p99_ms": "float64",
-    "qps": "float64", "returned_mean": "float64", "outside_scope": "int64",
+    "qps": "float64", "latency_p50_spread_ms": "float64", "qps_spread": "float64",
+    "returned_mean": "float64", "outside_scope": "int64",
     "ef_below_k": "bool", "queries": "int64", "rows": "int64", "index": "string",
     "used_index": "bool", "force_index": "bool", "m": "int64", "ef_construction": "int64",
     "dimension": "int64",
@@ -368,6 +375,9 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
         - ``recall_mean``, ``recall_p5`` (float64): mean and 5th percentile over queries;
         - ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms``, ``qps`` (float64):
           client-side time of one query (execute and fetch), over every repeat;
+        - ``latency_p50_spread_ms``, ``qps_spread`` (float64): the range of the per-repeat
+          median latency and QPS over the ``repeats`` runs (0 with one repeat): differences
+          between settings smaller than these are within the noise;
         - ``returned_mean`` (float64): rows returned per query (below k: the scan ran dry);
         - ``outside_scope`` (int64): returned rows outside the filter (must be 0);
         - ``ef_below_k`` (bool); ``queries``, ``rows`` (int64: vectors in scope);

@@ -1,0 +1,209 @@
+"""A memory's history read back: growth, index usage per period, recall over time, drift.
+
+Usage between two samples is the difference of the cumulative counters, unless they were
+reset in between: by ``pg_stat_reset`` (this database's ``stats_reset`` changed), by a
+crash (the server restarted and the database's commit count went back: a clean restart
+keeps the counters), or for one relation alone (its counter went back, or it was dropped
+and made again under the same name: another oid). Then the usage since the reset is the
+counter itself, and the period is marked ``counters_reset``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..store.history import read_history
+from ._common import FINDING_COLUMNS, finding
+
+__all__ = ["DriftThresholds", "MemoryHistory", "history", "drift_findings"]
+
+
+@dataclass(frozen=True)
+class DriftThresholds:
+    """When the history flags drift.
+
+    Attributes
+    ----------
+    unused_samples : int
+        An index not scanned over this many periods (between the last samples) is unused.
+    growth_factor : float
+        Flag growth when the last period added memories this many times faster than the
+        periods before it did on average.
+    growth_min_rows : int
+        ... and added at least this many.
+    baseline_sample : int or None
+        The approved sample recall is compared with (its ``sample_id``); None: the first.
+    """
+
+    unused_samples: int = 7
+    growth_factor: float = 2.0
+    growth_min_rows: int = 100
+    baseline_sample: int | None = None
+
+
+@dataclass
+class MemoryHistory:
+    """The frames of a history (see :func:`history` for their columns)."""
+
+    samples: pd.DataFrame
+    growth: pd.DataFrame
+    index_usage: pd.DataFrame
+    recall: pd.DataFrame
+    robots: pd.DataFrame
+    statements: pd.DataFrame
+
+
+def _reset_between(samples: pd.DataFrame) -> pd.Series:
+    """Per sample: were the database's counters reset since the previous sample?"""
+    previous = samples.shift(1)
+    reset_changed = ~((samples["stats_reset"] == previous["stats_reset"])
+                      | (samples["stats_reset"].isna() & previous["stats_reset"].isna()))
+    restarted = samples["server_started_at"] != previous["server_started_at"]
+    went_back = samples["xact_commit"] < previous["xact_commit"]
+    flags = reset_changed | (restarted & went_back)
+    flags.iloc[:1] = False
+    return flags.astype(bool)
+
+
+def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
+             samples: pd.DataFrame) -> pd.DataFrame:
+    """Each relation's counters turned into usage per period (between consecutive samples)."""
+    order = samples[["sample_id", "collected_at"]].reset_index(drop=True)
+    order["previous_id"] = order["sample_id"].shift(1).astype("Int64")
+    reset = dict(zip(samples["sample_id"], _reset_between(samples)))
+    frame = frame.merge(order, on="sample_id")
+    prior = frame[["sample_id", *key, oid, *counters]].rename(
+        columns={"sample_id": "previous_id", oid: "previous_oid",
+                 **{c: f"previous_{c}" for c in counters}})
+    joined = frame.merge(prior, on=["previous_id", *key], how="inner")
+    joined["counters_reset"] = joined["sample_id"].map(reset).astype(bool) \
+        | (joined[oid] != joined["previous_oid"])
+    for counter in counters:
+        joined["counters_reset"] |= joined[counter] < joined[f"previous_{counter}"]
+    for counter in counters:
+        joined[counter] = np.where(joined["counters_reset"], joined[counter],
+                                   joined[counter] - joined[f"previous_{counter}"])
+    return joined[["sample_id", "collected_at", *key, *counters, "counters_reset"]
+                  ].reset_index(drop=True)
+
+
+def history(path: str | os.PathLike[str], *,
+            thresholds: DriftThresholds | None = None) -> MemoryHistory:
+    """Read a history written by ``htm-analytics collect`` into frames.
+
+    Parameters
+    ----------
+    path : path
+        The history's DuckDB file.
+    thresholds : DriftThresholds, optional
+        Which sample is recall's baseline.
+
+    Returns
+    -------
+    MemoryHistory
+        - ``samples``: one row per sample (``sample_id``, ``collected_at``, ``database``,
+          ``server_started_at``, ``stats_reset``, ``ef_search``, ``recall``, ``recall_low``,
+          ``recall_high``..., and ``counters_reset``: reset since the previous sample);
+        - ``growth``: per sample and table: ``row_count``, ``table_bytes``, ``index_bytes``;
+        - ``index_usage``: per period (ending at ``sample_id``) and index: ``idx_scan``,
+          ``idx_tup_read``, ``idx_tup_fetch`` used in the period, ``counters_reset``;
+        - ``recall``: per sample: ``recall`` with its interval and the baseline's
+          (``baseline``, ``baseline_low``, ``baseline_high``);
+        - ``robots``: per sample and robot: ``memories``;
+        - ``statements``: per period and statement: ``calls``, ``total_ms`` in the period.
+    """
+    thresholds = thresholds or DriftThresholds()
+    frames = read_history(path)
+    samples = frames["samples"].sort_values("sample_id").reset_index(drop=True)
+    samples["counters_reset"] = _reset_between(samples).to_numpy()
+    growth = frames["sample_tables"].merge(samples[["sample_id", "collected_at"]])[
+        ["sample_id", "collected_at", "table_name", "row_count", "table_bytes",
+         "index_bytes"]]
+    usage = _periods(frames["sample_indexes"], ["table_name", "index_name"], "indexrelid",
+                     ["idx_scan", "idx_tup_read", "idx_tup_fetch"], samples)
+    unique = frames["sample_indexes"].drop_duplicates("index_name", keep="last").set_index(
+        "index_name")["is_unique"]
+    usage["is_unique"] = usage["index_name"].map(unique).fillna(False).astype(bool)
+    statements = frames["sample_statements"].assign(oid=0)
+    statements = _periods(statements, ["queryid"], "oid", ["calls", "total_ms"], samples)
+    recall = samples[["sample_id", "collected_at", "ef_search", "recall", "recall_low",
+                      "recall_high", "recall_queries"]].copy()
+    measured = recall.dropna(subset=["recall"])
+    base = measured[measured["sample_id"] == thresholds.baseline_sample] \
+        if thresholds.baseline_sample is not None else measured.head(1)
+    for column, source in (("baseline", "recall"), ("baseline_low", "recall_low"),
+                           ("baseline_high", "recall_high")):
+        recall[column] = float(base[source].iloc[0]) if len(base) else np.nan
+    robots = frames["sample_robots"].merge(samples[["sample_id", "collected_at"]])
+    return MemoryHistory(samples, growth, usage, recall, robots, statements)
+
+
+def drift_findings(memory_history: MemoryHistory,
+                   thresholds: DriftThresholds | None = None) -> pd.DataFrame:
+    """What changed for the worse, as advisor findings (``check``, ``severity``, ``object``,
+    ``evidence``, ``recommendation``, ``sql``):
+
+    - ``recall_drift`` (critical): the last sample's recall interval lies wholly below the
+      baseline's (a drop larger than both intervals);
+    - ``unused_index`` (warning): a non-unique index not scanned in the last
+      ``unused_samples`` periods (a verdict over real time, not since a reset);
+    - ``fast_growth`` (warning): the last period added memories ``growth_factor`` times
+      faster than the periods before it on average.
+    """
+    thresholds = thresholds or DriftThresholds()
+    rows: list[dict[str, str]] = []
+    recall = memory_history.recall.dropna(subset=["recall"])
+    if len(recall) >= 2:
+        last = recall.iloc[-1]
+        if last["recall_high"] < last["baseline_low"]:
+            rows.append(finding(
+                "recall_drift", "critical", "vector index",
+                f"recall@10 {last['recall']:.3f} ({last['recall_low']:.3f}-"
+                f"{last['recall_high']:.3f}) at ef_search {last['ef_search']} against the "
+                f"baseline {last['baseline']:.3f} ({last['baseline_low']:.3f}-"
+                f"{last['baseline_high']:.3f})",
+                "Searches miss memories they found before: check hnsw.ef_search (ALTER "
+                "DATABASE ... SET), then rebuild the index if the graph degraded.",
+                ["SHOW hnsw.ef_search", "REINDEX INDEX CONCURRENTLY idx_nodes_embedding"]))
+    usage = memory_history.index_usage
+    periods = sorted(usage["sample_id"].unique())[-thresholds.unused_samples:]
+    if len(periods) >= thresholds.unused_samples:
+        recent = usage[usage["sample_id"].isin(periods) & ~usage["is_unique"]]
+        scans = recent.groupby(["table_name", "index_name"])["idx_scan"].agg(["sum", "size"])
+        for row in scans.reset_index().to_dict("records"):
+            table, index = row["table_name"], row["index_name"]
+            if row["sum"] == 0 and row["size"] == len(periods):
+                rows.append(finding(
+                    "unused_index", "warning", f"public.{index}",
+                    f"not scanned in the last {len(periods)} periods between samples",
+                    f"Drop it if nothing needs {table} searched this way: every write "
+                    "updates it.", [f'DROP INDEX CONCURRENTLY IF EXISTS "public"."{index}"']))
+    rows.extend(_growth(memory_history.growth, thresholds))
+    return pd.DataFrame(rows, columns=list(FINDING_COLUMNS)).astype(FINDING_COLUMNS)
+
+
+def _growth(growth: pd.DataFrame, thresholds: DriftThresholds) -> list[dict[str, str]]:
+    nodes = growth[growth["table_name"] == "nodes"].sort_values("sample_id")
+    if len(nodes) < 3:
+        return []
+    hours = (nodes["collected_at"] - nodes["collected_at"].iloc[0]).dt.total_seconds() / 3600
+    rows = nodes["row_count"].astype(float).to_numpy()
+    before_rate = (rows[-2] - rows[0]) / max(hours.iloc[-2], 1e-9)
+    added = rows[-1] - rows[-2]
+    last_rate = added / max(hours.iloc[-1] - hours.iloc[-2], 1e-9)
+    forecast = rows[-2] + before_rate * (hours.iloc[-1] - hours.iloc[-2])
+    if added < thresholds.growth_min_rows or last_rate <= thresholds.growth_factor * max(
+            before_rate, 0.0):
+        return []
+    return [finding(
+        "fast_growth", "warning", "public.nodes",
+        f"{added:,.0f} memories in the last period ({last_rate:,.1f}/hour) against "
+        f"{before_rate:,.1f}/hour before: {rows[-1]:,.0f} where the trend said "
+        f"{forecast:,.0f}",
+        "Check what writes so much (a loop remembering the same content?), and plan the "
+        "index's memory for the new size.",
+        ["SELECT robot_id, count(*) FROM robot_nodes GROUP BY 1 ORDER BY 2 DESC"])]

@@ -1,0 +1,131 @@
+"""``htm-analytics collect`` (one sample of the memory's vital signs into its history, and
+``--check`` for drift) and ``htm-analytics history`` (the history's frames and plots)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+
+from ._app import cli, fail_on_option, print_findings
+from ._database import open_store
+from ._output import emit, emit_document, output_options
+
+__all__ = ["collect", "history_command"]
+
+_DEFAULT_HISTORY = "htm-history.duckdb"
+
+
+def history_option(command: Any) -> Any:
+    return click.option(
+        "--history", "history_path", type=click.Path(dir_okay=False),
+        default=lambda: os.environ.get("HTM_HISTORY", _DEFAULT_HISTORY),
+        show_default=f"HTM_HISTORY, else {_DEFAULT_HISTORY}",
+        help="The history: a DuckDB file (created by the first collect).")(command)
+
+
+def drift_options(command: Any) -> Any:
+    command = click.option("--unused-samples", type=click.IntRange(1), default=7,
+                           show_default=True,
+                           help="Periods without a scan that make an index unused.")(command)
+    return click.option("--baseline", type=click.IntRange(1), default=None,
+                        help="The approved sample_id recall is compared with "
+                             "[default: the first].")(command)
+
+
+def _thresholds(unused_samples: int, baseline: int | None) -> Any:
+    from ..advisor import DriftThresholds
+
+    return DriftThresholds(unused_samples=unused_samples, baseline_sample=baseline)
+
+
+@cli.command()
+@history_option
+@click.option("--recall-queries", type=click.IntRange(1), default=200, show_default=True,
+              help="Stored vectors searched for the sampled recall@10.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Which stored vectors the recall searches (keep it between runs).")
+@click.option("--check", is_flag=True,
+              help="Then check the history for drift, as findings (exit codes as advise: "
+                   "with --check alone, --fail-on warning).")
+@fail_on_option
+@drift_options
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.pass_context
+def collect(ctx: click.Context, history_path: str, recall_queries: int, seed: int,
+            check: bool, fail_on: str | None, unused_samples: int, baseline: int | None,
+            as_json: bool) -> None:
+    """Append one sample of the memory's vital signs to its history (reads the memory only).
+
+    Row counts per table and robot, sizes and usage counters of every table and index, top
+    statements (pg_stat_statements), hnsw.ef_search and the sampled recall@10 at it. Run it
+    from cron; see docs/history.md.
+    """
+    from ..advisor import collect_sample, drift_findings, findings_document, gate_exit_code
+    from ..advisor import history as read_history
+
+    with open_store(ctx, init_schema=False, read_only=True) as store:
+        sample = collect_sample(store, history_path, recall_queries=recall_queries, seed=seed)
+        url = store.url
+    row = sample["samples"].iloc[0]
+    nodes = sample["sample_tables"].set_index("table_name")["row_count"].get("nodes")
+    recall = "no vectors to sample" if row["recall"] is None or row["recall"] != row["recall"] \
+        else (f"recall@10 {row['recall']:.3f} ({row['recall_low']:.3f}-{row['recall_high']:.3f}"
+              f", {row['recall_queries']} queries) at ef_search {row['ef_search']}")
+    summary = {"history": history_path, "sample_id": int(row["sample_id"]), "memories": nodes,
+               "indexes": len(sample["sample_indexes"]), "recall": recall}
+    if not check:
+        if as_json:
+            emit_document({**summary, "sample": sample})
+        else:
+            click.echo(f"sample {summary['sample_id']} written to {history_path}: {nodes} "
+                       f"memories, {summary['indexes']} indexes, {recall}")
+        return
+    fail_on = fail_on or "warning"
+    thresholds = _thresholds(unused_samples, baseline)
+    findings = drift_findings(read_history(history_path, thresholds=thresholds), thresholds)
+    code = gate_exit_code(findings["severity"], fail_on)
+    if as_json:
+        emit_document(findings_document(findings, kind="collect", database=url,
+                                        fail_on=fail_on, sample=summary))
+    else:
+        print_findings(findings, f"sample {summary['sample_id']} written to {history_path}: "
+                                  f"{recall}\ndrift since the baseline:")
+    ctx.exit(code)
+
+
+@cli.command("history")
+@history_option
+@click.option("--what", type=click.Choice(["samples", "growth", "indexes", "recall", "robots",
+                                           "statements", "drift"]),
+              default="samples", show_default=True, help="Which frame to print.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write growth, index usage and recall over time to this image.")
+@drift_options
+@output_options
+def history_command(history_path: str, what: str, plot_path: str | None,
+                    unused_samples: int, baseline: int | None, fmt: str) -> None:
+    """Print a history written by collect: samples, growth, index usage per period, recall
+    over time against its baseline, or the drift findings."""
+    from ..advisor import drift_findings
+    from ..advisor import history as read_history
+
+    thresholds = _thresholds(unused_samples, baseline)
+    frames = read_history(history_path, thresholds=thresholds)
+    shown = {"samples": frames.samples, "growth": frames.growth,
+             "indexes": frames.index_usage, "recall": frames.recall, "robots": frames.robots,
+             "statements": frames.statements}.get(what)
+    emit(drift_findings(frames, thresholds) if shown is None else shown, fmt)
+    if plot_path:
+        import matplotlib.pyplot as plt
+
+        from ..advisor import plot_growth, plot_history_index_usage, plot_recall_history
+
+        figure, axes = plt.subplots(3, 1, figsize=(8, 10), layout="constrained")
+        plot_growth(frames.growth, ax=axes[0])
+        plot_history_index_usage(frames.index_usage, ax=axes[1])
+        plot_recall_history(frames.recall, ax=axes[2])
+        figure.savefig(plot_path)
+        plt.close(figure)
+        click.echo(f"plots written to {plot_path}", err=True)

@@ -1,0 +1,23 @@
+-- The history of a memory's vital signs, schema version 1 (docs/history.md). DuckDB.
+-- A new version only adds, and a reader refuses a file of a newer version than its own.
+CREATE TABLE IF NOT EXISTS history_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS samples (
+    sample_id BIGINT PRIMARY KEY, collected_at TIMESTAMPTZ NOT NULL, database TEXT,
+    server_version TEXT, server_started_at TIMESTAMPTZ, stats_reset TIMESTAMPTZ, xact_commit BIGINT,
+    ef_search INTEGER, statements_available BOOLEAN, recall DOUBLE, recall_low DOUBLE,
+    recall_high DOUBLE, recall_queries BIGINT, recall_k INTEGER, recall_seed BIGINT,
+    toolkit_version TEXT);
+CREATE TABLE IF NOT EXISTS sample_tables (
+    sample_id BIGINT NOT NULL, relid BIGINT, table_name TEXT NOT NULL, row_count BIGINT,
+    table_bytes BIGINT, index_bytes BIGINT, seq_scan BIGINT, seq_tup_read BIGINT,
+    idx_scan BIGINT, idx_tup_fetch BIGINT, n_tup_ins BIGINT, n_tup_upd BIGINT,
+    n_tup_hot_upd BIGINT, n_tup_del BIGINT, n_live_tup BIGINT, n_dead_tup BIGINT);
+CREATE TABLE IF NOT EXISTS sample_indexes (
+    sample_id BIGINT NOT NULL, indexrelid BIGINT, table_name TEXT NOT NULL,
+    index_name TEXT NOT NULL, method TEXT, is_unique BOOLEAN, index_bytes BIGINT, idx_scan BIGINT,
+    idx_tup_read BIGINT, idx_tup_fetch BIGINT);
+CREATE TABLE IF NOT EXISTS sample_robots (
+    sample_id BIGINT NOT NULL, robot TEXT NOT NULL, memories BIGINT);
+CREATE TABLE IF NOT EXISTS sample_statements (
+    sample_id BIGINT NOT NULL, queryid TEXT NOT NULL, query TEXT, calls BIGINT,
+    total_ms DOUBLE, mean_ms DOUBLE, rows BIGINT);

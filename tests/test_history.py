@@ -1,0 +1,147 @@
+"""collect and history: samples of a real memory through a SELECT-only role, usage between
+samples exact against the counters read directly (across pg_stat_reset), recall degraded
+for real and flagged, and the history file's schema version."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import duckdb
+import numpy as np
+import psycopg
+import pytest
+from click.testing import CliRunner
+from fixtures_db import select_only_role
+from psycopg import sql
+
+from htm_analytics import HistoryVersionError, LongTermMemory, build_report
+from htm_analytics.advisor.collect import collect_sample
+from htm_analytics.advisor.history import DriftThresholds, drift_findings, history
+from htm_analytics.cli import cli
+from htm_analytics.store.history import HISTORY_SCHEMA_VERSION, read_history
+
+INDEX_COUNTERS = """SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes
+                    WHERE schemaname = 'public' ORDER BY indexrelname"""
+
+
+@pytest.fixture
+def reader_url(database_url: str, db: psycopg.Connection) -> Iterator[str]:
+    """The test database with 120 memories of 16-d vectors, and a SELECT-only role on it."""
+    rng = np.random.default_rng(3)
+    with LongTermMemory(database_url) as store:
+        robot = store.register_robot("historian")
+        for i in range(120):
+            store.add(content=f"memory {i}", robot_id=robot, token_count=2,
+                      embedding=rng.normal(size=16))
+    with select_only_role(database_url, db) as url:
+        yield url
+
+
+def _workload(db: psycopg.Connection, scans: int) -> None:
+    """``scans`` index scans of robots_pkey, flushed so that other sessions see them."""
+    db.execute("SET enable_seqscan = off")
+    for _ in range(scans):
+        db.execute("SELECT name FROM robots WHERE id = 1").fetchall()
+    db.execute("RESET enable_seqscan")
+    db.execute("SELECT pg_stat_force_next_flush()")
+    db.execute("SELECT 1")
+
+
+def _direct(db: psycopg.Connection) -> dict[str, tuple[int, int]]:
+    db.execute("SELECT pg_stat_clear_snapshot()")
+    return {name: (scans, read) for name, scans, read in db.execute(INDEX_COUNTERS)}
+
+
+def _collect(url: str, path) -> dict:
+    with LongTermMemory(url, read_only=True) as store:
+        return collect_sample(store, path, recall_queries=40)
+
+
+def test_collect_history_and_drift(reader_url, db, tmp_path):
+    path = tmp_path / "history.duckdb"
+    first = _collect(reader_url, path)
+    assert first["samples"]["sample_id"].tolist() == [1]
+    nodes = first["sample_tables"].set_index("table_name").loc["nodes"]
+    assert nodes["row_count"] == 120 and nodes["table_bytes"] > 0
+    assert first["sample_robots"]["memories"].tolist() == [120]
+    assert first["samples"]["ef_search"].iloc[0] == 40
+    assert first["samples"]["statements_available"].iloc[0]
+
+    _workload(db, 3)
+    before_second = _direct(db)
+    second = _collect(reader_url, path)
+    stored = {r["index_name"]: (r["idx_scan"], r["idx_tup_read"])
+              for r in second["sample_indexes"].to_dict("records")}
+    assert stored == before_second  # the sample holds the counters as they were
+
+    db.execute("SELECT pg_stat_reset()")
+    _workload(db, 5)
+    before_third = _direct(db)
+    _collect(reader_url, path)
+
+    frames = history(path)
+    usage = frames.index_usage.set_index(["sample_id", "index_name"])
+    first_counts = first["sample_indexes"].set_index("index_name")
+    for name, (scans, read) in before_second.items():
+        period = usage.loc[(2, name)]
+        assert period["idx_scan"] == scans - first_counts.loc[name, "idx_scan"]
+        assert period["idx_tup_read"] == read - first_counts.loc[name, "idx_tup_read"]
+        assert not period["counters_reset"]
+    assert usage.loc[(2, "robots_pkey"), "idx_scan"] >= 3
+    for name, (scans, read) in before_third.items():  # after the reset: the counters
+        assert usage.loc[(3, name), "idx_scan"] == scans
+        assert usage.loc[(3, name), "idx_tup_read"] == read
+        assert usage.loc[(3, name), "counters_reset"]
+    assert usage.loc[(3, "robots_pkey"), "idx_scan"] == 5
+    assert frames.samples["counters_reset"].tolist() == [False, False, True]
+    # Nothing changed the vectors or the setting: recall is the same, nothing flagged.
+    assert frames.recall["recall"].nunique() == 1
+    assert "recall_drift" not in set(drift_findings(frames)["check"])
+
+    runner = CliRunner()
+    shown = runner.invoke(cli, ["history", "--history", str(path), "--what", "recall",
+                                "--json", "--plot", str(tmp_path / "history.png")])
+    assert shown.exit_code == 0, shown.output
+    assert [row["sample_id"] for row in json.loads(shown.stdout)] == [1, 2, 3]
+    assert (tmp_path / "history.png").stat().st_size > 0
+
+    db.execute(sql.SQL("ALTER DATABASE {} SET hnsw.ef_search = 1").format(
+        sql.Identifier(db.info.dbname)))
+    checked = runner.invoke(cli, ["--db", reader_url, "collect", "--history", str(path),
+                                  "--recall-queries", "40", "--check", "--json"])
+    assert checked.exit_code == 4, checked.output
+    document = json.loads(checked.stdout)
+    assert document["kind"] == "collect" and document["sample"]["sample_id"] == 4
+    assert [f["check"] for f in document["findings"]] == ["recall_drift"]
+    frames = history(path)
+    assert frames.samples["ef_search"].iloc[-1] == 1
+    assert frames.recall["recall"].iloc[-1] < frames.recall["baseline_low"].iloc[-1]
+    drift = drift_findings(frames)
+    assert drift.loc[drift["check"] == "recall_drift", "severity"].tolist() == ["critical"]
+    with LongTermMemory(reader_url, read_only=True) as store:
+        report = build_report(store, benchmark=False, hygiene=False, advice=False,
+                              history=path)
+    since = next(section for section in report.sections if section.key == "since")
+    assert report.sections[0] is since and len(since.figures) == 3
+    assert any(line.startswith("CRITICAL recall_drift") for line in since.findings)
+    assert "Since last time" in report.to_html()
+    # The degraded sample as the approved baseline: the drop is then not drift.
+    approved = DriftThresholds(baseline_sample=4)
+    assert "recall_drift" not in set(drift_findings(history(path, thresholds=approved),
+                                                    approved)["check"])
+
+
+def test_history_schema_version(tmp_path, reader_url):
+    path = tmp_path / "history.duckdb"
+    _collect(reader_url, path)
+    assert len(read_history(path)["samples"]) == 1
+    with duckdb.connect(str(path)) as con:
+        con.execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'",
+                    [str(HISTORY_SCHEMA_VERSION + 1)])
+    with pytest.raises(HistoryVersionError, match="upgrade htm-analytics"):
+        read_history(path)
+    other = tmp_path / "other.duckdb"
+    duckdb.connect(str(other)).close()
+    with pytest.raises(HistoryVersionError, match="not a history"):
+        read_history(other)
