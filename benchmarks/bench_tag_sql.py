@@ -51,9 +51,8 @@ def main() -> None:
                   "after (integer topic ids)": load_analytics_query("tag_cooccurrence")}
     with scratch_database(resolve_database_url(), "htm_bench_tags") as url:
         with ha.LongTermMemory(url, init_schema=True, cache_size=0) as store:
-            store.bulk_add(memory["contents"], robots=memory["robots"],
-                           embeddings=memory["vectors"], tags=memory["tags"],
-                           remembered_at=memory["remembered_at"])
+            store.bulk_add(memory["contents"], robots=memory["robots"],  # no vectors: tags
+                           tags=memory["tags"], remembered_at=memory["remembered_at"])
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
             if args.work_mem:
