@@ -319,6 +319,21 @@ def test_robot_overlap_matches_pandas(store: LongTermMemory, raw: dict) -> None:
     assert (matrix.to_numpy() == matrix.to_numpy().T).all()
 
 
+def test_robot_overlap_bounded_in_the_database(store: LongTermMemory) -> None:
+    full = ha.robot_overlap(store)
+    distinct = full[(full["robot1"] < full["robot2"]) & (full["shared_nodes"] > 0)]
+    expected = distinct.sort_values(["shared_nodes", "robot1", "robot2"],
+                                    ascending=[False, True, True]).reset_index(drop=True)
+    shared = ha.robot_overlap(store, min_shared=1)
+    pd.testing.assert_frame_equal(shared, expected)
+    top = ha.robot_overlap(store, top=3, min_shared=int(expected["shared_nodes"].iloc[-1]))
+    pd.testing.assert_frame_equal(top, expected.head(3))
+    floor = int(expected["shared_nodes"].iloc[1])
+    assert (ha.robot_overlap(store, min_shared=floor)["shared_nodes"] >= floor).all()
+    with pytest.raises(ValidationError, match="top"):
+        ha.robot_overlap(store, top=0)
+
+
 def test_robot_activity_matches_pandas(store: LongTermMemory, raw: dict) -> None:
     robot_nodes = raw["robot_nodes"].merge(raw["robots"], on="robot_id")
     holders = robot_nodes.groupby("node_id")["robot_id"].transform("size")
@@ -348,6 +363,7 @@ SNAPSHOT_CASES = [
     (ha.remember_count_distribution, {"by": "robot"}),
     (ha.most_reinforced, {"limit": 15}),
     (ha.robot_overlap, {}),
+    (ha.robot_overlap, {"top": 4, "robots": ["scout", "coder", "ops", "planner"]}),
     (ha.robot_activity, {"robots": ["scout", "coder"]}),
 ]
 

@@ -235,3 +235,20 @@ def test_padded_index_can_be_compared_with_the_native_one(store: LongTermMemory)
     assert native["index"].iloc[0] == "idx_nodes_embedding_384"
     assert padded["index"].iloc[0] == "idx_nodes_embedding" and padded["used_index"].iloc[0]
     assert padded["recall_mean"].iloc[0] > 0.9
+
+
+def test_streamed_ground_truth_equals_the_in_memory_one() -> None:
+    """The sweep's ground truth streams the stored vectors in batches (bounded memory); it
+    must give exact_neighbors' distances, a query's own row left out."""
+    from htm_analytics.tuning._ground_truth import streamed_neighbor_distances
+
+    rng = np.random.default_rng(4)
+    vectors = rng.normal(size=(523, 16)).astype(np.float32)
+    ids = np.arange(100, 623, dtype=np.int64)
+    own = np.array([0, 17, 522, -1])
+    queries = np.vstack([vectors[own[:3]], rng.normal(size=(1, 16)).astype(np.float32)])
+    own_ids = np.where(own >= 0, ids[own], -1)
+    _, expected = ha.exact_neighbors(queries, vectors, 10, exclude=own)
+    batches = ((ids[i:i + 50], vectors[i:i + 50]) for i in range(0, len(ids), 50))
+    streamed = streamed_neighbor_distances(queries, batches, 10, own_ids)
+    np.testing.assert_allclose(streamed, expected, rtol=1e-9, atol=1e-12)

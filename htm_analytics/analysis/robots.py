@@ -11,27 +11,40 @@ import pandas as pd
 from .._docs import share_docs
 from .._plotting import axes_or_new, short_label
 from ..frames import MemorySource, scope_params
+from ..validation import validate_positive_int
 
 __all__ = ["robot_overlap", "robot_activity", "plot_robot_overlap", "plot_robot_activity"]
 
 
 @share_docs
 def robot_overlap(source: MemorySource, *, timeframe: Any = None,
-                  robots: str | list[str] | None = None) -> pd.DataFrame:
+                  robots: str | list[str] | None = None, top: int | None = None,
+                  min_shared: int | None = None) -> pd.DataFrame:
     """Robot x robot: memories both remember, and their Jaccard similarity.
+
+    The full matrix has a row for every ordered pair of robots: with thousands of robots that
+    is millions of rows (2,000 robots, 4 million). ``top`` or ``min_shared`` bound it in the
+    database instead: only pairs that share memories come back, each once.
 
     Parameters
     ----------
     %(source)s
     %(timeframe)s
     %(robots)s
+    top : int, optional
+        Return only the ``top`` pairs of distinct robots sharing the most memories.
+    min_shared : int, optional
+        Return only the pairs of distinct robots sharing at least this many memories.
 
     Returns
     -------
     pandas.DataFrame
-        Every ordered pair of robots that remember something in scope, the diagonal included
-        (a full matrix in long form: ``df.pivot(index="robot1", columns="robot2",
-        values="jaccard")``), sorted by ``robot1``, ``robot2``:
+        Without ``top`` and ``min_shared``: every ordered pair of robots that remember
+        something in scope, the diagonal included (a full matrix in long form:
+        ``df.pivot(index="robot1", columns="robot2", values="jaccard")``), sorted by
+        ``robot1``, ``robot2``. With either: each unordered pair of distinct robots at most
+        once (``robot1 < robot2``), most shared first, pairs sharing nothing left out.
+        Columns:
 
         - ``robot1``, ``robot2`` (string);
         - ``shared_nodes`` (int64): nodes both remember (on the diagonal: the robot's nodes);
@@ -39,12 +52,21 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
         - ``jaccard`` (float64): shared / (nodes1 + nodes2 - shared), 1 on the diagonal.
     """
     params = scope_params(timeframe=timeframe, robots=robots)
+    dtypes = {"robot1": "string", "robot2": "string", "shared_nodes": "int64",
+              "nodes1": "int64", "nodes2": "int64", "jaccard": "float64"}
+    if top is not None or min_shared is not None:
+        params["top"] = None if top is None else validate_positive_int(top, field="top")
+        params["min_shared"] = 1 if min_shared is None else validate_positive_int(
+            min_shared, field="min_shared")
+        bounded = source.analytics_frame("robot_overlap_top", params, {
+            name: dtype for name, dtype in dtypes.items() if name != "jaccard"})
+        union = bounded["nodes1"] + bounded["nodes2"] - bounded["shared_nodes"]
+        bounded["jaccard"] = bounded["shared_nodes"] / union
+        return bounded.astype(dtypes)
     pairs = source.analytics_frame(
         "robot_overlap", params,
         {"robot1": "string", "robot2": "string", "shared_nodes": "int64", "nodes1": "int64",
          "nodes2": "int64"})
-    dtypes = {"robot1": "string", "robot2": "string", "shared_nodes": "int64",
-              "nodes1": "int64", "nodes2": "int64", "jaccard": "float64"}
     if pairs.empty:  # no robot in scope (an empty database): an empty frame of these types
         return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in dtypes.items()})
     diagonal = pairs.loc[pairs["robot1"] == pairs["robot2"], ["robot1", "nodes1"]]

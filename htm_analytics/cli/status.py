@@ -27,6 +27,21 @@ def _extension(installed: str | None, available: str | None) -> str:
     return "not available on this server"
 
 
+def _role(standby: dict[str, Any] | None) -> str:
+    """A primary, or a standby with how far its replay is behind."""
+    if standby is None:
+        return "primary (not in recovery)"
+    lag = standby["replay_lag_seconds"]
+    said = "unknown" if lag is None else f"{lag:.1f} s"
+    line = (f"hot standby (in recovery, read-only): replay lag {said}, "
+            f"{human_bytes(standby['replay_lag_bytes'] or 0)} received not yet replayed")
+    if standby["wal_receiver"]:
+        line += f", WAL receiver {standby['wal_receiver']}"
+    if standby["last_replayed_at"] is not None:
+        line += f"; last replayed commit {standby['last_replayed_at']:%Y-%m-%d %H:%M:%S %Z}"
+    return line
+
+
 def _status_document(url: str, why: str, indexes: bool,
                      options: dict[str, Any]) -> dict[str, Any]:
     """Everything ``status`` shows, as plain values and frames."""
@@ -43,7 +58,8 @@ def _status_document(url: str, why: str, indexes: bool,
                    "pgvector": overview["pgvector_version"],
                    "pgvector_available": overview["pgvector_available"],
                    "pg_trgm": overview["pg_trgm_version"],
-                   "pg_trgm_available": overview["pg_trgm_available"]},
+                   "pg_trgm_available": overview["pg_trgm_available"],
+                   "standby": overview["standby"]},
         "schema": None, "problem": None if problem is None else str(problem),
         "tables": pd.DataFrame({"table": pd.Series(dtype="string"),
                                 "rows": pd.Series(dtype="int64")}),
@@ -76,9 +92,11 @@ def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
     """Server and extension versions, what the database has, row counts and indexes.
 
     Works on any database: one without the memory schema gets the server's versions and
-    what to run. --json prints one object: database, database_name, chosen_by, server
-    (postgresql, pgvector, pgvector_available, pg_trgm, pg_trgm_available), schema (null
-    without the HTM tables), problem, tables [{table, rows}] and indexes [{table, index,
+    what to run; a hot standby says so, with its replay lag. --json prints one object:
+    database, database_name, chosen_by, server (postgresql, pgvector, pgvector_available,
+    pg_trgm, pg_trgm_available, standby: null on a primary, else last_replayed_at,
+    replay_lag_seconds, replay_lag_bytes, wal_receiver), schema (null without the HTM
+    tables), problem, tables [{table, rows}] and indexes [{table, index,
     method, is_unique, size_bytes}]; --csv one table of those rows.
     """
     url, why = choose_database(ctx)
@@ -95,6 +113,7 @@ def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
     click.echo(f"postgresql: {server['postgresql']}")
     click.echo(f"pgvector:   {_extension(server['pgvector'], server['pgvector_available'])}")
     click.echo(f"pg_trgm:    {_extension(server['pg_trgm'], server['pg_trgm_available'])}")
+    click.echo(f"server:     {_role(server['standby'])}")
     if document["schema"] is None:
         click.echo(f"schema:     absent: {document['problem']}")
         return

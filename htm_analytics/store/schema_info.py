@@ -44,6 +44,7 @@ SELECT (SELECT coalesce(jsonb_object_agg(c.relname, (
            AS can_read_migrations,
        CASE WHEN to_regclass('public.nodes') IS NOT NULL
             THEN has_table_privilege('public.nodes', 'INSERT') END AS can_write,
+       pg_is_in_recovery() AS in_recovery,
        (SELECT min(indexname::text) FROM pg_indexes
         WHERE schemaname = 'public' AND tablename = 'nodes'
           AND indexdef LIKE '%%USING gin (to_tsvector(''english''::regconfig, content))')
@@ -105,7 +106,9 @@ class SchemaInfo:
     additions_version : int or None
         The highest toolkit migration applied (``htm_analytics_migrations``), None if none.
     can_write : bool
-        Whether the role may insert into ``nodes``.
+        Whether the role may insert into ``nodes`` (never on a standby).
+    in_recovery : bool
+        Whether the server is a standby (``pg_is_in_recovery()``): a read-only replica.
     has_content_fulltext_index : bool
         Whether ``nodes`` has the seed's GIN index on ``to_tsvector('english', content)``
         (used to find content stored unstripped).
@@ -119,6 +122,7 @@ class SchemaInfo:
     columns: dict[str, tuple[str, ...]]
     additions_version: int | None
     can_write: bool
+    in_recovery: bool = False
     has_content_fulltext_index: bool = False
     content_fulltext_index: str | None = None
     applied_migrations: frozenset[int] = frozenset()
@@ -199,7 +203,10 @@ class SchemaInfo:
         else:
             added = (f"htm_analytics additions version {self.additions_version} "
                      f"({', '.join(self.additions) or 'none of its tables'})")
-        access = "this role may write" if self.can_write else "read-only role"
+        if self.in_recovery:
+            access = "hot standby: read-only (writes go to the primary)"
+        else:
+            access = "this role may write" if self.can_write else "read-only role"
         notes = ""
         if self.derives_dimensions:
             notes += ("; vector dimensions not recorded by the writer are derived from the "
@@ -219,6 +226,7 @@ class SchemaInfo:
                 "metadata": self.has_column("nodes", "metadata"),
                 "additions": list(self.additions), "additions_version": self.additions_version,
                 "event_triggers": self.event_triggers, "can_write": self.can_write,
+                "standby": self.in_recovery,
                 "derived_dimensions": self.derives_dimensions,
                 "local_time_zone": self.writer_timezone if self.reads_local_time else None}
 
@@ -303,13 +311,15 @@ def detect_schema(conn: psycopg.Connection[Any]) -> SchemaInfo:
     """Read the catalog once: tables, columns, toolkit migrations, write privilege."""
     row = conn.execute(_DETECT, {"tables": _TABLES}).fetchone()
     assert row is not None
-    columns_json, can_read_migrations, can_write, fulltext, local_json, zone = row
+    columns_json, can_read_migrations, can_write, in_recovery, fulltext, local_json, zone = row
     applied: frozenset[int] = frozenset()
     if can_read_migrations:
         applied = frozenset(int(r[0]) for r in conn.execute(
             "SELECT version FROM public.htm_analytics_migrations").fetchall())
     return SchemaInfo(columns={t: tuple(c or ()) for t, c in (columns_json or {}).items()},
-                      additions_version=max(applied, default=None), can_write=bool(can_write),
+                      additions_version=max(applied, default=None),
+                      can_write=bool(can_write) and not in_recovery,
+                      in_recovery=bool(in_recovery),
                       has_content_fulltext_index=fulltext is not None,
                       content_fulltext_index=fulltext, applied_migrations=applied,
                       local_time_columns={t: tuple(c) for t, c in (local_json or {}).items()

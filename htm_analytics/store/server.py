@@ -13,8 +13,8 @@ from ..errors import SchemaError
 from ._errors import translate_database_error
 from .connection import mask_url
 
-__all__ = ["server_overview", "read_overview", "server_sessions", "missing_schema_error",
-           "PGVECTOR_INSTALL_HINT"]
+__all__ = ["server_overview", "read_overview", "read_standby", "server_sessions",
+           "missing_schema_error", "PGVECTOR_INSTALL_HINT"]
 
 PGVECTOR_INSTALL_HINT = (
     "install pgvector on that server (https://github.com/pgvector/pgvector#installation; "
@@ -33,7 +33,8 @@ SELECT current_setting('server_version') AS server_version,
        (SELECT extversion FROM pg_extension WHERE extname = 'pg_trgm') AS pg_trgm_version,
        to_regclass('public.nodes') IS NOT NULL AS has_schema,
        CASE WHEN to_regclass('public.nodes') IS NOT NULL
-            THEN has_table_privilege('public.nodes', 'SELECT') END AS can_read_nodes
+            THEN has_table_privilege('public.nodes', 'SELECT') END AS can_read_nodes,
+       pg_is_in_recovery() AS in_recovery
 """
 
 
@@ -46,8 +47,9 @@ def server_overview(url: str) -> dict[str, Any]:
         ``server_version``, ``database``, ``role``, ``pgvector_available`` /
         ``pg_trgm_available`` (the version the server could install, None when it has none),
         ``pgvector_version`` / ``pg_trgm_version`` (installed in this database, or None),
-        ``has_schema`` (the HTM ``nodes`` table exists) and ``has_memory`` (it has a row; None
-        when this role may not read it).
+        ``has_schema`` (the HTM ``nodes`` table exists), ``has_memory`` (it has a row; None
+        when this role may not read it) and ``standby`` (None on a primary, else
+        :func:`read_standby`'s mapping).
     """
     try:
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
@@ -63,11 +65,42 @@ def read_overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
         assert row is not None
         overview = dict(row)
         readable = overview.pop("can_read_nodes")
+        overview["standby"] = read_standby(conn) if overview.pop("in_recovery") else None
         overview["has_memory"] = False if not overview["has_schema"] else None
         if readable:
             found = cursor.execute("SELECT EXISTS (SELECT 1 FROM public.nodes) AS found")
             overview["has_memory"] = bool(found.fetchone()["found"])  # type: ignore[index]
     return overview
+
+
+_STANDBY = """
+SELECT pg_last_xact_replay_timestamp() AS last_replayed_at,
+       -- caught up with all it received: no lag, however long ago the primary last wrote
+       CASE WHEN pg_last_wal_receive_lsn() = pg_last_wal_replay_lsn() THEN 0::float8
+            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8
+       END AS replay_lag_seconds,
+       pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())::bigint
+           AS replay_lag_bytes,
+       (SELECT status FROM pg_stat_wal_receiver) AS wal_receiver
+"""
+
+
+def read_standby(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """What a hot standby has replayed, on a connection to one (in recovery).
+
+    Returns
+    -------
+    dict
+        ``last_replayed_at`` (commit time on the primary of the last transaction replayed,
+        None before the first), ``replay_lag_seconds`` (0 when everything received is
+        replayed, else the age of that last replayed transaction; None without streaming),
+        ``replay_lag_bytes`` (WAL received but not yet replayed) and ``wal_receiver`` (the
+        WAL receiver's status, ``"streaming"`` for a streaming replica, None without one).
+    """
+    with conn.cursor(row_factory=dict_row) as cursor:
+        row = cursor.execute(_STANDBY).fetchone()
+    assert row is not None
+    return dict(row)
 
 
 def missing_schema_error(overview: dict[str, Any], url: str) -> SchemaError | None:

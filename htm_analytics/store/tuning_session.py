@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -94,31 +94,59 @@ class TuningSession:
         self._conn.commit()
         return {int(d): int(n) for d, n in rows}
 
-    def stored_vectors(self, dimension: int, *, target: str = "live",
-                       filters: Mapping[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """``(ids, vectors)``: int64 ids and float32 ``(n, dimension)`` vectors of the target
-        (live: rows of that dimension matching ``filters``), ordered by id."""
+    def _vectors_query(self, dimension: int, target: str, filters: Mapping[str, Any] | None,
+                       vectors_too: bool = True, ids: np.ndarray | None = None
+                       ) -> tuple[sql.Composed, dict[str, Any]]:
+        copy = target == "copy"
+        conditions: list[sql.Composable] = [sql.SQL("true")]
         params: dict[str, Any] = {}
-        if target == "copy":
-            query = sql.SQL("SELECT id, embedding FROM {} ORDER BY id").format(
-                sql.Identifier(self._copy or ""))
-        else:
+        if not copy:
             conditions, params = _filter_conditions(filters)
             conditions.insert(0, self._has_dimension(dimension))
             conditions += self._live()
-            query = sql.SQL(
-                "SELECT n.id, subvector(n.embedding, 1, {d}) AS embedding FROM nodes n "
-                "WHERE {where} ORDER BY n.id").format(
-                d=sql.Literal(dimension), where=sql.SQL(" AND ").join(conditions))
-        ids: list[int] = []
-        vectors: list[np.ndarray] = []
+        if ids is not None:
+            conditions.append(sql.SQL("n.id = ANY(%(ids)s)"))
+            params["ids"] = ids.tolist()
+        vector = sql.SQL(", n.embedding" if copy else ", subvector(n.embedding, 1, {d})").format(
+            d=sql.Literal(dimension))
+        return sql.SQL("SELECT n.id{} FROM {} n WHERE {} ORDER BY n.id").format(
+            sql.SQL("") if vectors_too is False else vector,
+            sql.Identifier(self._copy or "") if copy else sql.Identifier("nodes"),
+            sql.SQL(" AND ").join(conditions)), params
+
+    def stored_ids(self, dimension: int, *, target: str = "live",
+                   filters: Mapping[str, Any] | None = None) -> np.ndarray:
+        """The int64 ids of the target's vectors (as :meth:`stored_vectors`), ordered."""
+        query, params = self._vectors_query(dimension, target, filters, vectors_too=False)
         with self._conn.transaction(), self._conn.cursor(binary=True) as cur:
+            rows = cur.execute(query, params).fetchall()
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+
+    def vector_batches(self, dimension: int, *, target: str = "live",
+                       filters: Mapping[str, Any] | None = None, ids: np.ndarray | None = None,
+                       batch: int = 20_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(ids, vectors)`` of the target in batches of ``batch`` rows ordered by id (only
+        ``ids`` when given): a server-side cursor, so memory stays one batch whatever the
+        table's size."""
+        query, params = self._vectors_query(dimension, target, filters, ids=ids)
+        with self._conn.transaction(), self._conn.cursor(
+                name=f"htm_vectors_{secrets.token_hex(4)}", binary=True) as cur:
+            cur.itersize = batch
             cur.execute(query, params)
-            while rows := cur.fetchmany(10_000):
-                ids.extend(r[0] for r in rows)
-                vectors.extend(to_numpy(r[1]) for r in rows)
-        matrix = np.vstack(vectors) if vectors else np.zeros((0, dimension), dtype=np.float32)
-        return np.asarray(ids, dtype=np.int64), matrix
+            while rows := cur.fetchmany(batch):
+                yield (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+                       np.vstack([to_numpy(r[1]) for r in rows]).astype(np.float32, copy=False))
+
+    def stored_vectors(self, dimension: int, *, target: str = "live",
+                       filters: Mapping[str, Any] | None = None,
+                       ids: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, vectors)``: int64 ids and float32 ``(n, dimension)`` vectors of the target
+        (live: rows of that dimension matching ``filters``; only ``ids`` when given), ordered
+        by id. All of them in memory: :meth:`vector_batches` streams them instead."""
+        parts = list(self.vector_batches(dimension, target=target, filters=filters, ids=ids))
+        if not parts:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, dimension), dtype=np.float32)
+        return np.concatenate([p[0] for p in parts]), np.vstack([p[1] for p in parts])
 
     def knn(self, queries: np.ndarray, *, dimension: int, k: int, ef_search: int,
             iterative_scan: str | None = None, filters: Mapping[str, Any] | None = None,

@@ -154,13 +154,15 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
     if not counts:
         raise ValidationError("needs at least one thread count", field="threads")
     store.ensure_pool_size(max(counts))
-    with store.tuning_session() as session:
+    with store.tuning_session() as session:  # the chosen vectors only, fetched by id
         dimension = _dimension(session, None)
-        ids, vectors = session.stored_vectors(dimension)
-    if queries > len(ids):
-        raise ValidationError(f"asked for {queries} queries but only {len(ids)} vectors are "
-                              "stored", field="queries")
-    chosen = vectors[np.random.default_rng(seed).choice(len(ids), size=queries, replace=False)]
+        ids = session.stored_ids(dimension)
+        if queries > len(ids):
+            raise ValidationError(f"asked for {queries} queries but only {len(ids)} vectors "
+                                  "are stored", field="queries")
+        picked = ids[np.random.default_rng(seed).choice(len(ids), size=queries, replace=False)]
+        fetched, vectors = session.stored_vectors(dimension, ids=np.sort(picked))
+    chosen = vectors[np.searchsorted(fetched, picked)]
     rows = []
     for count in counts:
         seconds, wall = _run_clients(store, chosen, count, dimension=dimension, k=k,

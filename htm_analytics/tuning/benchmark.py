@@ -21,6 +21,7 @@ import pandas as pd
 from ..errors import EmbeddingError, ValidationError
 from ..store import LongTermMemory, TuningSession
 from ..validation import validate_positive_int
+from ._ground_truth import returned_distances, streamed_neighbor_distances, unit_rows
 from .plots import plot_recall_by_ef, plot_recall_latency
 
 __all__ = [
@@ -59,12 +60,12 @@ def exact_neighbors(queries: np.ndarray, vectors: np.ndarray, k: int, *,
     distances : numpy.ndarray
         ``(n, k)`` float64 cosine distances, ascending.
     """
-    stored = _normalise(vectors)
+    stored = unit_rows(vectors)
     k = min(k, len(stored))
     positions = np.zeros((len(queries), k), dtype=np.int64)
     distances = np.zeros((len(queries), k), dtype=np.float64)
     for start in range(0, len(queries), batch):
-        block = _normalise(queries[start:start + batch])
+        block = unit_rows(queries[start:start + batch])
         distance = 1.0 - block.astype(np.float64) @ stored.T.astype(np.float64)
         if exclude is not None:
             rows = np.flatnonzero(exclude[start:start + batch] >= 0)
@@ -76,12 +77,6 @@ def exact_neighbors(queries: np.ndarray, vectors: np.ndarray, k: int, *,
         positions[start:start + batch] = np.take_along_axis(nearest, order, axis=1)
         distances[start:start + batch] = np.take_along_axis(nearest_distance, order, axis=1)
     return positions, distances
-
-
-def _normalise(matrix: np.ndarray) -> np.ndarray:
-    matrix = np.asarray(matrix, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    return matrix / np.where(norms > 0, norms, 1.0)
 
 
 def _filter_label(filters: Mapping[str, Any] | None) -> str:
@@ -103,16 +98,20 @@ def _as_list(value: Any) -> list[Any]:
 
 
 def _resolve_queries(queries: Any, dimension: int,
-                     ids: np.ndarray, vectors: np.ndarray, embedder: Any,
+                     ids: np.ndarray, fetch: Any, embedder: Any,
                      seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Query vectors and, for stored ones, their own ids (to leave out), else -1."""
+    """Query vectors and, for stored ones, their own ids (to leave out), else -1.
+
+    Held-out queries are chosen among the stored ``ids`` and only they are fetched
+    (``fetch(ids)`` gives their ids and vectors, ordered by id)."""
     if queries is None or isinstance(queries, (int, np.integer)):
         n = validate_positive_int(500 if queries is None else int(queries), field="queries")
         if n > len(ids):
             raise ValidationError(f"asked for {n} held-out queries but only {len(ids)} vectors "
                                   f"of dimension {dimension} are stored", field="queries")
-        chosen = np.random.default_rng(seed).choice(len(ids), size=n, replace=False)
-        return vectors[chosen], ids[chosen]
+        chosen = ids[np.random.default_rng(seed).choice(len(ids), size=n, replace=False)]
+        fetched_ids, vectors = fetch(np.sort(chosen))
+        return vectors[np.searchsorted(fetched_ids, chosen)], chosen
     if isinstance(queries, np.ndarray):
         matrix = np.asarray(queries, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[1] != dimension or not np.isfinite(matrix).all():
@@ -129,45 +128,46 @@ def _resolve_queries(queries: Any, dimension: int,
         matrix = np.asarray(embedder.embed(texts), dtype=np.float32)
     except Exception as exc:  # the provider's own error, named
         raise EmbeddingError(f"embedding the benchmark queries failed: {exc}") from exc
-    return _resolve_queries(matrix, dimension, ids, vectors, None, seed)
+    return _resolve_queries(matrix, dimension, ids, fetch, None, seed)
 
 
 def _recall(found: list[np.ndarray], own_ids: np.ndarray, truth_distance: np.ndarray,
-            ids: np.ndarray, normalised: np.ndarray, normalised_queries: np.ndarray, k: int
-            ) -> tuple[np.ndarray, np.ndarray, int]:
+            unit_queries: np.ndarray, fetch: Any, k: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Recall per query, rows returned per query, and rows returned outside the scope.
 
-    ``normalised`` and ``normalised_queries`` are the unit-length stored and query vectors.
+    ``fetch(ids)`` gives the ``(ids, vectors)`` of those ids inside the scope.
     """
+    kept = [result[result != own_ids[i]][:k] for i, result in enumerate(found)]
+    distances = returned_distances(kept, unit_queries, fetch)
     recall = np.zeros(len(found))
-    returned = np.zeros(len(found), dtype=np.int64)
+    returned = np.array([len(result) for result in kept], dtype=np.int64)
     outside = 0
-    for i, result in enumerate(found):
-        result = result[result != own_ids[i]][:k]
-        returned[i] = len(result)
-        position = np.searchsorted(ids, result)
-        inside = (position < len(ids)) & (ids[np.minimum(position, len(ids) - 1)] == result)
+    for i, distance in enumerate(distances):
+        inside = ~np.isnan(distance)
         outside += int((~inside).sum())
-        query = normalised_queries[i].astype(np.float64)
-        true = 1.0 - normalised[position[inside]].astype(np.float64) @ query
         threshold = truth_distance[i, -1] + HIT_EPSILON if truth_distance.shape[1] else -np.inf
-        recall[i] = (true <= threshold).sum() / k
+        recall[i] = (distance[inside] <= threshold).sum() / k
     return recall, returned, outside
 
 
 def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
            dimension: int, k: int, ef_values: Sequence[int], iterative_modes: list[Any],
-           filters: Mapping[str, Any] | None, ids: np.ndarray, vectors: np.ndarray,
+           filters: Mapping[str, Any] | None, rows: int,
            target: str, repeats: int, progress: Any,
            exact: bool = False, force_index: bool = False) -> Iterator[dict[str, Any]]:
-    """Yield one result row per (iterative scan, ef_search) as soon as it is measured."""
-    exclude = np.full(len(queries), -1, dtype=np.int64)
-    position = np.searchsorted(ids, own_ids)
-    mine = (own_ids >= 0) & (position < len(ids))
-    mine[mine] = ids[position[mine]] == own_ids[mine]
-    exclude[mine] = position[mine]
-    _, truth_distance = exact_neighbors(queries, vectors, k, exclude=exclude)
-    normalised, normalised_queries = _normalise(vectors), _normalise(queries)
+    """Yield one result row per (iterative scan, ef_search) as soon as it is measured.
+
+    The exact ground truth streams the ``rows`` vectors in scope in batches; the vectors the
+    searches return are fetched by id: the table is never held in memory.
+    """
+    scope = "copy" if target == "copy" else "live"
+    truth_distance = streamed_neighbor_distances(
+        queries, session.vector_batches(dimension, target=scope, filters=filters), k, own_ids)
+    unit_queries = unit_rows(queries).astype(np.float64)
+
+    def fetch(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return session.stored_vectors(dimension, target=scope, filters=filters, ids=ids)
+
     # One more row when a query is itself stored: it finds itself, and that hit is dropped.
     asked = k + 1 if (own_ids >= 0).any() else k
     for mode in iterative_modes:
@@ -176,8 +176,8 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
                               iterative_scan=mode, filters=filters, target=target,
                               repeats=repeats, progress=progress, exact=exact,
                               force_index=force_index)
-            recall, returned, outside = _recall(run["ids"], own_ids, truth_distance, ids,
-                                                normalised, normalised_queries, k)
+            recall, returned, outside = _recall(run["ids"], own_ids, truth_distance,
+                                                unit_queries, fetch, k)
             milliseconds = run["seconds"].ravel() * 1000.0
             per_repeat = run["seconds"] * 1000.0  # (repeats, queries)
             yield {
@@ -197,7 +197,7 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
                 "returned_mean": float(returned.mean()),
                 "outside_scope": outside,
                 "ef_below_k": ef < asked and mode is None and not exact,
-                "queries": len(queries), "rows": len(ids),
+                "queries": len(queries), "rows": rows,
                 "index": "(exact scan)" if exact else run["index"],
                 "used_index": run["used_index"], "force_index": force_index,
             }
@@ -407,18 +407,18 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
     rows: list[dict[str, Any]] = []
     with store.tuning_session() as session:
         dimension = _dimension(session, dimension)
-        ids, vectors = session.stored_vectors(dimension)
-        query_vectors, own_ids = _resolve_queries(queries, dimension, ids, vectors,
-                                                  embedder, seed)
+        ids = session.stored_ids(dimension)
+        query_vectors, own_ids = _resolve_queries(
+            queries, dimension, ids,
+            lambda chosen: session.stored_vectors(dimension, ids=chosen), embedder, seed)
         total = len(filter_list) * len(modes) * len(ef_values) * repeats * len(query_vectors)
         with _interruptible(progress, total, "ef_search sweep", "settings") as run:
             for filters_ in filter_list:
-                scope_ids, scope_vectors = (ids, vectors) if not filters_ else \
-                    session.stored_vectors(dimension, filters=filters_)
+                in_scope = len(ids) if not filters_ else \
+                    len(session.stored_ids(dimension, filters=filters_))
                 rows.extend(_sweep(session, queries=query_vectors, own_ids=own_ids,
                                    dimension=dimension, k=k, ef_values=ef_values,
-                                   iterative_modes=modes, filters=filters_, ids=scope_ids,
-                                   vectors=scope_vectors,
+                                   iterative_modes=modes, filters=filters_, rows=in_scope,
                                    target="padded" if padded_index else "live",
                                    repeats=repeats, progress=run.update, exact=exact,
                                    force_index=force_index))
@@ -467,17 +467,19 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
         memory = session.setting("maintenance_work_mem")
         workers = int(session.setting("max_parallel_maintenance_workers"))
         session.copy_vectors(dimension)
-        ids, vectors = session.stored_vectors(dimension, target="copy")
-        query_vectors, own_ids = _resolve_queries(queries, dimension, ids, vectors,
-                                                  None, seed)
+        ids = session.stored_ids(dimension, target="copy")
+        query_vectors, own_ids = _resolve_queries(
+            queries, dimension, ids,
+            lambda chosen: session.stored_vectors(dimension, target="copy", ids=chosen),
+            None, seed)
         total = len(variants) * len(ef_values) * repeats * len(query_vectors)
         with _interruptible(progress, total, "index variants", "variants") as run:
             for m_value, efc in variants:
                 build = session.build_copy_index(m=m_value, ef_construction=efc)
                 for row in _sweep(session, queries=query_vectors, own_ids=own_ids,
                                   dimension=dimension, k=k, ef_values=ef_values,
-                                  iterative_modes=[None], filters=None, ids=ids,
-                                  vectors=vectors, target="copy", repeats=repeats,
+                                  iterative_modes=[None], filters=None, rows=len(ids),
+                                  target="copy", repeats=repeats,
                                   progress=run.update):
                     rows.append({**row, "variant": f"m={m_value},efc={efc}", "m": m_value,
                                  "ef_construction": efc, "build_seconds": build["build_seconds"],

@@ -1,0 +1,266 @@
+"""How every analysis costs as the memory grows: 10k, 100k, 1M memories built from the corpus.
+
+Usage:
+    HTM_CORPUS_DIR=/work/shared/data/debian-memories \
+        python benchmarks/bench_scale.py --rows 10000 --rows 100000 [--rows 1000000]
+
+Each size gets a scratch database on the embedded server (or HTM_DBURL's server), dropped at
+the end. The memory is the real corpus (63,666 Debian package descriptions with their MiniLM
+vectors) multiplied with seeded variations, documented in :func:`fleet_memory`. It is loaded
+with ``bulk_add`` and, in the same run, the same rows go into a plain table with one raw
+binary COPY and the same search indexes (the anchor a hand-written loader would reach). Then
+every analysis helper, ``advise``, ``build_report``, ``export_snapshot``,
+``recommend_ef_search`` and the recall sweep (exact ground truth included) run once, each
+with its wall time and the peak RSS of this process during the call (reset before each step
+through /proc/self/clear_refs; the server's memory is not included). With two sizes or more
+the growth exponent of each step is printed: the slope of log(seconds) over log(rows).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+import htm_analytics as ha
+from htm_analytics.agent.datasets import read_corpus
+from htm_analytics.store import scratch_database
+from htm_analytics.store.connection import resolve_database_url
+
+END = dt.datetime(2026, 6, 30, 12, tzinfo=dt.UTC)
+REPEAT_SHARE = 0.15      # rows that re-remember earlier content (dedup and remember_count)
+NOISE = 0.01             # per-component noise of a variant's vector (cosine ~0.98)
+ROWS_PER_ROBOT = 50      # a fleet: 2,000 robots at 100k rows
+TEAMS = 40               # "fleet:team-NN" tags
+
+
+def fleet_memory(rows: int, seed: int = 0) -> dict[str, Any]:
+    """``rows`` remembers made from the corpus, seeded.
+
+    - Corpus rows are taken in a seeded order, cycling through the corpus; the first pass
+      keeps text and vector as they are. Later passes are variants: the text gets a line
+      naming the pass and a host ("Seen again on host h0042, pass 2."), the vector a small
+      Gaussian perturbation (sigma 0.01 per component), renormalised.
+    - 15% of rows re-remember the exact text, vector and tags of an earlier row, by a robot
+      of the fleet (so ``bulk_add`` deduplicates them and counts ``remember_count``).
+    - Robots: ``rows // 50`` of them (at least 5), Zipf-like activity (weight 1/rank^0.8).
+    - Times: over 365 days before 2026-06-30, denser towards the end, in row order.
+    - Tags: the corpus row's own tags plus ``fleet:team-NN`` of the robot's team.
+    """
+    frame, vectors = read_corpus()
+    assert vectors is not None
+    rng = np.random.default_rng(seed)
+    corpus_rows = len(frame)
+    repeat = rng.random(rows) < REPEAT_SHARE
+    repeat[0] = False
+    originals = np.flatnonzero(~repeat)
+    order = rng.permutation(corpus_rows)
+    base = np.empty(rows, dtype=np.int64)
+    variant = np.zeros(rows, dtype=np.int64)
+    base[originals] = order[np.arange(len(originals)) % corpus_rows]
+    variant[originals] = np.arange(len(originals)) // corpus_rows
+    source = np.arange(rows)
+    earlier = np.searchsorted(originals, np.flatnonzero(repeat))  # originals before each
+    source[repeat] = originals[(rng.random(repeat.sum()) * earlier).astype(np.int64)]
+    robots = max(5, rows // ROWS_PER_ROBOT)
+    weights = 1.0 / np.arange(1, robots + 1) ** 0.8
+    robot = rng.choice(robots, size=rows, p=weights / weights.sum())
+    seconds = np.sort((np.sqrt(rng.random(rows)) * 365 * 86_400).astype(np.int64))
+    start = END - dt.timedelta(days=365)
+    hosts = rng.integers(0, 10_000, rows)
+    contents: list[str] = []
+    matrix = np.empty((rows, vectors.shape[1]), dtype=np.float32)
+    tags: list[list[str]] = []
+    texts, corpus_tags = frame["content"].tolist(), frame["tags"].tolist()
+    for i in range(rows):
+        s = source[i]
+        b, v = base[s], variant[s]
+        if s != i:
+            contents.append(contents[s])
+            matrix[i] = matrix[s]
+            tags.append([*tags[s][:-1], f"fleet:team-{robot[i] % TEAMS:02d}"])
+            continue
+        text = texts[b] if v == 0 else \
+            f"{texts[b]}\nSeen again on host h{hosts[i]:04d}, pass {v}."
+        contents.append(text)
+        vector = vectors[b] if v == 0 else vectors[b] + rng.normal(0, NOISE, vectors.shape[1])
+        matrix[i] = vector / np.linalg.norm(vector)
+        tags.append([*corpus_tags[b], f"fleet:team-{robot[i] % TEAMS:02d}"])
+    return {"contents": contents, "vectors": matrix, "tags": tags,
+            "robots": [f"robot-{r:05d}" for r in robot],
+            "remembered_at": [start + dt.timedelta(seconds=int(x)) for x in seconds],
+            "distinct": len(set(contents)), "robot_count": robots}
+
+
+def _rss_peak_reset() -> None:
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _rss(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]]
+            ) -> Any:
+    """Run ``function`` once; record its seconds and this process's peak RSS above the RSS
+    it started with."""
+    _rss_peak_reset()
+    before = _rss("VmRSS")
+    started = time.perf_counter()
+    value = function()
+    seconds = time.perf_counter() - started
+    peak = max(_rss("VmHWM") - before, 0)
+    results[name] = {"seconds": seconds, "peak_mib": peak / 2**20}
+    print(f"  {name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB", flush=True)
+    return value
+
+
+def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[str, float]]
+                    ) -> None:
+    """The same distinct rows into a plain table with one binary COPY, then the search
+    indexes the store has (HNSW on the padded vector, full text, trigram)."""
+    seen: set[str] = set()
+    with psycopg.connect(url, autocommit=True) as conn:
+        register_vector(conn)
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.execute("""CREATE UNLOGGED TABLE anchor (id bigserial PRIMARY KEY, content text,
+                        content_hash varchar(64) UNIQUE, embedding vector(2000),
+                        created_at timestamptz)""")
+        padding = np.zeros(2000 - memory["vectors"].shape[1], dtype=np.float32)
+
+        def copy() -> None:
+            with conn.cursor() as cur, cur.copy(
+                    "COPY anchor (content, content_hash, embedding, created_at) FROM STDIN "
+                    "WITH (FORMAT BINARY)") as out:
+                out.set_types(["text", "varchar", "vector", "timestamptz"])
+                for text, vector, at in zip(memory["contents"], memory["vectors"],
+                                            memory["remembered_at"]):
+                    if text in seen:
+                        continue
+                    seen.add(text)
+                    out.write_row((text, hashlib.sha256(text.encode()).hexdigest(),
+                                   np.concatenate([vector, padding]), at))
+
+        measure("anchor: binary COPY", copy, results)
+        measure("anchor: HNSW build (padded)", lambda: conn.execute(
+            "CREATE INDEX ON anchor USING hnsw (embedding vector_cosine_ops) "
+            "WITH (m = 16, ef_construction = 64)"), results)
+        measure("anchor: full-text + trigram GIN", lambda: (
+            conn.execute("CREATE INDEX ON anchor USING gin "
+                         "(to_tsvector('english', content))"),
+            conn.execute("CREATE INDEX ON anchor USING gin (content gin_trgm_ops)")), results)
+        conn.execute("DROP TABLE anchor")
+
+
+def run_size(server_url: str, rows: int, with_report: bool) -> dict[str, dict[str, float]]:
+    results: dict[str, dict[str, float]] = {}
+    memory = measure("generate the memory", lambda: fleet_memory(rows), results)
+    print(f"{rows:,} rows: {memory['distinct']:,} distinct memories, "
+          f"{memory['robot_count']:,} robots", flush=True)
+    with scratch_database(server_url, "htm_bench_scale") as url, \
+            ha.LongTermMemory(url, init_schema=True, cache_size=0) as store:
+            measure("bulk_add (with index rebuild)", lambda: store.bulk_add(
+                memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
+                tags=memory["tags"], remembered_at=memory["remembered_at"],
+                embedding_model=("sentence-transformers", "all-MiniLM-L6-v2")), results)
+            raw_copy_anchor(url, memory, results)
+            results["anchor: total"] = {
+                "seconds": sum(results[k]["seconds"] for k in results if k.startswith("anchor")),
+                "peak_mib": max(results[k]["peak_mib"] for k in results
+                                if k.startswith("anchor"))}
+            memory.clear()  # the server has it now
+            measure("create_native_index(384)", lambda: store.create_native_index(384), results)
+            cases: list[tuple[str, Callable[[], Any]]] = [
+                ("tag_cooccurrence", lambda: ha.tag_cooccurrence(store)),
+                ("tag_cooccurrence level=1", lambda: ha.tag_cooccurrence(store, level=1)),
+                ("tag_graph", lambda: ha.tag_graph(store)),
+                ("tag_hierarchy", lambda: ha.tag_hierarchy(store)),
+                ("popular_tags M", lambda: ha.popular_tags(store, freq="M")),
+                ("remember_trends W", lambda: ha.remember_trends(store, freq="W")),
+                ("remember_trends W by robot",
+                 lambda: ha.remember_trends(store, freq="W", by="robot")),
+                ("remember_count_distribution", lambda: ha.remember_count_distribution(store)),
+                ("most_reinforced", lambda: ha.most_reinforced(store)),
+                ("robot_overlap top=1000", lambda: ha.robot_overlap(store, top=1000)),
+                ("robot_activity", lambda: ha.robot_activity(store)),
+                ("index_usage", lambda: ha.index_usage(store)),
+                ("table_health", lambda: ha.table_health(store)),
+                ("memory_growth", lambda: ha.memory_growth(store)),
+                ("near_duplicates", lambda: ha.near_duplicates(store)),
+                ("sensitive_memories", lambda: ha.sensitive_memories(store)),
+                ("unreachable_memories", lambda: ha.unreachable_memories(store)),
+                ("stale_memories", lambda: ha.stale_memories(store)),
+                ("memory_hygiene", lambda: ha.memory_hygiene(store)),
+                ("advise", lambda: ha.advise(store)),
+                ("recommend_ef_search", lambda: ha.recommend_ef_search(store)),
+                ("benchmark_recall (200 q, exact truth)",
+                 lambda: ha.benchmark_recall(store, queries=200, progress=False)),
+            ]
+            if rows <= 100_000:  # the full matrix: robots squared rows
+                cases.insert(9, ("robot_overlap (full matrix)", lambda: ha.robot_overlap(store)))
+            for name, function in cases:
+                measure(name, function, results)
+            folder = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+            measure("export_snapshot (DuckDB)", lambda: ha.export_snapshot(
+                store, folder / "memory.duckdb"), results)
+            if with_report:
+                measure("build_report", lambda: ha.build_report(store), results)
+    return results
+
+
+def growth_table(sizes: list[int], measured: dict[int, dict[str, dict[str, float]]]) -> str:
+    """A Markdown table: seconds and peak MiB per size, and the log-log slope of seconds."""
+    names = list(dict.fromkeys(name for size in sizes for name in measured[size]))
+    head = " | ".join(f"{s:,} rows: s / +MiB" for s in sizes)
+    lines = [f"| step | {head} | growth exponent |",
+             "|---|" + "---:|" * (len(sizes) + 1)]
+    for name in names:
+        cells, xs, ys = [], [], []
+        for size in sizes:
+            entry = measured[size].get(name)
+            if entry is None:
+                cells.append("")
+                continue
+            cells.append(f"{entry['seconds']:.2f} / {entry['peak_mib']:.0f}")
+            if entry["seconds"] > 0:
+                xs.append(np.log(size))
+                ys.append(np.log(entry["seconds"]))
+        slope = f"{np.polyfit(xs, ys, 1)[0]:.2f}" if len(xs) >= 2 else ""
+        lines.append(f"| {name} | {' | '.join(cells)} | {slope} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, action="append", required=True,
+                        help="memories to build (repeat for several sizes)")
+    parser.add_argument("--no-report", action="store_true", help="skip build_report")
+    args = parser.parse_args()
+    server = resolve_database_url()
+    measured: dict[int, dict[str, dict[str, float]]] = {}
+    for rows in sorted(args.rows):
+        print(f"\n== {rows:,} rows", flush=True)
+        measured[rows] = run_size(server, rows, not args.no_report)
+    sizes = sorted(measured)
+    for size in sizes:
+        bulk = measured[size]["bulk_add (with index rebuild)"]["seconds"]
+        anchor = measured[size]["anchor: total"]["seconds"]
+        print(f"{size:,} rows: bulk_add loads at {anchor / bulk:.2f}x the anchor's rate "
+              f"(raw COPY + the same indexes)")
+    print("\n" + growth_table(sizes, measured))
+
+
+if __name__ == "__main__":
+    main()
