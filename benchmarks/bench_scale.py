@@ -212,9 +212,9 @@ def run_size(server_url: str, rows: int, with_report: bool) -> dict[str, dict[st
                 cases.insert(9, ("robot_overlap (full matrix)", lambda: ha.robot_overlap(store)))
             for name, function in cases:
                 measure(name, function, results)
-            folder = Path(tempfile.mkdtemp(prefix="bench-scale-"))
-            measure("export_snapshot (DuckDB)", lambda: ha.export_snapshot(
-                store, folder / "memory.duckdb"), results)
+            with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
+                measure("export_snapshot (DuckDB)", lambda: ha.export_snapshot(
+                    store, Path(folder) / "memory.duckdb"), results)
             if with_report:
                 measure("build_report", lambda: ha.build_report(store), results)
     return results

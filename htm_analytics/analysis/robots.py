@@ -54,19 +54,18 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
     params = scope_params(timeframe=timeframe, robots=robots)
     dtypes = {"robot1": "string", "robot2": "string", "shared_nodes": "int64",
               "nodes1": "int64", "nodes2": "int64", "jaccard": "float64"}
-    if top is not None or min_shared is not None:
-        params["top"] = None if top is None else validate_positive_int(top, field="top")
-        params["min_shared"] = 1 if min_shared is None else validate_positive_int(
-            min_shared, field="min_shared")
-        bounded = source.analytics_frame("robot_overlap_top", params, {
-            name: dtype for name, dtype in dtypes.items() if name != "jaccard"})
-        union = bounded["nodes1"] + bounded["nodes2"] - bounded["shared_nodes"]
-        bounded["jaccard"] = bounded["shared_nodes"] / union
-        return bounded.astype(dtypes)
+    bounded = top is not None or min_shared is not None
+    params["distinct_pairs"] = bounded
+    params["top"] = None if top is None else validate_positive_int(top, field="top")
+    params["min_shared"] = 1 if min_shared is None else validate_positive_int(
+        min_shared, field="min_shared")
     pairs = source.analytics_frame(
         "robot_overlap", params,
-        {"robot1": "string", "robot2": "string", "shared_nodes": "int64", "nodes1": "int64",
-         "nodes2": "int64"})
+        {name: dtype for name, dtype in dtypes.items() if name != "jaccard"})
+    if bounded:
+        union = pairs["nodes1"] + pairs["nodes2"] - pairs["shared_nodes"]
+        pairs["jaccard"] = pairs["shared_nodes"] / union
+        return pairs.astype(dtypes)
     if pairs.empty:  # no robot in scope (an empty database): an empty frame of these types
         return pd.DataFrame({name: pd.Series(dtype=dtype) for name, dtype in dtypes.items()})
     diagonal = pairs.loc[pairs["robot1"] == pairs["robot2"], ["robot1", "nodes1"]]

@@ -3,7 +3,7 @@
 -- The pairs are counted on integer topic ids (one per topic, numbered in the collation's order,
 -- so id order is name order) and the names joined back after grouping: the self-join and its
 -- hash aggregate move integers instead of strings, and the ancestor test runs once per pair,
--- not once per joined row. docs/scaling.md shows the plans.
+-- not once per joined row. docs/benchmarks.md shows the plans (bench_tag_sql.py).
 WITH {scoped},
 tag_topics AS (
     SELECT t.id AS tag_id, x.topic, dense_rank() OVER (ORDER BY x.topic) AS topic_id
