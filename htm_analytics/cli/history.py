@@ -15,6 +15,15 @@ from ._output import emit, emit_document, output_options
 __all__ = ["collect", "history_command"]
 
 _DEFAULT_HISTORY = "htm-history.duckdb"
+# What fits a terminal line.
+_TABLE_COLUMNS = {
+    "samples": ["sample_id", "collected_at", "ef_search", "recall", "statements_available",
+                "counters_reset"],
+    "growth": ["sample_id", "table_name", "row_count", "table_bytes", "index_bytes"],
+    "indexes": ["sample_id", "index_name", "idx_scan", "idx_tup_read", "counters_reset"],
+    "recall": ["sample_id", "collected_at", "ef_search", "recall", "recall_low",
+               "recall_high", "baseline"],
+}
 
 
 def history_option(command: Any) -> Any:
@@ -139,7 +148,11 @@ def history_command(ctx: click.Context, history_path: str, history_schema: str |
     shown = {"samples": frames.samples, "growth": frames.growth,
              "indexes": frames.index_usage, "recall": frames.recall, "robots": frames.robots,
              "statements": frames.statements}.get(what)
-    emit(drift_findings(frames, thresholds) if shown is None else shown, fmt)
+    if shown is None:
+        shown = drift_findings(frames, thresholds)
+    elif fmt == "table" and what in _TABLE_COLUMNS:  # --csv and --json keep every column
+        shown = shown[_TABLE_COLUMNS[what]]
+    emit(shown, fmt)
     if plot_path:
         import matplotlib.pyplot as plt
 
