@@ -91,6 +91,10 @@ def test_bench_commands(memory_url: str, tmp_path: Path) -> None:
     rows = json.loads(result.stdout)
     assert len(rows) == 8 and {r["filter"] for r in rows} == {"none", "tag=role"}
     assert out.is_file()
+    repeated = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--queries", "10",
+                                   "--ef-search", "40", "--repeats", "2", "--out", str(out)])
+    assert repeated.exit_code == 0, repeated.output
+    assert "varied by up to" in repeated.stderr and "are noise" in repeated.stderr
     bad = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--ef-search", "ten"])
     assert bad.exit_code != 0 and "comma-separated integers" in bad.output
     build = runner.invoke(cli, ["--db", memory_url, "bench", "build", "--m", "4",

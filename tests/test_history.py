@@ -19,7 +19,7 @@ from htm_analytics import HistoryVersionError, LongTermMemory, build_report
 from htm_analytics.advisor.collect import collect_sample
 from htm_analytics.advisor.history import DriftThresholds, drift_findings, history
 from htm_analytics.cli import cli
-from htm_analytics.store.history import HISTORY_SCHEMA_VERSION, read_history
+from htm_analytics.store.history import HISTORY_SCHEMA_VERSION, HistoryTable, read_history
 
 INDEX_COUNTERS = """SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes
                     WHERE schemaname = 'public' ORDER BY indexrelname"""
@@ -145,3 +145,29 @@ def test_history_schema_version(tmp_path, reader_url):
     duckdb.connect(str(other)).close()
     with pytest.raises(HistoryVersionError, match="not a history"):
         read_history(other)
+
+
+def test_history_in_a_schema_of_your_choice(database_url, db):
+    """--history-schema keeps the history in PostgreSQL tables: same frames, same version
+    check, and nothing of the memory's own schema changes."""
+    tables_before = db.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                               ).fetchone()[0]
+    runner = CliRunner()
+    for _ in range(2):
+        done = runner.invoke(cli, ["--db", database_url, "collect", "--history-schema",
+                                   "memory history", "--history-db", database_url])
+        assert done.exit_code == 0, done.output
+    target = HistoryTable(database_url, "memory history")
+    frames = history(target)
+    assert frames.samples["sample_id"].tolist() == [1, 2]
+    assert frames.samples["collected_at"].dt.tz is not None
+    assert set(frames.index_usage["sample_id"]) == {2}
+    assert db.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                      ).fetchone()[0] == tables_before
+    shown = runner.invoke(cli, ["--db", database_url, "history", "--history-schema",
+                                "memory history", "--json"])
+    assert [row["sample_id"] for row in json.loads(shown.stdout)] == [1, 2]
+    db.execute('UPDATE "memory history".history_meta SET value = %s', [str(
+        HISTORY_SCHEMA_VERSION + 1)])
+    with pytest.raises(HistoryVersionError, match="upgrade htm-analytics"):
+        read_history(target)

@@ -19,7 +19,7 @@ from ..analysis._common import wilson_interval
 from ..analysis.robots import robot_activity
 from ..errors import ValidationError
 from ..store import LongTermMemory
-from ..store.history import append_sample
+from ..store.history import HistoryTable, append_sample
 from ..tuning.benchmark import benchmark_recall
 from ..validation import validate_positive_int
 
@@ -45,7 +45,7 @@ def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, 
             "recall_queries": queries}
 
 
-def collect_sample(store: LongTermMemory, history: str | os.PathLike[str], *,
+def collect_sample(store: LongTermMemory, history: str | os.PathLike[str] | HistoryTable, *,
                    recall_queries: int = 200, k: int = 10, seed: int = 0,
                    statements: int = 20) -> dict[str, pd.DataFrame]:
     """Take one sample of the memory's vital signs and append it to ``history``.
@@ -54,8 +54,9 @@ def collect_sample(store: LongTermMemory, history: str | os.PathLike[str], *,
     ----------
     store : LongTermMemory
         The memory; only read (a SELECT-only role is enough).
-    history : path
-        The DuckDB file of the history (created when missing).
+    history : path or HistoryTable
+        The DuckDB file of the history (created when missing), or
+        ``HistoryTable(url, schema)``: tables in a PostgreSQL schema you name.
     recall_queries : int
         Stored vectors searched for the sampled recall (fewer when fewer are stored).
     k : int

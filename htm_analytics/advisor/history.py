@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..store.history import read_history
+from ..store.history import HistoryTable, read_history
 from ._common import FINDING_COLUMNS, finding
 
 __all__ = ["DriftThresholds", "MemoryHistory", "history", "drift_findings"]
@@ -91,14 +91,14 @@ def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
                   ].reset_index(drop=True)
 
 
-def history(path: str | os.PathLike[str], *,
+def history(path: str | os.PathLike[str] | HistoryTable, *,
             thresholds: DriftThresholds | None = None) -> MemoryHistory:
     """Read a history written by ``htm-analytics collect`` into frames.
 
     Parameters
     ----------
-    path : path
-        The history's DuckDB file.
+    path : path or HistoryTable
+        The history's DuckDB file, or its PostgreSQL schema.
     thresholds : DriftThresholds, optional
         Which sample is recall's baseline.
 

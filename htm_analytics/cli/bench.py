@@ -37,8 +37,13 @@ def _emit_benchmark(frame: pd.DataFrame, fmt: str, out: str) -> None:
     emit(shown, fmt)
     if len(frame):
         first = frame.iloc[0]
+        noise = ""
+        if "latency_p50_spread_ms" in frame and first["repeats"] > 1:
+            noise = (f"; p50 latency of a setting varied by up to "
+                     f"{frame['latency_p50_spread_ms'].max():.2f} ms between repeats: "
+                     "smaller differences between settings are noise")
         click.echo(f"{first['queries']} queries x {first['repeats']} repeats over "
-                   f"{first['rows']} vectors of {first['dimension']} dimensions; "
+                   f"{first['rows']} vectors of {first['dimension']} dimensions{noise}; "
                    f"PostgreSQL {first['postgresql']}, pgvector {first['pgvector']}; "
                    f"saved to {out}", err=True)
 

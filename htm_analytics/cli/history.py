@@ -9,20 +9,46 @@ from typing import Any
 import click
 
 from ._app import cli, fail_on_option, print_findings
-from ._database import open_store
+from ._database import choose_database, open_store
 from ._output import emit, emit_document, output_options
 
 __all__ = ["collect", "history_command"]
 
 _DEFAULT_HISTORY = "htm-history.duckdb"
+# What fits a terminal line.
+_TABLE_COLUMNS = {
+    "samples": ["sample_id", "collected_at", "ef_search", "recall", "statements_available",
+                "counters_reset"],
+    "growth": ["sample_id", "table_name", "row_count", "table_bytes", "index_bytes"],
+    "indexes": ["sample_id", "index_name", "idx_scan", "idx_tup_read", "counters_reset"],
+    "recall": ["sample_id", "collected_at", "ef_search", "recall", "recall_low",
+               "recall_high", "baseline"],
+}
 
 
 def history_option(command: Any) -> Any:
+    command = click.option(
+        "--history-db", metavar="URL", default=None,
+        help="With --history-schema: the database holding it [default: the memory's].")(
+        command)
+    command = click.option(
+        "--history-schema", metavar="NAME", default=None,
+        help="Keep the history in tables of this PostgreSQL schema instead of a file "
+             "(created by the first collect; the memory's tables are never written).")(command)
     return click.option(
         "--history", "history_path", type=click.Path(dir_okay=False),
         default=lambda: os.environ.get("HTM_HISTORY", _DEFAULT_HISTORY),
         show_default=f"HTM_HISTORY, else {_DEFAULT_HISTORY}",
         help="The history: a DuckDB file (created by the first collect).")(command)
+
+
+def _target(ctx: click.Context, path: str, schema: str | None, url: str | None) -> Any:
+    """The history's DuckDB file, or its schema (HistoryTable) when --history-schema."""
+    if schema is None:
+        return path
+    from ..store.history import HistoryTable
+
+    return HistoryTable(url or choose_database(ctx)[0], schema)
 
 
 def drift_options(command: Any) -> Any:
@@ -53,8 +79,9 @@ def _thresholds(unused_samples: int, baseline: int | None) -> Any:
 @drift_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
-def collect(ctx: click.Context, history_path: str, recall_queries: int, seed: int,
-            check: bool, fail_on: str | None, unused_samples: int, baseline: int | None,
+def collect(ctx: click.Context, history_path: str, history_schema: str | None,
+            history_db: str | None, recall_queries: int, seed: int, check: bool,
+            fail_on: str | None, unused_samples: int, baseline: int | None,
             as_json: bool) -> None:
     """Append one sample of the memory's vital signs to its history (reads the memory only).
 
@@ -65,9 +92,11 @@ def collect(ctx: click.Context, history_path: str, recall_queries: int, seed: in
     from ..advisor import collect_sample, drift_findings, findings_document, gate_exit_code
     from ..advisor import history as read_history
 
+    target = _target(ctx, history_path, history_schema, history_db)
     with open_store(ctx, init_schema=False, read_only=True) as store:
-        sample = collect_sample(store, history_path, recall_queries=recall_queries, seed=seed)
+        sample = collect_sample(store, target, recall_queries=recall_queries, seed=seed)
         url = store.url
+    history_path = str(target)
     row = sample["samples"].iloc[0]
     nodes = sample["sample_tables"].set_index("table_name")["row_count"].get("nodes")
     recall = "no vectors to sample" if row["recall"] is None or row["recall"] != row["recall"] \
@@ -84,7 +113,7 @@ def collect(ctx: click.Context, history_path: str, recall_queries: int, seed: in
         return
     fail_on = fail_on or "warning"
     thresholds = _thresholds(unused_samples, baseline)
-    findings = drift_findings(read_history(history_path, thresholds=thresholds), thresholds)
+    findings = drift_findings(read_history(target, thresholds=thresholds), thresholds)
     code = gate_exit_code(findings["severity"], fail_on)
     if as_json:
         emit_document(findings_document(findings, kind="collect", database=url,
@@ -104,7 +133,9 @@ def collect(ctx: click.Context, history_path: str, recall_queries: int, seed: in
               help="Also write growth, index usage and recall over time to this image.")
 @drift_options
 @output_options
-def history_command(history_path: str, what: str, plot_path: str | None,
+@click.pass_context
+def history_command(ctx: click.Context, history_path: str, history_schema: str | None,
+                    history_db: str | None, what: str, plot_path: str | None,
                     unused_samples: int, baseline: int | None, fmt: str) -> None:
     """Print a history written by collect: samples, growth, index usage per period, recall
     over time against its baseline, or the drift findings."""
@@ -112,11 +143,16 @@ def history_command(history_path: str, what: str, plot_path: str | None,
     from ..advisor import history as read_history
 
     thresholds = _thresholds(unused_samples, baseline)
-    frames = read_history(history_path, thresholds=thresholds)
+    frames = read_history(_target(ctx, history_path, history_schema, history_db),
+                          thresholds=thresholds)
     shown = {"samples": frames.samples, "growth": frames.growth,
              "indexes": frames.index_usage, "recall": frames.recall, "robots": frames.robots,
              "statements": frames.statements}.get(what)
-    emit(drift_findings(frames, thresholds) if shown is None else shown, fmt)
+    if shown is None:
+        shown = drift_findings(frames, thresholds)
+    elif fmt == "table" and what in _TABLE_COLUMNS:  # --csv and --json keep every column
+        shown = shown[_TABLE_COLUMNS[what]]
+    emit(shown, fmt)
     if plot_path:
         import matplotlib.pyplot as plt
 

@@ -42,7 +42,7 @@ from .cache_generation import (
 from .connection import mask_url, resolve_database_url
 from .display import SearchResults
 from .recall_buffer import FLUSH_RECALL_WRITES, RecallBuffer
-from .schema import apply_migrations, create_statement_statistics, native_index_dimensions
+from .schema import native_index_dimensions, set_up_schema
 from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema, prefix_read
 from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
 from .server import missing_schema_error, read_overview
@@ -141,9 +141,7 @@ class StoreBase:
                 overview = read_overview(conn)
                 if init_schema and overview["pgvector_available"] is None:
                     raise missing_schema_error(overview, self._url) or SchemaError("pgvector")
-                applied = apply_migrations(conn) if init_schema else []
-                if init_schema:  # asked to set up: slow statements recorded from now on
-                    create_statement_statistics(conn)
+                applied = set_up_schema(conn) if init_schema else []
                 info = conn.execute(
                     """SELECT current_setting('server_version') AS server_version,
                               current_setting('server_version_num')::int AS server_version_num,

@@ -17,9 +17,11 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import HistoryVersionError, ValidationError
+from .history_table import HistoryTable, append_table_sample, read_table_history
 from .snapshot import _unmask
 
-__all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_TABLES", "append_sample", "read_history"]
+__all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_TABLES", "HistoryTable", "append_sample",
+           "check_version", "read_history"]
 
 HISTORY_SCHEMA_VERSION = 1
 # The frames of a sample, and the table each is stored in.
@@ -33,19 +35,22 @@ def _run(con: duckdb.DuckDBPyConnection, statement: str, params: Any = None) -> 
     return result.fetchall() if result is not None else []
 
 
-def _check_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+def _version_of(con: duckdb.DuckDBPyConnection) -> int | None:
     try:
         found = _run(con, "SELECT value FROM history_meta WHERE key = 'schema_version'")
-        row = found[0] if found else None
     except duckdb.CatalogException:
-        row = None
-    if row is None:
-        raise HistoryVersionError(f"{path} is not a history written by htm-analytics collect "
-                                  "(no history_meta.schema_version)")
-    version = int(row[0])
+        return None
+    return int(found[0][0]) if found else None
+
+
+def check_version(version: int | None, where: Any) -> None:
+    """Refuse a history this release cannot read: none at all, or a newer schema."""
+    if version is None:
+        raise HistoryVersionError(f"{where} is not a history written by htm-analytics "
+                                  "collect (no history_meta.schema_version)")
     if version > HISTORY_SCHEMA_VERSION:
         raise HistoryVersionError(
-            f"{path} holds history schema version {version}; this release reads up to "
+            f"{where} holds history schema version {version}; this release reads up to "
             f"{HISTORY_SCHEMA_VERSION}: upgrade htm-analytics to read it")
 
 
@@ -64,13 +69,19 @@ def _connect(path: str | os.PathLike[str], *, create: bool) -> tuple[Any, Path]:
     return con, target
 
 
-def append_sample(path: str | os.PathLike[str], sample: dict[str, pd.DataFrame]) -> int:
+def append_sample(path: str | os.PathLike[str] | HistoryTable,
+                  sample: dict[str, pd.DataFrame]) -> int:
     """Append one sample to the history at ``path`` (created when missing); return its id.
+
+    ``path`` is a DuckDB file, or a :class:`HistoryTable`: tables in a PostgreSQL schema.
 
     ``sample`` maps each name of :data:`HISTORY_TABLES` to a frame with that table's
     columns but ``sample_id`` (``samples`` has one row). One transaction: a sample is
     stored whole or not at all.
     """
+    if isinstance(path, HistoryTable):
+        return append_table_sample(path, sample, HISTORY_TABLES, HISTORY_SCHEMA_VERSION,
+                                   check_version)
     con, target = _connect(path, create=True)
     try:
         fresh = _run(con, "SELECT count(*) FROM information_schema.tables "
@@ -81,7 +92,7 @@ def append_sample(path: str | os.PathLike[str], sample: dict[str, pd.DataFrame])
                     _run(con, statement)
             _run(con, "INSERT INTO history_meta VALUES ('schema_version', ?)",
                  [str(HISTORY_SCHEMA_VERSION)])
-        _check_version(con, target)
+        check_version(_version_of(con), target)
         _run(con, "BEGIN TRANSACTION")
         sample_id = int(_run(con, "SELECT coalesce(max(sample_id), 0) + 1 FROM samples")[0][0])
         for table in HISTORY_TABLES:
@@ -104,20 +115,28 @@ def _frame(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
     # fetchnumpy, not df(): DuckDB's pandas path warns under pandas 3.
     with con.cursor() as cur:
         columns = cur.execute(f"SELECT * FROM {table} ORDER BY sample_id").fetchnumpy()
-    frame = pd.DataFrame({name: _unmask(values) for name, values in columns.items()})
+    return _utc_times(pd.DataFrame({name: _unmask(values) for name, values in columns.items()}))
+
+
+def _utc_times(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.columns:
         if column.endswith("_at") or column == "stats_reset":
             frame[column] = pd.to_datetime(frame[column], utc=True)
     return frame
 
 
-def read_history(path: str | os.PathLike[str]) -> dict[str, pd.DataFrame]:
+def read_history(path: str | os.PathLike[str] | HistoryTable) -> dict[str, pd.DataFrame]:
     """Every sample of the history at ``path``: one frame per name of
     :data:`HISTORY_TABLES`, ordered by sample. Raises :class:`HistoryVersionError` for a
     file this release cannot read."""
+    if isinstance(path, HistoryTable):
+        frames = read_table_history(path, HISTORY_TABLES, check_version)
+        for frame in frames.values():
+            _utc_times(frame)
+        return frames
     con, target = _connect(path, create=False)
     try:
-        _check_version(con, target)
+        check_version(_version_of(con), target)
         return {table: _frame(con, table) for table in HISTORY_TABLES}
     finally:
         con.close()

@@ -9,7 +9,7 @@ from typing import Any
 import psycopg
 
 __all__ = ["SCHEMA_VERSION", "apply_migrations", "create_statement_statistics",
-           "native_index_dimensions"]
+           "native_index_dimensions", "set_up_schema"]
 
 _ADVISORY_LOCK_MIGRATIONS = 7_438_001  # arbitrary, constant: serialises concurrent init-db
 _MIGRATION_FILE = re.compile(r"^(\d{3})_([a-z0-9_]+)\.sql$")
@@ -108,3 +108,11 @@ def create_statement_statistics(conn: psycopg.Connection[Any]) -> bool:
             return bool(exists)
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     return True
+
+
+def set_up_schema(conn: psycopg.Connection[Any]) -> list[int]:
+    """What ``init-db`` does: :func:`apply_migrations`, then
+    :func:`create_statement_statistics` (slow statements recorded from now on)."""
+    applied = apply_migrations(conn)
+    create_statement_statistics(conn)
+    return applied

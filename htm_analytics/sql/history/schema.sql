@@ -1,11 +1,11 @@
--- The history of a memory's vital signs, schema version 1 (docs/history.md). DuckDB.
+-- The history of a memory's vital signs, schema version 1 (docs/history.md): DuckDB and PostgreSQL.
 -- A new version only adds, and a reader refuses a file of a newer version than its own.
 CREATE TABLE IF NOT EXISTS history_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
     sample_id BIGINT PRIMARY KEY, collected_at TIMESTAMPTZ NOT NULL, database TEXT,
     server_version TEXT, server_started_at TIMESTAMPTZ, stats_reset TIMESTAMPTZ, xact_commit BIGINT,
-    ef_search INTEGER, statements_available BOOLEAN, recall DOUBLE, recall_low DOUBLE,
-    recall_high DOUBLE, recall_queries BIGINT, recall_k INTEGER, recall_seed BIGINT,
+    ef_search INTEGER, statements_available BOOLEAN, recall DOUBLE PRECISION, recall_low DOUBLE PRECISION,
+    recall_high DOUBLE PRECISION, recall_queries BIGINT, recall_k INTEGER, recall_seed BIGINT,
     toolkit_version TEXT);
 CREATE TABLE IF NOT EXISTS sample_tables (
     sample_id BIGINT NOT NULL, relid BIGINT, table_name TEXT NOT NULL, row_count BIGINT,
@@ -20,4 +20,4 @@ CREATE TABLE IF NOT EXISTS sample_robots (
     sample_id BIGINT NOT NULL, robot TEXT NOT NULL, memories BIGINT);
 CREATE TABLE IF NOT EXISTS sample_statements (
     sample_id BIGINT NOT NULL, queryid TEXT NOT NULL, query TEXT, calls BIGINT,
-    total_ms DOUBLE, mean_ms DOUBLE, rows BIGINT);
+    total_ms DOUBLE PRECISION, mean_ms DOUBLE PRECISION, rows BIGINT);
