@@ -357,3 +357,21 @@ def test_gate_exit_code_rules():
     assert gate_exit_code(["critical", "warning"], None) == 0
     with pytest.raises(ValidationError, match="fail_on"):
         gate_exit_code(["info"], "info")
+
+
+def test_advise_sweeps_a_small_memory_with_the_vectors_it_has(ltm, database_url):
+    """Fewer stored vectors than the sweep's 200 queries: the sweep uses them all; fewer than
+    the report's minimum: no sweep (and no error either way)."""
+    runner = CliRunner()
+    robot = ltm.register_robot("r")
+    vectors = np.random.default_rng(3).normal(size=(120, 8)).astype(np.float32)
+    for i, vector in enumerate(vectors):
+        ltm.add(content=f"memory {i}", robot_id=robot, embedding=vector)
+        if i == 9:
+            few = runner.invoke(cli, ["--db", database_url, "advise", "--no-hygiene"])
+            assert few.exit_code == 0, few.output
+            assert "ef_search sweep" not in few.stdout
+    result = runner.invoke(cli, ["--db", database_url, "advise", "--no-hygiene"])
+    assert result.exit_code == 0, result.output
+    assert "ef_search sweep:" in result.stdout
+    assert "120 held-out stored vectors x 2 repeats" in result.stdout

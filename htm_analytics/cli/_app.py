@@ -207,15 +207,17 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
     from ..advisor import advise as advise_store
     from ..advisor import findings_document, gate_exit_code
     from ..analysis import memory_hygiene
+    from ..report.build import MIN_SWEEP_VECTORS
     from ..tuning.advice import recommend_ef_search
 
     with _open_store(ctx, init_schema=False) as store:
         ef_advice = None
         if sweep:
             with store.tuning_session() as session:
-                has_vectors = bool(session.vector_dimensions())
-            if has_vectors:
+                stored = max(session.vector_dimensions().values(), default=0)
+            if stored >= MIN_SWEEP_VECTORS:  # as the report: held-out queries are stored ones
                 ef_advice = recommend_ef_search(store, target_recall=target_recall,
+                                                queries=min(200, stored),
                                                 progress=sys.stderr.isatty())
         content = memory_hygiene(store) if hygiene else None
         findings = advise_store(store, ef_search_advice=ef_advice, hygiene=content)
