@@ -195,7 +195,8 @@ def test_trigram_pairs_equal_every_pair_compared(ltm: LongTermMemory,
     over every pair, on texts of a small vocabulary (many near-misses, shared prefixes,
     case and punctuation variants), some with a vector."""
     rng = np.random.default_rng(11)
-    words = "the a memory robot user prefers tea coffee python ruby vector index".split()
+    words = ["the", "a", "memory", "robot", "user", "prefers", "tea", "coffee", "python",
+             "ruby", "vector", "index"]
     texts: set[str] = set()
     for _ in range(120):
         base = list(rng.choice(words, size=int(rng.integers(1, 8))))
