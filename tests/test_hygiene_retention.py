@@ -16,7 +16,7 @@ from hypothesis import given
 import htm_analytics as ha
 from tests.test_existing_databases import as_role, footprint, gem_database, roles  # noqa: F401
 from tests.test_hostile_input import FAST, anything
-from tests.test_hygiene import perturbed, random_texts, random_vectors
+from tests.test_hygiene import random_texts, random_vectors
 
 DAY = dt.timedelta(days=1)
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

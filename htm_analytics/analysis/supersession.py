@@ -37,10 +37,13 @@ SUPERSESSION_COLUMNS = {
     "dropped_words": "string", "added_words": "string", "content_old": "string",
     "content_new": "string", "robots_old": "string", "robots_new": "string"}
 # Function words: dropping or adding one does not change what a memory says.
-_STOP_WORDS = frozenset("""a an and are as at be been but by for from had has have he her his
-i if in into is it its me my no not now of on or our she since so than that the their them
-then there these they this to was we were what when which while who will with you your
-""".split()) - {"no", "not"}
+# (negations are content: "no" and "not" are left in)
+_STOP_WORDS = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "for", "from", "had",
+    "has", "have", "he", "her", "his", "i", "if", "in", "into", "is", "it", "its", "me", "my",
+    "now", "of", "on", "or", "our", "she", "since", "so", "than", "that", "the", "their",
+    "them", "then", "there", "these", "they", "this", "to", "was", "we", "were", "what",
+    "when", "which", "while", "who", "will", "with", "you", "your"})
 
 
 def content_words(text: str) -> set[str]:
@@ -105,7 +108,7 @@ def supersession_candidates(store: LongTermMemory, *, min_similarity: float = 0.
     created = pd.to_datetime(described["created_at"], utc=True)
     rows = []
     for pair in pairs.itertuples():
-        a, b = int(pair.node_a), int(pair.node_b)
+        a, b = int(pair.node_a), int(pair.node_b)  # type: ignore[arg-type]
         old, new = (a, b) if (created[a], a) <= (created[b], b) else (b, a)
         words_old = content_words(str(described.at[old, "content"]))
         words_new = content_words(str(described.at[new, "content"]))
@@ -114,7 +117,7 @@ def supersession_candidates(store: LongTermMemory, *, min_similarity: float = 0.
             continue
         rows.append({
             "node_old": old, "node_new": new, "created_old": created[old],
-            "created_new": created[new], "shared_tags": ", ".join(pair.shared_tags),
+            "created_new": created[new], "shared_tags": ", ".join(map(str, pair.shared_tags)),  # type: ignore[arg-type]
             "similarity": pair.similarity, "dropped_words": " ".join(sorted(dropped)),
             "added_words": " ".join(sorted(words_new - words_old)),
             "content_old": shorten_text(described.at[old, "content"], content_width),

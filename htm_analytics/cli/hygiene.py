@@ -172,8 +172,8 @@ def retention(ctx: click.Context, expire_after: float | None, half_life: float |
 
     if (expire_after is None) == (half_life is None):
         raise click.UsageError("give one policy: --expire-after DAYS or --half-life DAYS")
-    policy = ExpiryPolicy(expire_after) if expire_after is not None \
-        else DecayPolicy(half_life, min_weight=min_weight)
+    policy: ExpiryPolicy | DecayPolicy = ExpiryPolicy(expire_after) \
+        if expire_after is not None else DecayPolicy(half_life or 0.0, min_weight=min_weight)
     with _open_store(ctx, init_schema=False) as store:
         frame = retention_what_if(store, policy, **scope)
     emit(frame.attrs["summary"] if summary else frame, fmt)

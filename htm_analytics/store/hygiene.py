@@ -317,9 +317,9 @@ class HygieneMixin(StoreBase):
     def shared_tag_pairs(self, *, min_similarity: float, max_tag_memories: int,
                          scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
         """Pairs in scope that share a leaf tag (no deeper tag of the memory under it) held
-        by at most ``max_tag_memories`` memories in scope and whose stored vectors (same dimension and model) reach cosine
-        ``min_similarity``: ``node_a < node_b`` (int64), ``shared_tags`` (list of str) and
-        ``similarity`` (float64)."""
+        by at most ``max_tag_memories`` memories in scope and whose stored vectors (same
+        dimension and model) reach cosine ``min_similarity``: ``node_a < node_b`` (int64),
+        ``shared_tags`` (list of str) and ``similarity`` (float64)."""
         max_tag_memories = validate_positive_int(max_tag_memories, field="max_tag_memories")
         params = {**scope_parameters(scope), "min_similarity": float(min_similarity),
                   "max_tag_memories": max_tag_memories}
