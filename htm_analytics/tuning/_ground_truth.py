@@ -44,7 +44,8 @@ def returned_distances(found: list[np.ndarray], unit_queries: np.ndarray,
     """The cosine distance of every row each query returned, fetched by id (the returned rows
     only, never the whole table); NaN for an id not found in scope."""
     wanted = np.unique(np.concatenate(found)) if found else np.zeros(0, dtype=np.int64)
-    ids, vectors = fetch(wanted) if len(wanted) else (wanted, np.zeros((0, 1), np.float32))
+    ids, vectors = fetch(wanted) if len(wanted) else (  # nothing returned at all
+        wanted, np.zeros((0, unit_queries.shape[1]), np.float32))
     unit = unit_rows(vectors).astype(np.float64)
     result = []
     for i, rows in enumerate(found):
