@@ -3,7 +3,8 @@ off, and the default recall, each measured side by side in one run on one databa
 
 For every query, in turn: the store of ``--before`` (a git revision, imported from git under
 another name), the store of the working tree, and the same statement on a dedicated psycopg
-connection (its session set up once: ``enable_seqscan = off``, the search's ``ef_search``).
+connection (its session set up once: ``enable_seqscan = off``, the search's ``ef_search``),
+the three in an order rotated query by query (the same query run just before is faster).
 Load on the machine hits all three alike. Printed: p50 latency of each and the ratios.
 
 Operations: ``LongTermMemory.search`` top 10 on the native 384-d index (each query once, so
@@ -63,8 +64,11 @@ class Lookup:
 def side_by_side(name: str, inputs: list[Any],
                  operations: dict[str, Callable[[Any], object]]) -> dict[str, float]:
     samples: dict[str, list[float]] = {label: [] for label in operations}
-    for item in inputs:
-        for label, operation in operations.items():
+    order = list(operations.items())
+    for i, item in enumerate(inputs):
+        # Each goes first, second and third in turn: the same query run just before warms
+        # the caches (the server's and the CPU's) for the one after it.
+        for label, operation in order[i % len(order):] + order[:i % len(order)]:
             started = time.perf_counter()
             operation(item)
             samples[label].append(time.perf_counter() - started)

@@ -29,6 +29,7 @@ __all__ = [
     "validate_datetime",
     "validate_duration",
     "prepare_embedding",
+    "checked_vector",
     "check_norms",
     "MAX_NAME_LENGTH",
     "validate_name",
@@ -287,6 +288,31 @@ def prepare_embedding(embedding: Any, *, field: str = "embedding",
     dimension : int
         The original number of dimensions.
     """
+    vector = checked_vector(embedding, field=field)
+    padded = np.zeros(pad_to, dtype=np.float32)
+    padded[:vector.shape[0]] = vector
+    return padded, int(vector.shape[0])
+
+
+_FAST_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def checked_vector(embedding: Any, *, field: str = "embedding") -> np.ndarray:
+    """The vector as float32, unpadded, if :func:`prepare_embedding` accepts it.
+
+    A one-dimensional float32 or float64 array (what embedding models return) is checked
+    with one pass over its float32 values: a squared norm that is finite and not zero in
+    single precision rules out NaN, infinities, all zeros and values past float32's range.
+    Anything else, and any vector failing that test, goes through every check in turn, so
+    each error names its own cause. A float32 array comes back as it is, not copied.
+    """
+    if type(embedding) is np.ndarray and embedding.ndim == 1 \
+            and embedding.dtype in _FAST_DTYPES \
+            and 0 < embedding.shape[0] <= MAX_EMBEDDING_DIMENSION:
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+            vector = np.ascontiguousarray(embedding, dtype=np.float32)
+            if _norms_fine(vector[None, :]).all():
+                return vector
     array = real_vector(embedding, field=field)
     dimension = int(array.shape[0])
     if dimension == 0:
@@ -301,10 +327,19 @@ def prepare_embedding(embedding: Any, *, field: str = "embedding",
         raise ValidationError("is all zeros, so its cosine similarity is undefined", field=field)
     if np.abs(array).max() > np.finfo(np.float32).max:
         raise ValidationError("has values too large for float32", field=field)
-    padded = np.zeros(pad_to, dtype=np.float32)
-    padded[:dimension] = array
-    check_norms(padded[None, :dimension], field=field)
-    return padded, dimension
+    vector = array.astype(np.float32)
+    check_norms(vector[None, :], field=field)
+    return vector
+
+
+def _norms_fine(vectors: np.ndarray) -> np.ndarray:
+    """Whether each float32 row's squared norm, summed in single precision as pgvector
+    does, is finite and above zero (call with numpy's warnings silenced)."""
+    squares = np.einsum("ij,ij->i", vectors, vectors, dtype=np.float32)
+    return np.isfinite(squares) & (squares >= _FLOAT32_TINY)
+
+
+_FLOAT32_TINY = np.finfo(np.float32).tiny
 
 
 def check_norms(vectors: np.ndarray, *, field: str) -> None:
@@ -314,8 +349,7 @@ def check_norms(vectors: np.ndarray, *, field: str) -> None:
     0 there, one of huge values (1e30) an infinite norm, and either gives NaN similarities.
     """
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        squares = np.einsum("ij,ij->i", vectors, vectors, dtype=np.float32)
-    bad = np.flatnonzero(~(np.isfinite(squares) & (squares >= np.finfo(np.float32).tiny)))
+        bad = np.flatnonzero(~_norms_fine(vectors))
     if bad.size:
         which = f"row {int(bad[0])} " if vectors.shape[0] > 1 else ""
         raise ValidationError(

@@ -98,12 +98,20 @@ def test_a_cached_search_reads_the_generation_with_the_search(database_url: str)
         miss = seen[before:]
         store.search(embedding=vector, limit=4)  # a hit: the generation alone
         hit = seen[before + len(miss):]
+        start = len(seen)
+        assert store.search_fulltext(query="cached")  # full text: one statement too
+        text = [t for t in seen[start:] if t]  # not the check of a connection idle > 50 ms
+        start = len(seen)
+        assert store.search_fuzzy(query="cachd memory", exhaustive=True)  # its setting first
+        fuzzy = [t for t in seen[start:] if t]
         db = psycopg.connect(database_url, autocommit=True)
         db.execute("DELETE FROM nodes")  # another writer: the entry is stale
         db.close()
         assert store.search(embedding=vector, limit=4) == []
     assert len(miss) == 1 and "htm_analytics_cache_generation" in miss[0] and "<=>" in miss[0]
     assert len(hit) == 1 and "<=>" not in hit[0]
+    assert len(text) == 1 and "htm_analytics_cache_generation" in text[0]
+    assert len(fuzzy) == 2 and "htm_analytics_cache_generation" in fuzzy[1]
 
 
 def counts(store: LongTermMemory, ids: list[int]) -> dict[int, int]:

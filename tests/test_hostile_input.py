@@ -40,6 +40,7 @@ from htm_analytics.agent.datasets import simulate_remembers
 from htm_analytics.agent.timeframes import parse_timeframe
 from htm_analytics.cli import cli
 from htm_analytics.store import SEARCH_STRATEGIES
+from htm_analytics.validation import checked_vector
 
 FAST = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -426,6 +427,27 @@ def test_suspicious_vectors_are_rejected_not_scored(store):
     with pytest.raises(ValidationError) as info:
         store.bulk_add(["a", "b"], robots="r", embeddings=[[0.1, 0.2], [0.3]])
     assert info.value.field == "embeddings"
+
+
+def _outcome_of_check(vector: Any) -> tuple[str, Any]:
+    try:
+        return "ok", checked_vector(vector).tolist()
+    except ValidationError as exc:
+        return "error", str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True, width=64),
+    st.sampled_from([0.0, 1e-30, -1e-25, 1e19, 1e20, 3.4028235e38, 3.5e38, 1e300])),
+    min_size=1, max_size=6),
+    dtype=st.sampled_from([np.float32, np.float64]))
+def test_float_arrays_checked_in_one_pass_as_every_check_would(values, dtype):
+    # The one-pass check of float arrays must accept and refuse exactly what the checks in
+    # turn do (given a plain list, which always takes them): same values, same message.
+    with np.errstate(over="ignore"):
+        array = np.asarray(values, dtype=np.float64).astype(dtype)
+    assert _outcome_of_check(array) == _outcome_of_check(array.tolist())
 
 
 @FAST

@@ -25,6 +25,7 @@ from psycopg.rows import dict_row
 from ..errors import (
     DatabaseConnectionError,
     DatabaseError,
+    HTMError,
     SchemaError,
     ValidationError,
 )
@@ -57,6 +58,24 @@ Rows = list[dict[str, Any]]
 
 # Kinds of event the triggers of migration 7 (and 10) write for every writer.
 _TRIGGER_LOGGED = ("remember", "delete", "restore", "purge")
+
+
+@functools.lru_cache(maxsize=256)
+def _search_text(statement: str, with_generation: bool, prefix: str) -> str:
+    """See :meth:`StoreBase._search_text` (text in, text out: psycopg then finds its parsed
+    form in its own cache)."""
+    text = prefix_read(with_generation_column(statement) if with_generation else statement,
+                       prefix)
+    return text if isinstance(text, str) else text.as_string(None)
+
+
+def _pop_generation(rows: Rows) -> int | None:
+    """Take the generation column out of each row; its value (None without rows)."""
+    generation = None
+    for row in rows:
+        generation = row.pop(GENERATION_COLUMN)
+    return generation
+
 
 class StoreBase:
     """Pool, transactions, tracing and cache; see :class:`~htm_analytics.LongTermMemory`."""
@@ -241,17 +260,23 @@ class StoreBase:
         """Driver and pool errors raised inside, as the ``HTMError`` tree (by SQLSTATE)."""
         try:
             yield
-        except psycopg.Error as exc:
-            error = translate_database_error(exc, url=self.url)
-            if isinstance(error, DatabaseConnectionError) and not self._closed:
-                # The server went away: test the idle connections now, so that the calls
-                # after this one do not meet the other dead ones.
-                self._pool.check()
-                self._search.check()
-            raise error from exc
-        except psycopg_pool.PoolTimeout as exc:
-            raise DatabaseConnectionError(
-                f"no {connection} to {self.url} became free: {exc}") from exc
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise self._translated(exc, connection) from exc
+
+    def _translated(self, exc: psycopg.Error | psycopg_pool.PoolTimeout,
+                    connection: str) -> HTMError:
+        """A driver or pool error as the ``HTMError`` tree (see :meth:`_translated_errors`)."""
+        if isinstance(exc, psycopg_pool.PoolTimeout):
+            return DatabaseConnectionError(
+                f"no {connection} to {self.url} became free: {exc}")
+        error = translate_database_error(exc, url=self.url)
+        if isinstance(error, DatabaseConnectionError) and not self._closed:
+            # The server went away: test the idle connections now (the search connections
+            # at their next use), so that the calls after this one do not meet the other
+            # dead ones.
+            self._pool.check()
+            self._search.check()
+        return error
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -269,14 +294,18 @@ class StoreBase:
                 yield
             return
         # An explicit transaction block, so that the calls inside are its savepoints.
-        with self._transaction() as cur, cur.connection.transaction():
-            self._atomic.cursor = cur
-            try:
-                yield
-            finally:
-                self._atomic.cursor = None
-        # Searches that ran while the block was uncommitted may have cached what it changed.
-        self._cache.clear()
+        try:
+            with self._transaction() as cur, cur.connection.transaction():
+                self._atomic.cursor = cur
+                try:
+                    yield
+                finally:
+                    self._atomic.cursor = None
+        finally:
+            # Searches that ran while the block was uncommitted may have cached what it
+            # changed, or what it then rolled back.
+            self._cache.clear()
+
     def _read(self, query: str | sql.Composable) -> Any:
         """A read statement as this database needs it: see :meth:`SchemaInfo.read_prefix`."""
         return prefix_read(query, self._read_prefix)
@@ -382,20 +411,10 @@ class StoreBase:
         run ``htm-analytics init-db``, or pass ``cache_size=0``)."""
         return "database" if self._has_shared_generation else "process"
 
-    def _cached(self, key: tuple[Any, ...], compute: Callable[[], Rows]) -> SearchResults:
-        """A search's rows from the cache, or computed and cached; the generation is read in
-        a round trip of its own (see :meth:`_cached_search` for one round trip)."""
-
-        def search(with_generation: bool) -> tuple[Rows, int | None]:
-            generation = self._shared_generation() if with_generation else None
-            return compute(), generation
-
-        return self._from_cache(key, search)
-
     def _cached_search(self, key: tuple[Any, ...], statement: str | sql.Composable,
                        params: dict[str, Any], *, ef_search: int = DEFAULT_EF_SEARCH,
                        filtered: bool = False,
-                       before: Callable[[psycopg.Cursor[Any]], None] | None = None
+                       before: Callable[[psycopg.Cursor[Any]], object] | None = None
                        ) -> SearchResults:
         """:meth:`_run_search` through the cache; on a miss the database's generation is
         read in the search's own round trip."""
@@ -403,12 +422,31 @@ class StoreBase:
             statement, params, ef_search=ef_search, filtered=filtered, before=before,
             with_generation=with_generation))
 
+    def _cached_read(self, key: tuple[Any, ...], statement: str | sql.Composable,
+                     params: dict[str, Any],
+                     before: Callable[[psycopg.Cursor[Any]], object] | None = None
+                     ) -> SearchResults:
+        """A search run on a pooled connection, in a transaction (``before(cur)`` first:
+        e.g. a setting for the transaction), through the cache; on a miss the generation is
+        read by the statement itself, as in :meth:`_cached_search`."""
+
+        def run(with_generation: bool) -> tuple[Rows, int | None]:
+            text = self._search_text(statement, with_generation)
+            with self._transaction() as cur:
+                if before is not None:
+                    before(cur)
+                rows = cur.execute(text, params).fetchall()
+            return rows, _pop_generation(rows) if with_generation else None
+
+        return self._from_cache(key, run)
+
     def _from_cache(self, key: tuple[Any, ...],
                     search: Callable[[bool], tuple[Rows, int | None]]) -> SearchResults:
-        if not self._cache.enabled:
+        cache = self._cache
+        if not cache.enabled:
             return SearchResults(search(False)[0])
         shared = self._has_shared_generation
-        local = self._cache.generation  # read before the search: a clear() meanwhile wins
+        local = cache.generation  # read before the search: a clear() meanwhile wins
 
         def still_valid(entry: tuple[tuple[int, int | None], Rows]) -> bool:
             # A result is served while no write it could miss was committed since it was
@@ -418,9 +456,9 @@ class StoreBase:
                                               == self._shared_generation())
 
         try:
-            hit, entry = self._cache.get(key, still_valid)
+            hit, entry = cache.get(key, still_valid)
             if hit:
-                return SearchResults(dict(row) for row in entry[1])
+                return SearchResults(map(dict, entry[1]))
             rows, generation = search(shared)
             if shared and generation is None:  # no row carried it: nothing worth keeping
                 return SearchResults(rows)
@@ -430,8 +468,8 @@ class StoreBase:
             # The counter was dropped under this store: fall back to the process generation.
             self._has_shared_generation = False
             return self._from_cache(key, search)
-        self._cache.put(key, ((local, generation), rows))
-        return SearchResults(dict(row) for row in rows)  # callers may mutate their rows
+        cache.put(key, ((local, generation), rows))
+        return SearchResults(map(dict, rows))  # callers may mutate their rows
 
     def _shared_generation(self) -> int:
         with self._search_cursor(ef_search=None) as cur:
@@ -449,29 +487,36 @@ class StoreBase:
                 ef_search=ef_search, filtered=filtered) as cur:
             yield cur
 
+    def _search_text(self, statement: str | sql.Composable, with_generation: bool
+                     ) -> str | sql.Composed:
+        """The text a search runs: ``statement`` read through this database's view of the
+        tables (:meth:`_read`), with the cache generation as a last column when asked;
+        composed once per statement text."""
+        if isinstance(statement, str):
+            return _search_text(statement, with_generation, self._read_prefix)
+        return self._read(with_generation_column(statement) if with_generation
+                          else statement)
+
     def _run_search(self, statement: str | sql.Composable, params: dict[str, Any], *,
                     ef_search: int = DEFAULT_EF_SEARCH, filtered: bool = False,
-                    before: Callable[[psycopg.Cursor[Any]], None] | None = None,
+                    before: Callable[[psycopg.Cursor[Any]], object] | None = None,
                     with_generation: bool = False) -> tuple[Rows, int | None]:
-        """Run a search statement on a search connection, read through this database's view
-        of the tables (:meth:`_read`); returns its rows and, with ``with_generation``, the
-        cache generation its snapshot saw (None when there are no rows to carry it).
+        """Run a search statement on a search connection (:meth:`_search_text`); returns its
+        rows and, with ``with_generation``, the cache generation its snapshot saw (None when
+        there are no rows to carry it).
 
         The generation is read by the statement itself, as a column of each row, so the
         search stays one round trip and its result and generation come from one snapshot.
         ``before(cur)`` runs first on the same connection (e.g. to compute a parameter).
         """
-        if with_generation:
-            statement = with_generation_column(statement)
-        with self._search_cursor(ef_search=ef_search, filtered=filtered) as cur:
-            if before is not None:
-                before(cur)
-            rows = cur.execute(self._read(statement), params, prepare=True).fetchall()
-        generation = None
-        if with_generation:
-            for row in rows:
-                generation = row.pop(GENERATION_COLUMN)
-        return rows, generation
+        text = self._search_text(statement, with_generation)
+        self._check_open()
+        try:
+            rows = self._search.fetch(text, params, ef_search=ef_search, filtered=filtered,
+                                      before=before)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            raise self._translated(exc, "search connection") from exc
+        return rows, _pop_generation(rows) if with_generation else None
 
     # -- recall writes (see recall_buffer) ------------------------------------------------
 

@@ -10,14 +10,13 @@ once: a vector of another model or dimension is refused, and a dimension with a 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg import sql
 
 from ..errors import EmbeddingError, HTMError, ValidationError
-from ..validation import prepare_embedding
+from ..validation import MAX_EMBEDDING_DIMENSION, checked_vector
 from ._common import StoredModel
 
 if TYPE_CHECKING:
@@ -57,24 +56,41 @@ def service_key(service: Any) -> tuple[str, str]:
     return (f"{type(service).__module__}.{type(service).__qualname__}", str(model))
 
 
-@dataclass(frozen=True)
 class VectorQuery:
     """A checked query vector and how to search with it."""
 
-    vector: np.ndarray
-    """The vector padded to the reference schema's 2000 dimensions (float32)."""
-    dimension: int
-    native: bool
-    """Whether a native index of ``dimension`` serves it."""
+    __slots__ = ("native", "values")
+
+    def __init__(self, values: np.ndarray, native: bool) -> None:
+        self.values = values
+        """The vector as given (float32, unpadded)."""
+        self.native = native
+        """Whether a native index of :attr:`dimension` serves it."""
+
+    @property
+    def dimension(self) -> int:
+        return int(self.values.shape[0])
+
+    @property
+    def vector(self) -> np.ndarray:
+        """The vector padded to the reference schema's 2000 dimensions (float32)."""
+        padded = np.zeros(MAX_EMBEDDING_DIMENSION, dtype=np.float32)
+        padded[:self.values.shape[0]] = self.values
+        return padded
 
     @property
     def parameter(self) -> np.ndarray:
         """The value of ``%(q)s`` in :attr:`distance`."""
-        return self.vector[: self.dimension] if self.native else self.vector
+        return self.values if self.native else self.vector
+
+    @property
+    def key(self) -> bytes:
+        """The vector as a cache-key part (its length is its dimension)."""
+        return self.values.tobytes()
 
     @property
     def native_dimension(self) -> int | None:
-        return self.dimension if self.native else None
+        return self.values.shape[0] if self.native else None
 
     def sql(self) -> tuple[sql.Composable, sql.Composable]:
         """``(distance, condition)``: see :func:`distance_sql`."""
@@ -144,16 +160,17 @@ def query_vector(store: StoreBase, query: str | None, embedding: Any,
         embedding = _embed(query, service)
     else:
         service = None
-    vector, dimension = prepare_embedding(embedding, field="embedding")
+    vector = checked_vector(embedding, field="embedding")
+    dimension = vector.shape[0]
     provider, model = getattr(service, "name", None), getattr(service, "model", None)
     stored = stored_embedding_models(store)
     if isinstance(provider, str) and isinstance(model, str):
         check_model(stored, provider, model, dimension)
     else:
-        dimensions = sorted({d for _, _, d, _ in stored})
+        dimensions = {d for _, _, d, _ in stored}
         if dimensions and dimension not in dimensions:
             raise EmbeddingError(
                 f"the query vector has {dimension} dimensions but the stored vectors have "
-                f"{', '.join(map(str, dimensions))}; vectors of different models are not "
+                f"{', '.join(map(str, sorted(dimensions)))}; vectors of different models are not "
                 "comparable. Search with the model that made them.")
-    return VectorQuery(vector, dimension, dimension in store._native_dimensions)
+    return VectorQuery(vector, dimension in store._native_dimensions)

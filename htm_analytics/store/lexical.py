@@ -31,9 +31,10 @@ from ._vectors import query_vector, service_key
 from .display import SearchResults
 from .search_pool import DEFAULT_EF_SEARCH
 
-__all__ = ["LexicalSearchMixin", "search_fulltext_any_bounded", "search_fuzzy_bounded",
+__all__ = ["LexicalSearchMixin", "fulltext_any_statement", "search_fulltext_any_bounded",
+           "fuzzy_word_statement", "FUZZY_WORD_SETTINGS",
            "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
-           "NEIGHBOUR_WEIGHT", "NEIGHBOUR_GAP",            "DATE_BOOST", "SPEAKER_BOOST",
+           "NEIGHBOUR_WEIGHT", "NEIGHBOUR_GAP", "DATE_BOOST", "SPEAKER_BOOST",
            "LEXICAL_BUDGET", "FUZZY_NEIGHBOURS", "FUZZY_WORD_SIMILARITY", "FUZZY_BUDGET",
            "FUZZY_SHORTLIST"]
 
@@ -145,8 +146,7 @@ class LexicalSearchMixin(StoreBase):
         target = query_vector(self, query, embedding, embedding_service)
         key = ("search_vector_bm25", query, limit, frame, depth, text_budget, alpha,
                neighbours, neighbour_gap, speaker_boost, date_boost,
-               service_key(embedding_service) if embedding is None
-               else target.vector.tobytes())
+               service_key(embedding_service) if embedding is None else target.key)
         if neighbours and not times_indexed(self):
             neighbours = 0.0
         params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "depth": depth,
@@ -185,25 +185,41 @@ def lexical_sources(store: StoreBase) -> dict[str, sql.Composable]:
                               else info.content_fulltext_index)
 
 
-def search_fulltext_any_bounded(store: StoreBase, query: str, limit: int,
-                                frame: tuple[dt.datetime, dt.datetime] | None,
-                                text_budget: int = LEXICAL_BUDGET) -> list[dict[str, Any]]:
-    """Any-word full text ranked by ``ts_rank`` over the memories holding the query's
-    rarest words (about ``text_budget`` of them) instead of over every match."""
+def fulltext_any_statement(store: StoreBase, query: str, limit: int,
+                           frame: tuple[dt.datetime, dt.datetime] | None,
+                           text_budget: int = LEXICAL_BUDGET
+                           ) -> tuple[sql.Composable, dict[str, Any]]:
+    """The statement and parameters of any-word full text ranked by ``ts_rank`` over the
+    memories holding the query's rarest words (about ``text_budget`` of them) instead of
+    over every match."""
     params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
                               "budget": text_budget, "cap": 10 * text_budget}
     statement = search_statement("fulltext_any", bind_timeframe(params, frame),
                                  tsquery=sql.SQL(tsquery_sql("any")),
                                  statistics=lexical_sources(store))
-    return store._fetch(statement, params)
+    return statement, params
 
 
-def search_fuzzy_bounded(store: StoreBase, query: str, limit: int,
+def search_fulltext_any_bounded(store: StoreBase, query: str, limit: int,
+                                frame: tuple[dt.datetime, dt.datetime] | None,
+                                text_budget: int = LEXICAL_BUDGET) -> list[dict[str, Any]]:
+    """The rows of :func:`fulltext_any_statement`, uncached."""
+    return store._fetch(*fulltext_any_statement(store, query, limit, frame, text_budget))
+
+
+FUZZY_WORD_SETTINGS = ("SELECT set_config('pg_trgm.similarity_threshold', %s, true), "
+                       "set_config('enable_seqscan', 'off', true)")
+"""The lexicon's ``%`` operator reads its threshold from a setting, and the lexicon is read
+through its trigram index whatever its statistics say (for one transaction)."""
+
+
+def fuzzy_word_statement(store: StoreBase, query: str, limit: int,
                          frame: tuple[dt.datetime, dt.datetime] | None,
-                         threshold: float) -> list[dict[str, Any]]:
-    """Fuzzy word search over the memories holding words of the lexicon close to the
-    query's words (about ``FUZZY_BUDGET`` of them, the ``FUZZY_SHORTLIST`` best by
-    ``ts_rank``), ranked by ``word_similarity``."""
+                         threshold: float) -> tuple[sql.Composable, dict[str, Any]]:
+    """The statement and parameters of fuzzy word search over the memories holding words of
+    the lexicon close to the query's words (about ``FUZZY_BUDGET`` of them, the
+    ``FUZZY_SHORTLIST`` best by ``ts_rank``), ranked by ``word_similarity``; it runs after
+    :data:`FUZZY_WORD_SETTINGS` in its transaction."""
     params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit,
                               "budget": FUZZY_BUDGET, "cap": 5 * FUZZY_BUDGET,
                               "threshold": threshold,
@@ -212,10 +228,4 @@ def search_fuzzy_bounded(store: StoreBase, query: str, limit: int,
     statement = search_statement("fuzzy_word", bind_timeframe(params, frame),
                                  query_text=sql.SQL("(SELECT words FROM corrected)"),
                                  statistics=lexical_sources(store))
-    with store._transaction() as cur:
-        # The lexicon's % operator reads its threshold from a setting, and the lexicon is
-        # read through its trigram index whatever its statistics say (this transaction).
-        cur.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true), "
-                    "set_config('enable_seqscan', 'off', true)",
-                    (str(FUZZY_WORD_SIMILARITY),))
-        return cur.execute(store._read(statement), params).fetchall()
+    return statement, params

@@ -30,7 +30,12 @@ from ._common import (
 from ._search_sql import fulltext_text, hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
 from ._vectors import distance_sql, query_vector, service_key
 from .display import SearchResults
-from .lexical import search_fulltext_any_bounded, search_fuzzy_bounded
+from .lexical import (
+    FUZZY_WORD_SETTINGS,
+    FUZZY_WORD_SIMILARITY,
+    fulltext_any_statement,
+    fuzzy_word_statement,
+)
 from .search_pool import DEFAULT_EF_SEARCH
 from .tagging import matching_tags
 
@@ -107,7 +112,7 @@ class SearchMixin(StoreBase):
         if embedding is None:
             query = validate_content(query, field="query")
         target = query_vector(self, query, embedding, embedding_service)
-        key = ("search", query if embedding is None else target.vector.tobytes(), limit, frame,
+        key = ("search", query if embedding is None else target.key, limit, frame,
                service_key(embedding_service) if embedding is None else None)
         params: dict[str, Any] = {"limit": limit, "q": target.parameter}
         bind_timeframe(params, frame)
@@ -154,6 +159,8 @@ class SearchMixin(StoreBase):
         frame = validate_timeframe(timeframe)
         tsquery = tsquery_sql(match)
         key = ("search_fulltext", query, limit, frame, match)
+        if match == "any":  # rank a bounded candidate set, not every match
+            return self._cached_read(key, *fulltext_any_statement(self, query, limit, frame))
         params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit}
         where = bind_timeframe(params, frame)
         statement = f"""
@@ -162,10 +169,7 @@ class SearchMixin(StoreBase):
                 CROSS JOIN (SELECT {tsquery} AS q) AS tsq
             WHERE sv.content_tsv @@ q{where}
             ORDER BY rank DESC, n.id LIMIT %(limit)s"""
-        if match == "any":  # rank a bounded candidate set, not every match
-            return self._cached(key, lambda: search_fulltext_any_bounded(self, query, limit,
-                                                                         frame))
-        return self._cached(key, lambda: self._fetch(statement, params))
+        return self._cached_read(key, statement, params)
 
     @share_docs
     def search_fuzzy(
@@ -226,30 +230,26 @@ class SearchMixin(StoreBase):
                                     "n.content %% %(query)s")
         else:
             raise ValidationError(f"must be 'word' or 'whole', got {method!r}", field="method")
+        if not isinstance(exhaustive, bool):
+            raise ValidationError(f"must be True or False, got {exhaustive!r}",
+                                  field="exhaustive")
+        bounded = (method == "word" and not exhaustive
+                   and self.schema_info.has_table("node_lexicon"))
+        key = ("search_fuzzy", query, limit, frame, threshold, method, bool(bounded))
+        if bounded:
+            return self._cached_read(
+                key, *fuzzy_word_statement(self, query, limit, frame, threshold),
+                before=lambda cur: cur.execute(FUZZY_WORD_SETTINGS,
+                                               (str(FUZZY_WORD_SIMILARITY),)))
         params: dict[str, Any] = {"query": query, "limit": limit}
         where = bind_timeframe(params, frame)
         statement = f"""
             SELECT {SEARCH_COLUMNS}, {score} AS similarity
             FROM nodes n WHERE {test}{where}
             ORDER BY similarity DESC, n.id LIMIT %(limit)s"""
-
-        if not isinstance(exhaustive, bool):
-            raise ValidationError(f"must be True or False, got {exhaustive!r}",
-                                  field="exhaustive")
-        bounded = (method == "word" and not exhaustive
-                   and self.schema_info.has_table("node_lexicon"))
-
-        def compute() -> list[dict[str, Any]]:
-            if bounded:
-                return search_fuzzy_bounded(self, query, limit, frame, threshold)
-            with self._transaction() as cur:
-                # The operators read the threshold from a setting: set it for this
-                # transaction only.
-                cur.execute("SELECT set_config(%s, %s, true)", (setting, str(float(threshold))))
-                return cur.execute(self._read(statement), params).fetchall()
-
-        return self._cached(("search_fuzzy", query, limit, frame, threshold, method,
-                             bool(bounded)), compute)
+        # The operators read the threshold from a setting: set it for this transaction only.
+        return self._cached_read(key, statement, params, before=lambda cur: cur.execute(
+            "SELECT set_config(%s, %s, true)", (setting, str(float(threshold)))))
 
     @share_docs
     def search_hybrid(
@@ -311,11 +311,11 @@ class SearchMixin(StoreBase):
         tsquery = tsquery_sql(match)
         target = query_vector(self, query, embedding, embedding_service)
         key = ("search_hybrid", query, limit, frame, prefilter_limit, fusion, match,
-               service_key(embedding_service) if embedding is None
-               else target.vector.tobytes())
+               service_key(embedding_service) if embedding is None else target.key)
+        padded = target.vector
         params: dict[str, Any] = {"query": fulltext_text(query), "limit": limit, "tags": [],
-                                  "prefilter": prefilter_limit, "q": target.vector,
-                                  "q_padded": target.vector}
+                                  "prefilter": prefilter_limit, "q": padded,
+                                  "q_padded": padded}
         where = bind_timeframe(params, frame)
 
         def find_tags(cur: psycopg.Cursor[Any]) -> None:

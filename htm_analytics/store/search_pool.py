@@ -7,6 +7,13 @@ them into whatever that connection runs next. So searches get connections of the
 second pool, opened at the first search, whose connections run in autocommit with these
 settings at the session level and are used for nothing but searches.
 
+The connections are kept by this module, not by a general-purpose pool: a search takes the
+most recently returned idle connection (a lock, a list pop and a clock read) and opens a new
+one in the calling thread when none is idle and fewer than ``max_size`` are open, or waits
+for one to come back. A connection is checked before use only when it has been idle longer
+than :data:`IDLE_CHECK_SECONDS`, or after a connection error anywhere in the store; one that
+comes back broken, or not idle (an error inside a transaction), is closed, not reused.
+
 Each connection remembers the ``ef_search`` its session has. A search at that depth is one
 prepared statement, as raw SQL on a dedicated connection would be; a search at another depth
 changes the session's setting first, in pipeline mode, and the next search at that depth
@@ -26,13 +33,18 @@ from typing import Any
 
 import psycopg
 import psycopg_pool
+from psycopg import pq, sql
 from psycopg.rows import dict_row
 
-from ..errors import DatabaseConnectionError, DatabaseError
+from ..errors import DatabaseError
 from ._common import VECTOR_BM25_DEPTH
 
 __all__ = ["DEFAULT_EF_SEARCH", "IDLE_CHECK_SECONDS", "SESSION_EF_SEARCH", "SearchConnections",
            "idle_check_hooks", "returning"]
+
+WAIT_SECONDS = 30.0
+"""Longest a search waits for a connection when ``max_size`` are in use (as the pool's
+``timeout``)."""
 
 DEFAULT_EF_SEARCH = 40
 """``hnsw.ef_search`` of a plain vector search (pgvector's default); a larger ``limit`` raises
@@ -86,8 +98,15 @@ def returning(conn: psycopg.Connection[Any],
         note(conn)
 
 
-def _nothing(conn: psycopg.Connection[Any]) -> None:
-    """The note of a pool not opened yet."""
+class _Session:
+    """A search connection, the ``ef_search`` its session has, and when it came back."""
+
+    __slots__ = ("conn", "ef_search", "returned_at")
+
+    def __init__(self, conn: psycopg.Connection[Any], ef_search: int | None) -> None:
+        self.conn = conn
+        self.ef_search = ef_search
+        self.returned_at = time.monotonic()
 
 
 class SearchConnections:
@@ -108,36 +127,107 @@ class SearchConnections:
         self._url = url
         self._configure = configure
         self._max_size = max_size
-        self._pool: psycopg_pool.ConnectionPool | None = None
-        self._note_returned: Callable[[psycopg.Connection[Any]], None] = _nothing
-        self._opening = threading.Lock()
+        self._idle: list[_Session] = []  # the most recently returned last
+        self._lock = threading.Lock()
+        self._returned = threading.Condition(self._lock)
+        self._open = 0  # connections open or being opened, idle or in use
         self._closed = False
-        # the ef_search each connection's session has, by connection
-        self._ef_search: dict[int, int] = {}
+        self._wait_seconds = 0.0
 
-    def _configure_connection(self, conn: psycopg.Connection[Any]) -> None:
-        self._configure(conn)
-        conn.execute(_SESSION_SETTINGS, (str(SESSION_EF_SEARCH),))
-        self._ef_search[id(conn)] = SESSION_EF_SEARCH
+    # -- taking and giving back -----------------------------------------------------------
 
-    def _open(self) -> psycopg_pool.ConnectionPool:
-        with self._opening:
+    def _take(self) -> _Session:
+        with self._lock:
             if self._closed:
                 raise DatabaseError("this LongTermMemory is closed")
-            if self._pool is None:
-                check, self._note_returned = idle_check_hooks()
-                pool = psycopg_pool.ConnectionPool(
-                    self._url, min_size=1, max_size=self._max_size,
-                    kwargs={"autocommit": True}, configure=self._configure_connection,
-                    check=check, open=False, name="htm_analytics_search")
-                try:
-                    pool.open(wait=True, timeout=30)
-                except psycopg_pool.PoolTimeout as exc:
-                    pool.close()
-                    raise DatabaseConnectionError(
-                        f"could not open a search connection: {exc}") from exc
-                self._pool = pool
-            return self._pool
+            session = self._idle.pop() if self._idle else self._reserve()
+        if session is None:
+            return self._connect()
+        if time.monotonic() - session.returned_at > IDLE_CHECK_SECONDS:
+            try:
+                session.conn.execute("")
+            except psycopg.Error:
+                # The server went away since: check the other idle ones too, and replace
+                # this one (its place stays reserved).
+                session.conn.close()
+                self.check()
+                return self._connect()
+        return session
+
+    def _reserve(self) -> _Session | None:
+        """With the lock held and no connection idle: wait until one comes back (returned)
+        or another may be opened (None: counted as open, for the caller to open)."""
+        deadline = time.monotonic() + WAIT_SECONDS
+        started = time.monotonic()
+        while not self._idle and self._open >= self._max_size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or self._closed:
+                break
+            self._returned.wait(remaining)
+        self._wait_seconds += time.monotonic() - started
+        if self._closed:
+            raise DatabaseError("this LongTermMemory is closed")
+        if self._idle:  # one came back meanwhile: the caller takes it
+            return self._idle.pop()
+        if self._open >= self._max_size:
+            raise psycopg_pool.PoolTimeout(
+                f"couldn't get a connection after {WAIT_SECONDS:.2f} sec")
+        self._open += 1
+        return None
+
+    def _connect(self) -> _Session:
+        """A new connection, set up (its place already counted in ``_open``)."""
+        conn: psycopg.Connection[Any] | None = None
+        try:
+            conn = psycopg.connect(self._url, autocommit=True)
+            self._configure(conn)
+            conn.execute(_SESSION_SETTINGS, (str(SESSION_EF_SEARCH),))
+            return _Session(conn, SESSION_EF_SEARCH)
+        except BaseException:
+            if conn is not None:
+                conn.close()
+            self._forget_one()
+            raise
+
+    def _forget_one(self) -> None:
+        with self._lock:
+            self._open -= 1
+            self._returned.notify()
+
+    def _give_back(self, session: _Session) -> None:
+        conn = session.conn
+        if conn.pgconn.transaction_status == pq.TransactionStatus.IDLE:
+            with self._lock:
+                if not self._closed:
+                    session.returned_at = time.monotonic()
+                    self._idle.append(session)
+                    self._returned.notify()
+                    return
+        # Broken, or left in a transaction or a query by an error: not worth reusing.
+        conn.close()
+        self._forget_one()
+
+    # -- what searches use ----------------------------------------------------------------
+
+    def fetch(self, statement: str | sql.Composed, params: dict[str, Any], *,
+              ef_search: int = DEFAULT_EF_SEARCH, filtered: bool = False,
+              before: Callable[[psycopg.Cursor[Any]], object] | None = None
+              ) -> list[dict[str, Any]]:
+        """The rows of ``statement`` run as a prepared statement on a search connection (see
+        :meth:`cursor`), ``before(cur)`` first on the same connection."""
+        session = self._take()
+        try:
+            if session.ef_search == ef_search and not filtered:  # the usual case: as is
+                cur = session.conn.cursor(row_factory=dict_row)
+                if before is not None:
+                    before(cur)
+                return cur.execute(statement, params, prepare=True).fetchall()
+            with self._set_up(session, ef_search, filtered) as cur:
+                if before is not None:
+                    before(cur)
+                return cur.execute(statement, params, prepare=True).fetchall()
+        finally:
+            self._give_back(session)
 
     @contextmanager
     def cursor(self, *, ef_search: int | None = DEFAULT_EF_SEARCH, filtered: bool = False
@@ -148,36 +238,59 @@ class SearchConnections:
         A change of the session's ``ef_search`` is sent with what the caller runs, in
         pipeline mode.
         """
-        pool = self._pool or self._open()
-        with pool.connection() as conn, returning(conn, self._note_returned):
-            change = ef_search if self._ef_search.get(id(conn)) != ef_search else None
-            with conn.pipeline() if change is not None else nullcontext(), \
-                    conn.cursor(row_factory=dict_row) as cur:
-                if change is not None:
-                    # Forgotten first: if the change fails, the next use sets it again.
-                    self._ef_search.pop(id(conn), None)
-                    cur.execute(_SET_EF_SEARCH, (str(change),), prepare=True)
-                    self._ef_search[id(conn)] = change
-                if not filtered:
-                    yield cur
-                    return
-                with conn.transaction():
-                    cur.execute(_ITERATIVE_SCAN, prepare=True)
-                    yield cur
+        session = self._take()
+        try:
+            with self._set_up(session, ef_search, filtered) as cur:
+                yield cur
+        finally:
+            self._give_back(session)
+
+    @staticmethod
+    @contextmanager
+    def _set_up(session: _Session, ef_search: int | None, filtered: bool
+                ) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+        conn = session.conn
+        change = ef_search is not None and session.ef_search != ef_search
+        with conn.pipeline() if change else nullcontext(), \
+                conn.cursor(row_factory=dict_row) as cur:
+            if change:
+                # Forgotten first: if the change fails, the next use sets it again.
+                session.ef_search = None
+                cur.execute(_SET_EF_SEARCH, (str(ef_search),), prepare=True)
+                session.ef_search = ef_search
+            if not filtered:
+                yield cur
+                return
+            with conn.transaction():
+                cur.execute(_ITERATIVE_SCAN, prepare=True)
+                yield cur
 
     def check(self) -> None:
-        """Test every idle connection, replacing the dead ones (after a connection error)."""
-        if self._pool is not None:
-            self._pool.check()
+        """Have every idle connection checked before its next use (after a connection
+        error: the server may have gone away)."""
+        with self._lock:
+            for session in self._idle:
+                session.returned_at = float("-inf")
 
     def resize(self, size: int) -> None:
         """Let the pool hold ``size`` connections (it follows the store's main pool)."""
-        self._max_size = size
-        if self._pool is not None and size > self._pool.max_size:
-            self._pool.resize(self._pool.min_size, size)
+        with self._lock:
+            if size > self._max_size:
+                self._max_size = size
+                self._returned.notify_all()
+
+    def pop_wait_seconds(self) -> float:
+        """Seconds searches waited for a connection since the last call (all threads)."""
+        with self._lock:
+            waited, self._wait_seconds = self._wait_seconds, 0.0
+        return waited
 
     def close(self) -> None:
-        with self._opening:
+        """Close the idle connections; those in use are closed as they come back."""
+        with self._lock:
             self._closed = True
-            if self._pool is not None:
-                self._pool.close()
+            idle, self._idle = self._idle, []
+            self._open -= len(idle)
+            self._returned.notify_all()
+        for session in idle:
+            session.conn.close()
