@@ -306,3 +306,14 @@ def test_search_by_strategy_names_every_search(ltm: LongTermMemory) -> None:
     with pytest.raises(ValidationError) as info:
         ltm.search_by_strategy("telepathy", query="x")
     assert info.value.field == "strategy"
+
+
+@pytest.mark.parametrize("strategy", ["vector", "rrf", "vector_bm25"])
+def test_a_vector_search_without_a_vector_or_an_embedder_names_the_vector(
+        ltm: LongTermMemory, strategy: str) -> None:
+    with pytest.raises(ValidationError) as raised:
+        ltm.search_by_strategy(strategy, query="which database?", embedding=None)
+    assert raised.value.field == "embedding"
+    with pytest.raises(ValidationError) as raised:
+        ltm.search_by_strategy(strategy, query="which database?", embedding_service=object())
+    assert raised.value.field == "embedding_service"

@@ -125,7 +125,10 @@ def check_model(stored: Iterable[StoredModel], provider: str, model: str,
 
 
 def _embed(query: str | None, service: Any) -> Any:
-    if service is None or not callable(getattr(service, "embed", None)):
+    if service is None:  # neither given: the vector is what is missing
+        raise ValidationError("a vector search needs the query's vector, or an "
+                              "embedding_service= to embed the query", field="embedding")
+    if not callable(getattr(service, "embed", None)):
         raise ValidationError("needs an object with an embed(text) method, or pass embedding=",
                               field="embedding_service")
     try:
