@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,10 +112,17 @@ def test_a_write_committed_on_the_primary_is_read_on_the_standby(
         with pytest.raises(HTMError):  # the standby refuses writes, as a typed error
             replica.add(content="written to a replica", robot_id=1)
     with psycopg.connect(standby["primary"], autocommit=True) as conn:
-        # remote_apply: the commit returns once the standby has replayed it
-        conn.execute("SET synchronous_commit = remote_apply")
         conn.execute("INSERT INTO nodes (content, content_hash) VALUES "
                      "('remembered on the primary', md5(random()::text))")
+        written = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+    # Replication is asynchronous (no synchronous standby): wait, bounded, until the standby
+    # has replayed the commit's WAL.
+    with psycopg.connect(standby["standby"], autocommit=True) as conn:
+        deadline = time.monotonic() + 60
+        while not conn.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn",
+                               (written,)).fetchone()[0]:
+            assert time.monotonic() < deadline, "the standby did not replay the commit in 60 s"
+            time.sleep(0.05)
     with LongTermMemory(standby["standby"], read_only=True) as replica:
         assert replica.stats()["total_nodes"] == before + 1
 

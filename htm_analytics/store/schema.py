@@ -87,6 +87,9 @@ def native_index_dimensions(conn: psycopg.Connection[Any]) -> list[int]:
     return sorted(int(r[0].rsplit("_", 1)[1]) for r in rows)
 
 
+STATEMENTS_MARK = "created by htm-analytics init-db"
+
+
 def create_statement_statistics(conn: psycopg.Connection[Any]) -> bool:
     """Create ``pg_stat_statements`` in this database where the server loads its library
     and this user may (a superuser's extension); True when it exists afterwards.
@@ -107,6 +110,9 @@ def create_statement_statistics(conn: psycopg.Connection[Any]) -> bool:
         if exists or not (loaded and available and superuser):
             return bool(exists)
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+        # The mark by which the documented removal (docs/production.md) drops only an
+        # extension the toolkit created, never one another tool relies on.
+        conn.execute(f"COMMENT ON EXTENSION pg_stat_statements IS '{STATEMENTS_MARK}'")
     return True
 
 
