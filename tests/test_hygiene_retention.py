@@ -216,7 +216,10 @@ def test_surfaces_cli_advice_and_report(database_url: str) -> None:
         assert result.summary["findings"].tolist() == [4]
         advice = ha.advise(store, hygiene=result).set_index("check")
         assert advice.loc["supersession_candidates", "severity"] == "info"
-        assert str(ids[OLD]) in advice.loc["supersession_candidates", "sql"]
+        statement = advice.loc["supersession_candidates", "sql"]
+        assert str(ids[OLD]) in statement
+        listed = statement.split("IN (")[1].split(")")[0].split(", ")
+        assert len(listed) == len(set(listed))  # each memory once
         report = ha.build_report(store, benchmark=False)
         section = next(s for s in report.sections if s.key == "hygiene")
         assert len(section.data["supersession"]) == 4

@@ -15,7 +15,8 @@ _IDS_SHOWN = 50  # ids written into a statement; the rest are in the check's own
 
 
 def _id_list(ids: list[int]) -> str:
-    return ", ".join(str(int(i)) for i in sorted(ids)[:_IDS_SHOWN])
+    """The first ids, each once, ascending, for an ``IN (...)`` list."""
+    return ", ".join(str(i) for i in sorted({int(i) for i in ids})[:_IDS_SHOWN])
 
 
 def _forget(context: Context, ids: list[int]) -> list[str]:
