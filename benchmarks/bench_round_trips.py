@@ -20,7 +20,6 @@ Uses the embedded server (or HTM_DBURL) in a scratch database that is dropped af
 from __future__ import annotations
 
 import argparse
-import functools
 import statistics
 import tempfile
 import time
@@ -91,11 +90,6 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     args = parser.parse_args()
     old = import_revision(args.before, Path(tempfile.mkdtemp()))
-    # The earlier package reads its search statements as resources of "htm_analytics", which
-    # is now this tree: point it at the statements of its own revision.
-    old_search_sql = Path(old.__file__).parent / "sql" / "search"
-    old.store._search_sql._search_sql = functools.cache(
-        lambda name: (old_search_sql / f"{name}.sql").read_text("utf-8"))
     frame, vectors = read_corpus(rows=args.rows)
     titles, title_vectors = read_dev_queries(rows=args.queries)
     texts = titles["title"].tolist()

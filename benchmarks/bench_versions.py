@@ -43,6 +43,12 @@ def import_revision(revision: str, folder: Path) -> Any:
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(folder, filter="data")
     (folder / "htm_analytics").rename(folder / "htm_before")
+    # The earlier package must read its own SQL files, not the installed package's.
+    for module in (folder / "htm_before").rglob("*.py"):
+        source = module.read_text("utf-8")
+        if 'files("htm_analytics")' in source:
+            module.write_text(source.replace('files("htm_analytics")', 'files("htm_before")'),
+                              "utf-8")
     sys.path.insert(0, str(folder))
     return importlib.import_module("htm_before")
 

@@ -14,8 +14,14 @@ import psycopg
 import pytest
 
 import htm_analytics as ha
-from htm_analytics import HTM, LongTermMemory, QueryTimeoutError, ValidationError
-from htm_analytics.store import DEFAULT_EF_SEARCH, recall_buffer
+from htm_analytics import (
+    HTM,
+    DatabaseConnectionError,
+    LongTermMemory,
+    QueryTimeoutError,
+    ValidationError,
+)
+from htm_analytics.store import DEFAULT_EF_SEARCH, recall_buffer, search_pool
 from tests.test_htm import FACTS, CountingEmbedder
 
 SETTINGS = ("SELECT current_setting('hnsw.ef_search') AS ef, "
@@ -276,3 +282,32 @@ def test_sixteen_threads_share_one_connection_per_pool_without_errors(loaded: tu
     store.flush_recall_writes()
     total = store.fetch_frame("SELECT sum(access_count) AS n FROM nodes")["n"].iloc[0]
     assert total == 16 * 15
+
+
+def _terminate_search_connections(store: LongTermMemory, database_url: str) -> int:
+    """End the backends of the store's idle search connections, waiting until they are gone;
+    returns how many."""
+    pids = [session.conn.info.backend_pid for session in store._search._idle]
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        for pid in pids:  # the timeout makes the call wait until the backend has exited
+            assert admin.execute("SELECT pg_terminate_backend(%s, 10000)", (pid,)).fetchone()[0]
+    return len(pids)
+
+
+@pytest.mark.parametrize("checked", [True, False], ids=["idle-checked", "used-at-once"])
+def test_a_search_connection_that_comes_back_broken_is_replaced(
+        loaded: tuple, database_url: str, monkeypatch: pytest.MonkeyPatch, checked: bool) -> None:
+    store, vectors, ids = loaded
+    assert store.search(embedding=vectors[3], limit=1)[0]["id"] == ids[3]
+    assert _terminate_search_connections(store, database_url) == 1
+    # Checked before use (idle past IDLE_CHECK_SECONDS), or taken at once without a check.
+    monkeypatch.setattr(search_pool, "IDLE_CHECK_SECONDS", 0.0 if checked else float("inf"))
+    if checked:  # the check finds it broken and opens another: the caller sees nothing
+        assert store.search(embedding=vectors[4], limit=1)[0]["id"] == ids[4]
+    else:  # the search itself meets it: a typed error, and the connection is not kept
+        with pytest.raises(DatabaseConnectionError):
+            store.search(embedding=vectors[4], limit=1)
+        assert store._search._idle == []
+        assert store.search(embedding=vectors[4], limit=1)[0]["id"] == ids[4]
+    assert len(store._search._idle) == 1  # one live connection, in place of the broken one
+    assert store._search._open == 1
