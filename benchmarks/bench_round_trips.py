@@ -2,19 +2,24 @@
 off, and the default recall, each measured side by side in one run on one database.
 
 For every query, in turn: the store of ``--before`` (a git revision, imported from git under
-another name), the store of the working tree, and the same statement on a dedicated psycopg
-connection (its session set up once: ``enable_seqscan = off``, the search's ``ef_search``),
-the three in an order rotated query by query (the same query run just before is faster).
-Load on the machine hits all three alike. Printed: p50 latency of each and the ratios.
+another name), the store of the working tree, and the very statement the working tree's
+store runs for that query (text and parameters, recorded beforehand by its tracer), on two
+dedicated psycopg connections set up once as the store's are (``enable_seqscan = off``, the
+search's ``ef_search``): one returning dicts, as the store does, one returning tuples. The
+operations run in an order rotated query by query (the same query run just before is
+faster), so load on the machine hits all alike; ``--rounds`` rounds, the caches emptied
+before each, so every cached call is a miss that must still read the cache generation.
+Printed: p50 latency of each (the median of the rounds' p50s) and its ratio to each raw
+connection, with the lowest and highest round's ratio.
 
-Operations: ``LongTermMemory.search`` top 10 on the native 384-d index (each query once, so
-every cached call is a miss that must still read the cache generation), the same with
-``cache_size=0``, ``search_vector_bm25`` (the default recall's search), and ``HTM.recall``
-with its defaults (the search, working memory and the recall written behind) against its own
-search statement.
+Operations: ``LongTermMemory.search`` top 10 on the native 384-d index, with the query cache
+on and with ``cache_size=0``; ``search_vector_bm25`` (the default recall's search); and
+``HTM.recall`` with its defaults (the search, working memory and the recall written behind)
+against its own search statement (and the embedder's look-up).
 
 Usage: python benchmarks/bench_round_trips.py --before af20dce [--rows 10000] [--queries 300]
-Uses the embedded server (or HTM_DBURL) in a scratch database that is dropped afterwards.
+[--rounds 3]. Uses the embedded server (or HTM_DBURL) in a scratch database that is dropped
+afterwards.
 """
 
 from __future__ import annotations
@@ -31,19 +36,13 @@ import numpy as np
 import psycopg
 from bench_versions import import_revision
 from pgvector.psycopg import register_vector
+from psycopg.rows import dict_row
 
 from htm_analytics import HTM, LongTermMemory
 from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.store import scratch_database
-from htm_analytics.store._search_sql import fulltext_text, lexical_statistics, search_statement
-from htm_analytics.store._vectors import distance_sql
 from htm_analytics.store.connection import resolve_database_url
-from htm_analytics.store.lexical import BM25_B, BM25_K1, LEXICAL_BUDGET, VECTOR_BM25_ALPHA
-
-NATIVE_SQL = ("SELECT n.id, n.content, n.access_count, n.created_at, n.token_count, "
-              "1 - ((subvector(n.embedding, 1, 384)::vector(384)) <=> %(q)s) AS similarity "
-              "FROM nodes n WHERE n.embedding_dimension = 384 "
-              "ORDER BY (subvector(n.embedding, 1, 384)::vector(384)) <=> %(q)s LIMIT 10")
+from htm_analytics.store.search_pool import DEFAULT_EF_SEARCH, SESSION_EF_SEARCH
 
 
 class Lookup:
@@ -61,26 +60,67 @@ class Lookup:
 
 
 def side_by_side(name: str, inputs: list[Any],
-                 operations: dict[str, Callable[[Any], object]]) -> dict[str, float]:
-    samples: dict[str, list[float]] = {label: [] for label in operations}
+                 operations: dict[str, Callable[[Any], object]], rounds: int,
+                 before_round: Callable[[], object] = lambda: None) -> None:
+    """Print each operation's p50 (the median over ``rounds`` rounds of each round's p50) and
+    its ratio to the first raw operation, with the lowest and highest round's ratio."""
+    p50s: dict[str, list[float]] = {label: [] for label in operations}
     order = list(operations.items())
-    for i, item in enumerate(inputs):
-        # Each goes first, second and third in turn: the same query run just before warms
-        # the caches (the server's and the CPU's) for the one after it.
-        for label, operation in order[i % len(order):] + order[:i % len(order)]:
-            started = time.perf_counter()
-            operation(item)
-            samples[label].append(time.perf_counter() - started)
-    p50 = {label: statistics.median(times) * 1000 for label, times in samples.items()}
-    parts = ", ".join(f"{label} {ms:6.2f} ms" for label, ms in p50.items())
-    ratios = ""
-    if "raw SQL" in p50:
-        ratios = ", ".join(f"{label}/raw {p50[label] / p50['raw SQL']:.2f}x"
-                           for label in p50 if label != "raw SQL")
-    if "before" in p50 and "now" in p50:
-        ratios += f"{', ' if ratios else ''}now/before {p50['now'] / p50['before']:.2f}x"
-    print(f"  {name:<28} {parts}; {ratios}")
-    return p50
+    for _ in range(rounds):
+        before_round()  # e.g. empty the caches: every query a miss again
+        samples: dict[str, list[float]] = {label: [] for label in operations}
+        for i, item in enumerate(inputs):
+            # Each goes first, second, ... in turn: the same query run just before warms
+            # the caches (the server's and the CPU's) for the one after it.
+            for label, operation in order[i % len(order):] + order[:i % len(order)]:
+                started = time.perf_counter()
+                operation(item)
+                samples[label].append(time.perf_counter() - started)
+        for label, times in samples.items():
+            p50s[label].append(statistics.median(times) * 1000)
+    baselines = [label for label in operations if label.startswith("raw")]
+    print(f"  {name}")
+    for label, values in p50s.items():
+        line = f"    {label:<18} {statistics.median(values):7.2f} ms"
+        for base in baselines if label not in baselines else baselines[baselines.index(label) + 1:]:
+            ratios = [mine / theirs for mine, theirs in zip(values, p50s[base])]
+            line += (f"; /{base} {statistics.median(ratios):.2f}x "
+                     f"({min(ratios):.2f}-{max(ratios):.2f})")
+        print(line)
+
+
+def recorded(url: str, cache_size: int, call: Callable[[Any, Any], object],
+             inputs: list[Any], wrap: Callable[[LongTermMemory], Any] = lambda s: s
+             ) -> list[tuple[str, Any]]:
+    """The search statement (text and parameters) this tree's store runs for each input, as
+    its tracer sees it (the last statement holding a vector distance), from a store of its
+    own (``wrap(store)`` is what ``call`` gets): the raw side then runs exactly that."""
+    seen: list[tuple[str, Any]] = []
+    statements = []
+    with LongTermMemory(url, cache_size=cache_size,
+                        tracer=lambda text, params, _: seen.append((text, params))) as store, \
+            wrap(store) as target:
+        for item in inputs:
+            seen.clear()
+            call(target, item)
+            statements.append([entry for entry in seen if "<=>" in entry[0]][-1])
+    return statements
+
+
+def raw_connections(url: str, ef_search: int) -> dict[str, psycopg.Connection[Any]]:
+    """Dedicated connections returning tuples and dicts, set up once as the store's are."""
+    connections: dict[str, psycopg.Connection[Any]] = {
+        "raw SQL (dicts)": psycopg.connect(url, autocommit=True, row_factory=dict_row),
+        "raw SQL (tuples)": psycopg.connect(url, autocommit=True)}
+    for conn in connections.values():
+        register_vector(conn)
+        conn.execute("SET enable_seqscan = off")
+        conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")
+    return connections
+
+
+def replaying(conn: psycopg.Connection[Any]) -> Callable[[tuple[Any, tuple[str, Any]]], object]:
+    return lambda pair: conn.execute(pair[1][0], pair[1][1], prepare=True).fetchall()
 
 
 def main() -> None:
@@ -88,6 +128,7 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="git revision to compare with")
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     old = import_revision(args.before, Path(tempfile.mkdtemp()))
     frame, vectors = read_corpus(rows=args.rows)
@@ -100,64 +141,68 @@ def main() -> None:
                            tags=frame["tags"].tolist())
             setup.create_native_index(384)
             info = setup.server_info
-        raw = psycopg.connect(url, autocommit=True)
-        register_vector(raw)
-        raw.execute("SET enable_seqscan = off")
         print(f"PostgreSQL {info['server_version']}, pgvector {info['pgvector_version']}; "
-              f"{args.rows} memories, {len(queries)} queries; {args.before} vs the working "
-              "tree vs raw SQL, p50\n")
+              f"{args.rows} memories, {len(queries)} queries, {args.rounds} rounds; "
+              f"{args.before} vs the working tree vs the same statements on dedicated "
+              "connections; p50 (median of the rounds' p50s), ratios with the lowest and "
+              "highest round's\n")
 
         print("LongTermMemory.search, top 10, native index, ef_search 40")
-        raw.execute("SET hnsw.ef_search = 40")
+        raw = raw_connections(url, DEFAULT_EF_SEARCH)
         for cache_size in (1000, 0):
+            inputs = list(zip(queries, recorded(
+                url, cache_size, lambda s, v: s.search(embedding=v, limit=10), queries)))
             with old.LongTermMemory(url, cache_size=cache_size) as before, \
                     LongTermMemory(url, cache_size=cache_size) as now:
                 for vector in queries[:20]:  # warm up; then every query is new to the cache
                     before.search(embedding=-vector, limit=10)
                     now.search(embedding=-vector, limit=10)
-                side_by_side(f"cache {'on' if cache_size else 'off'}", queries, {
-                    "before": lambda v, s=before: s.search(embedding=v, limit=10),
-                    "now": lambda v, s=now: s.search(embedding=v, limit=10),
-                    "raw SQL": lambda v: raw.execute(NATIVE_SQL, {"q": v},
-                                                     prepare=True).fetchall()})
+                side_by_side(f"cache {'on' if cache_size else 'off'}", inputs, {
+                    "before": lambda p, s=before: s.search(embedding=p[0], limit=10),
+                    "now": lambda p, s=now: s.search(embedding=p[0], limit=10),
+                    **{label: replaying(conn) for label, conn in raw.items()}},
+                    args.rounds, before_round=lambda: (before._cache.clear(),
+                                                       now._cache.clear()))
+        for conn in raw.values():
+            conn.close()
 
         print("\nsearch_vector_bm25 (the default recall's search), top 20, cache on")
-        raw.execute("SET hnsw.ef_search = 100")
-        distance, has_vector = distance_sql(384)
-        bm25_sql = search_statement("vector_bm25", "", distance=distance,
-                                    has_vector=has_vector, statistics=lexical_statistics(None))
-
-        def raw_bm25(pair: tuple[str, np.ndarray]) -> object:
-            text, vector = pair
-            return raw.execute(bm25_sql, {
-                "query": fulltext_text(text), "limit": 20, "depth": 100,
-                "budget": LEXICAL_BUDGET, "cap": 10 * LEXICAL_BUDGET,
-                "alpha": VECTOR_BM25_ALPHA, "k1": BM25_K1, "b": BM25_B, "q": vector},
-                prepare=True).fetchall()
-
+        raw = raw_connections(url, SESSION_EF_SEARCH)
         pairs = list(zip(texts, queries))
+        inputs = list(zip(pairs, recorded(
+            url, 1000, lambda s, p: s.search_vector_bm25(query=p[0], embedding=p[1]), pairs)))
         with old.LongTermMemory(url) as before, LongTermMemory(url) as now:
             for text, vector in pairs[:20]:
                 before.search_vector_bm25(query=text + " warm", embedding=vector)
                 now.search_vector_bm25(query=text + " warm", embedding=vector)
-            side_by_side("search_vector_bm25", pairs, {
-                "before": lambda p, s=before: s.search_vector_bm25(query=p[0], embedding=p[1]),
-                "now": lambda p, s=now: s.search_vector_bm25(query=p[0], embedding=p[1]),
-                "raw SQL": raw_bm25})
-
+            side_by_side("search_vector_bm25", inputs, {
+                "before": lambda p, s=before: s.search_vector_bm25(query=p[0][0],
+                                                                   embedding=p[0][1]),
+                "now": lambda p, s=now: s.search_vector_bm25(query=p[0][0], embedding=p[0][1]),
+                **{label: replaying(conn) for label, conn in raw.items()}},
+                args.rounds, before_round=lambda: (before._cache.clear(), now._cache.clear()))
 
         print("\nHTM.recall with its defaults (vector_bm25, writes behind, cache on)")
         embedder = Lookup(texts, title_vectors)
+
+        inputs = list(zip(texts[20:], recorded(
+            url, 1000, lambda htm, text: htm.recall(text), texts[20:],
+            wrap=lambda store: HTM("bench-capture", store=store, embedder=embedder))))
         with old.LongTermMemory(url) as before, LongTermMemory(url) as now, \
                 old.HTM("bench-before", store=before, embedder=embedder) as htm_before, \
                 HTM("bench-now", store=now, embedder=embedder) as htm_now:
             for text in texts[:20]:
                 htm_before.recall(text)
                 htm_now.recall(text)
-            side_by_side("HTM.recall", texts[20:], {
-                "before": htm_before.recall, "now": htm_now.recall,
-                "raw SQL": lambda t: raw_bm25((t, embedder.embed(t)))})
-        raw.close()
+            side_by_side("HTM.recall", inputs, {
+                "before": lambda p: htm_before.recall(p[0]),
+                "now": lambda p: htm_now.recall(p[0]),
+                **{label: (lambda p, c=conn: (embedder.embed(p[0]),
+                                              replaying(c)(p)))
+                   for label, conn in raw.items()}},
+                args.rounds, before_round=lambda: (before._cache.clear(), now._cache.clear()))
+        for conn in raw.values():
+            conn.close()
 
 
 if __name__ == "__main__":
