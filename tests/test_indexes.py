@@ -100,3 +100,24 @@ def test_cli_indexes_and_health(database_url: str) -> None:
     assert lines[0].startswith("table,index,method") and len(lines) > 1
     health = runner.invoke(cli, ["--db", database_url, "health"])
     assert health.exit_code == 0 and "memory_events" in health.output
+
+
+def test_index_usage_delta_counts_from_zero_after_a_reset(database_url: str,
+                                                          db: psycopg.Connection) -> None:
+    with LongTermMemory(database_url, pool_size=1, cache_size=0) as ltm:
+        robot = ltm.register_robot("reset-bot")
+        for i in range(5):
+            ltm.add(content=f"reset counted memory {i}", robot_id=robot)
+        for _ in range(4):
+            ltm.search_fulltext(query="counted")
+        before = index_usage(ltm)
+        name = "idx_node_search_vectors_content_tsv"
+        assert before.set_index("index").loc[name, "idx_scan"] >= 4
+        db.execute("SELECT pg_stat_reset_single_table_counters(%s::regclass)", (name,))
+        ltm.search_fulltext(query="counted")
+        after = index_usage(ltm)
+        delta = index_usage_delta(before, after).set_index("index")
+    assert delta.loc[name, "counters_reset"]
+    assert delta.loc[name, "idx_scan"] == after.set_index("index").loc[name, "idx_scan"] == 1
+    assert not delta.drop(index=name)["counters_reset"].any()
+    assert (delta[["idx_scan", "idx_tup_read", "idx_tup_fetch"]] >= 0).all().all()

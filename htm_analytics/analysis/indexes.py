@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from .._docs import share_docs
@@ -66,15 +67,23 @@ def index_usage_delta(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame
     -------
     pandas.DataFrame
         ``table``, ``index`` (string) and ``idx_scan``, ``idx_tup_read``, ``idx_tup_fetch``
-        (int64) as differences, for indexes present in both readings, most scanned first.
+        (int64) as differences, for indexes present in both readings, most scanned first;
+        ``counters_reset`` (bool): an index whose counters went back (``pg_stat_reset``, or
+        the index made again under the same name) counts from zero, so its differences are
+        its ``after`` readings, the usage since the reset (a lower bound).
     """
     keys = ["table", "index"]
     merged = after[keys + _COUNTERS].merge(before[keys + _COUNTERS], on=keys,
                                            suffixes=("", "_before"))
+    went_back = np.zeros(len(merged), dtype=bool)
     for column in _COUNTERS:
-        merged[column] = merged[column] - merged[f"{column}_before"]
-    result = merged[keys + _COUNTERS].sort_values(["idx_scan", "table", "index"],
-                                                  ascending=[False, True, True])
+        went_back |= (merged[column] < merged[f"{column}_before"]).to_numpy()
+    merged["counters_reset"] = went_back
+    for column in _COUNTERS:
+        merged[column] = merged[column].where(went_back, merged[column]
+                                              - merged[f"{column}_before"])
+    result = merged[keys + _COUNTERS + ["counters_reset"]].sort_values(
+        ["idx_scan", "table", "index"], ascending=[False, True, True])
     return result.reset_index(drop=True).astype(dict.fromkeys(_COUNTERS, "int64"))
 
 
