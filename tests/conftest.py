@@ -87,19 +87,51 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     return 0 if _corpus_missing() else None
 
 
-# Tests sharing a costly fixture run on one worker under pytest-xdist (`--dist loadgroup`),
-# which then builds it once: the demo memory for the tests that read it, and each module's
-# own module-scoped fixtures for the rest of the module.
-_SHARED_ACROSS_MODULES = ("demo",)
+# Under pytest-xdist, each module's tests run on one worker (its module-scoped fixtures are
+# built once), and so do the modules reading the demo memory (built once, by one worker).
+# pytest 9 ignores the node-id suffix behind xdist's own `loadgroup`, so the scheduler below
+# groups by module path itself. Work goes out in collection order, longest first, so that
+# the workers finish together.
+_DEMO_MODULES = ("test_report.py", "test_report_browser.py", "test_first_hour.py",
+                 "test_notebooks.py", "test_htm.py", "test_widgets.py")
+_LONGEST_FIRST = ("test_setup.py", "test_code_quality.py", "test_bulk_and_corpus.py",
+                  "test_conversations.py", "test_embedded_server.py", "test_peers_ghostkg.py")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def _unit_of(nodeid: str) -> str:
+    """The work unit of a test: its module, or "demo" for the modules reading the demo."""
+    module = nodeid.split("::", 1)[0]
+    return "demo" if Path(module).name in _DEMO_MODULES else module
+
+
+def _rank(item: pytest.Item) -> int:
+    name = Path(item.nodeid.split("::", 1)[0]).name
+    if name in _DEMO_MODULES:
+        return 0
+    return 1 + _LONGEST_FIRST.index(name) if name in _LONGEST_FIRST else len(_LONGEST_FIRST) + 1
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ModuleScheduling(LoadScopeScheduling):
+        """Whole work units (:func:`_unit_of`), handed out in collection order."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return ModuleScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        shared = [name for name in _SHARED_ACROSS_MODULES
-                  if name in getattr(item, "fixturenames", ())]
-        group = shared[0] if shared else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
+    misplaced = sorted({item.nodeid.split("::", 1)[0] for item in items
+                        if "demo" in getattr(item, "fixturenames", ())
+                        and _unit_of(item.nodeid) != "demo"})
+    if misplaced:
+        raise pytest.UsageError(f"add {', '.join(misplaced)} to _DEMO_MODULES in "
+                                "tests/conftest.py: its tests read the demo memory")
+    items.sort(key=_rank)  # stable: a module's tests keep their order
     _skip_without_corpus(config, items)
 
 

@@ -57,7 +57,8 @@ def _wait_until_long_running(url: str, query: str, *, seconds: float) -> None:
                 WHILE NOT EXISTS (
                     SELECT 1 FROM pg_stat_activity WHERE query = {query} AND state = 'active'
                     AND clock_timestamp() - query_start > {age}::interval) LOOP
-                    PERFORM pg_sleep(0.02);
+                    -- pg_stat_activity is read once per transaction unless cleared
+                    PERFORM pg_sleep(0.02), pg_stat_clear_snapshot();
                 END LOOP;
             END $$""").format(query=psycopg.sql.Literal(query),
                               age=psycopg.sql.Literal(f"{seconds} seconds")))
@@ -169,16 +170,16 @@ def test_provoked_checks_are_found_and_their_sql_runs(database_url, server_url):
         with psycopg.connect(database_url, autocommit=True) as conn:
             conn.execute("VACUUM nodes")  # the HNSW index learns its row count
             conn.execute("SELECT pg_buffercache_evict_relation('idx_nodes_embedding')")
-        idle = psycopg.connect(database_url)
-        idle.execute("SELECT 'left open'")
         busy = threading.Thread(target=_sleep_in, args=(database_url,), daemon=True)
-        busy.start()
-        _wait_until_long_running(database_url, "SELECT pg_sleep(2)", seconds=0.4)
-        frame = advise(store, thresholds=FAST)
-        strict = advise(store, thresholds=AdvisorThresholds(min_statistics_days=0,
-                                                            xid_min_left=3_000_000_000))
+        with psycopg.connect(database_url) as idle:
+            idle.execute("SELECT 'left open'")
+            busy.start()
+            _wait_until_long_running(database_url, "SELECT pg_sleep(2)", seconds=0.4)
+            frame = advise(store, thresholds=FAST)
+            strict = advise(store, thresholds=AdvisorThresholds(min_statistics_days=0,
+                                                                xid_min_left=3_000_000_000))
+            idle.rollback()
     busy.join()
-    idle.close()
 
     assert _found(frame, "duplicate_index", "public.adv_dup_b")["evidence"].str.contains(
         "duplicates adv_dup_a").all()
