@@ -5,7 +5,8 @@ Usage:
         python benchmarks/bench_scale.py --rows 10000 --rows 100000 [--rows 1000000]
 
 Each size gets a scratch database on the embedded server (or HTM_DBURL's server), dropped at
-the end. The memory is the real corpus (63,666 Debian package descriptions with their MiniLM
+the end unless ``--keep`` (then its URL is printed, for EXPLAIN runs on the same memory).
+The memory is the real corpus (63,666 Debian package descriptions with their MiniLM
 vectors) multiplied with seeded variations, documented in :func:`fleet_memory`. It is loaded
 with ``bulk_add`` and, in the same run, the same rows go into a plain table with one raw
 binary COPY and the same search indexes (the anchor a hand-written loader would reach). Then
@@ -164,13 +165,16 @@ def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[st
         conn.execute("DROP TABLE anchor")
 
 
-def run_size(server_url: str, rows: int, with_report: bool) -> dict[str, dict[str, float]]:
+def run_size(server_url: str, rows: int, with_report: bool,
+             keep: bool = False) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     memory = measure("generate the memory", lambda: fleet_memory(rows), results)
     print(f"{rows:,} rows: {memory['distinct']:,} distinct memories, "
           f"{memory['robot_count']:,} robots", flush=True)
-    with scratch_database(server_url, "htm_bench_scale") as url, \
+    with scratch_database(server_url, "htm_bench_scale", keep=keep) as url, \
             ha.LongTermMemory(url, init_schema=True, cache_size=0) as store:
+            if keep:  # to look at one helper's plans again without a new load
+                print(f"keeping the database: {url}", flush=True)
             measure("bulk_add (with index rebuild)", lambda: store.bulk_add(
                 memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
                 tags=memory["tags"], remembered_at=memory["remembered_at"],
@@ -247,12 +251,15 @@ def main() -> None:
     parser.add_argument("--rows", type=int, action="append", required=True,
                         help="memories to build (repeat for several sizes)")
     parser.add_argument("--no-report", action="store_true", help="skip build_report")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep each size's database (its URL is printed) instead of "
+                             "dropping it")
     args = parser.parse_args()
     server = resolve_database_url()
     measured: dict[int, dict[str, dict[str, float]]] = {}
     for rows in sorted(args.rows):
         print(f"\n== {rows:,} rows", flush=True)
-        measured[rows] = run_size(server, rows, not args.no_report)
+        measured[rows] = run_size(server, rows, not args.no_report, args.keep)
     sizes = sorted(measured)
     for size in sizes:
         bulk = measured[size]["bulk_add (with index rebuild)"]["seconds"]

@@ -302,6 +302,18 @@ def test_most_reinforced(store: LongTermMemory, raw: dict) -> None:
     assert result["robots"].tolist() == expected["size"].head(10).tolist()
 
 
+def test_most_reinforced_for_some_robots(store: LongTermMemory, raw: dict) -> None:
+    # The robots filter counts only their remembers.
+    chosen = raw["robots"].loc[raw["robots"]["robot"].isin(["coder", "ops"]), "robot_id"]
+    rows = raw["robot_nodes"][raw["robot_nodes"]["robot_id"].isin(chosen)]
+    totals = rows.groupby("node_id")["remember_count"].agg(["sum", "size"]).reset_index()
+    expected = totals.sort_values(["sum", "node_id"], ascending=[False, True]).head(8)
+    result = ha.most_reinforced(store, robots=["coder", "ops"], limit=8)
+    assert result["node_id"].tolist() == expected["node_id"].tolist()
+    assert result["remembers"].tolist() == expected["sum"].tolist()
+    assert result["robots"].tolist() == expected["size"].tolist()
+
+
 # -- robots -----------------------------------------------------------------------------------
 
 def test_robot_overlap_matches_pandas(store: LongTermMemory, raw: dict) -> None:

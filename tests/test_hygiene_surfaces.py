@@ -256,3 +256,30 @@ def test_memory_growth_forecasts_a_steady_rise(ltm: ha.LongTermMemory) -> None:
         with pytest.raises(ha.ValidationError) as caught:
             ha.memory_growth(ltm, **arguments)
         assert caught.value.field == field
+
+
+@pytest.mark.parametrize("freq", ["W", "M"])
+def test_memory_growth_per_robot_lines_match_the_one_robot_fit(freq: str) -> None:
+    # The all-robots-at-once fit must give what fitting each robot alone gives: robots
+    # with one, two and many periods, gaps, and robots starting and ending at different times.
+    import pandas as pd
+
+    from htm_analytics.analysis.growth import _robot_series, _series
+    from htm_analytics.frames import period_unit
+
+    pandas_freq = period_unit(freq)[1]
+    grid = pd.date_range("2025-01-01", periods=14, freq=pandas_freq, tz="UTC")
+    rng = np.random.default_rng(7)
+    rows = []
+    for robot, (start, stop) in enumerate([(0, 14), (3, 4), (5, 7), (2, 12), (9, 14), (0, 3)]):
+        for index in range(start, stop):
+            if stop - start < 4 or rng.random() > 0.3:
+                rows.append({"robot": f"r{robot}", "period": grid[index],
+                             "new": int(rng.integers(1, 40))})
+    counts = pd.DataFrame(rows)
+    together = _robot_series(counts, pandas_freq, 3, 0.9)
+    alone = pd.concat([_series(part, str(robot), pandas_freq, 3, 0.9, None)
+                       for robot, part in counts.groupby("robot", sort=False)],
+                      ignore_index=True)
+    pd.testing.assert_frame_equal(together.astype(alone.dtypes.to_dict()), alone,
+                                  check_exact=False, rtol=1e-9, atol=1e-9)
