@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +61,46 @@ def test_locomo_per_sample_layout_is_named_after_its_file() -> None:
     assert conversation.conversation_id == "conv-7"
     assert [q.evidence for q in conversation.questions] == [("D1:1",), ("D1:2", "D2:1"),
                                                             ("D2:2",)]
+
+
+def _per_sample_copies(folder: Path) -> Path:
+    """LoCoMo's per-sample layout as published: numbered files, 10 after 7 in number order."""
+    folder.mkdir()
+    sample = (DATA / "7.json").read_text()
+    for number in (10, 7):
+        (folder / f"{number}.json").write_text(sample)
+    (folder / "README.txt").write_text("not a benchmark file")
+    return folder
+
+
+def test_a_folder_of_per_sample_files_and_the_published_zip(tmp_path: Path) -> None:
+    folder = _per_sample_copies(tmp_path / "locomo10_v2")
+    from_folder = read_conversations(folder)
+    assert [c.conversation_id for c in from_folder] == ["conv-7", "conv-10"]
+    assert from_folder[1].turns == read_conversations(DATA / "7.json")[0].turns
+    archive = tmp_path / "locomo10.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("data/multimodal_dialog/locomo10_v2/", "")
+        for file in sorted(folder.iterdir()):
+            zipped.write(file, f"data/multimodal_dialog/locomo10_v2/{file.name}")
+    assert read_conversations(archive) == from_folder
+
+
+def test_a_folder_or_zip_without_benchmarks_or_with_a_name_twice(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(BenchmarkFormatError, match=r"holds no \.json"):
+        read_conversations(empty)
+    (tmp_path / "broken.zip").write_bytes(b"PK not a zip")
+    with pytest.raises(BenchmarkFormatError, match="cannot read"):
+        read_conversations(tmp_path / "broken.zip")
+    twice = tmp_path / "twice"
+    twice.mkdir()
+    for name in ("a.json", "b.json"):
+        (twice / name).write_text((DATA / "locomo_mini.json").read_text())
+    with pytest.raises(BenchmarkFormatError, match=r"also in a\.json") as caught:
+        read_conversations(twice)
+    assert caught.value.record == "conversation 'conv-1'"
 
 
 def test_longmemeval_layout() -> None:

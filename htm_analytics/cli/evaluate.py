@@ -55,7 +55,7 @@ CONVERSATION_SCOPES = ("conversation", "benchmark")
 
 
 @eval_group.command("conversations")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("path", type=click.Path(exists=True))
 @click.option("--format", "benchmark_format", type=click.Choice(BENCHMARK_FORMATS),
               default=None, help="The file's layout (default: detected).")
 @click.option("--strategies", default=",".join(EVALUATED_STRATEGIES), show_default=True,
@@ -87,9 +87,10 @@ def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | No
                        only: tuple[str, ...], speaker_prefix: bool, keep: bool, show: str,
                        fmt: str) -> None:
     """Replay a conversation benchmark (LoCoMo, LongMemEval or JSON Lines of turns and
-    questions) into scratch databases on the server and score every strategy on the
-    evidence turns: recall_any/recall_all@k, nDCG@k, MRR@k and latency per question
-    category; abstention questions apart. Ctrl-C stops and drops the scratch database."""
+    questions; a file, a folder of per-sample files or LoCoMo's published zip) into scratch
+    databases on the server and score every strategy on the evidence turns:
+    recall_any/recall_all@k, nDCG@k, MRR@k and latency per question category; abstention
+    questions apart. Ctrl-C stops and drops the scratch database."""
     from ..agent.embeddings import get_embedder
     from ..tuning.conversations import evaluate_conversations
 

@@ -6,7 +6,8 @@ Three layouts are read (``format=None`` detects which):
 - ``"locomo"``: LoCoMo as published in snap-research/locomo: ``data/locomo10.json`` (a list
   of samples, each with ``sample_id``, ``conversation`` and ``qa``), one such sample as an
   object, or the per-sample layout of ``locomo10_v2/<n>.json`` (the conversation's keys and
-  ``qa`` in one object; the sample is named ``conv-<n>`` after the file). Each
+  ``qa`` in one object; the sample is named ``conv-<n>`` after the file), read from a folder
+  of such files or from the published ``data/locomo10.zip`` as it is. Each
   ``session_<n>`` list is a session held at ``session_<n>_date_time``; a turn's image caption
   (``blip_caption``) is kept in its text. Evidence ids are ``D<session>:<turn>``; ids that
   name no turn are dropped. Category 5 (adversarial: the question asks about something that
@@ -36,6 +37,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -335,12 +337,41 @@ def detect_format(data: Any) -> BenchmarkFormat | None:
     return None
 
 
+def _natural_key(name: str) -> list[Any]:
+    """``2.json`` before ``10.json``: digit runs compare as numbers."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _members(path: Path) -> list[tuple[Path, str]]:
+    """The benchmark texts behind ``path``: a file, a folder of ``*.json`` / ``*.jsonl``
+    files (LoCoMo's per-sample ``locomo10_v2/``), or a ``.zip`` of them (LoCoMo's
+    ``data/locomo10.zip``), in natural order; each with the path its records are named by."""
+    try:
+        if path.is_dir():
+            files = sorted((f for f in path.iterdir() if f.suffix in (".json", ".jsonl")
+                            and f.is_file()), key=lambda f: _natural_key(f.name))
+            return [(f, f.read_text(encoding="utf-8")) for f in files]
+        if path.suffix == ".zip":
+            with zipfile.ZipFile(path) as archive:
+                names = sorted((n for n in archive.namelist()
+                                if n.endswith((".json", ".jsonl"))
+                                and not n.startswith("__MACOSX/")),
+                               key=lambda n: _natural_key(Path(n).name))
+                return [(path / name, archive.read(name).decode("utf-8")) for name in names]
+        return [(path, path.read_text(encoding="utf-8"))]
+    except (OSError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
+        raise BenchmarkFormatError(f"cannot read {path}: {exc}", path=str(path)) from exc
+
+
 def read_conversations(path: str | Path, *, format: str | None = None) -> list[Conversation]:
-    """Read a conversational benchmark file (see the module's description of the layouts).
+    """Read a conversational benchmark (see the module's description of the layouts).
 
     Parameters
     ----------
     path : str or Path
+        A benchmark file, a folder of them (LoCoMo's per-sample ``locomo10_v2/``: every
+        ``*.json`` and ``*.jsonl`` file, ``2.json`` before ``10.json``), or a ``.zip``
+        holding them (LoCoMo's ``data/locomo10.zip`` as published).
     format : {"locomo", "longmemeval", "jsonl"}, optional
         Detected from the content when not given.
 
@@ -351,17 +382,32 @@ def read_conversations(path: str | Path, *, format: str | None = None) -> list[C
     Raises
     ------
     BenchmarkFormatError
-        The file cannot be read, its layout is unknown, or a record is malformed (the
-        message and ``record`` name it: a sample, session, question or line).
+        The file cannot be read, its layout is unknown, a record is malformed (the
+        message and ``record`` name it: a sample, session, question or line), a folder or
+        archive holds no benchmark file, or two files hold conversations of one name.
     """
     path = Path(path)
     if format is not None and format not in BENCHMARK_FORMATS:
         raise ValidationError(f"must be one of {', '.join(BENCHMARK_FORMATS)}, got {format!r}",
                               field="format")
-    try:
-        raw = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BenchmarkFormatError(f"cannot read {path}: {exc}", path=str(path)) from exc
+    members = _members(path)
+    if not members:
+        raise BenchmarkFormatError(f"{path} holds no .json or .jsonl benchmark file",
+                                   path=str(path))
+    conversations: list[Conversation] = []
+    seen: dict[str, Path] = {}
+    for member, raw in members:
+        for conversation in _parse(raw, member, format):
+            if conversation.conversation_id in seen and len(members) > 1:
+                raise _fail(member, f"conversation {conversation.conversation_id!r}",
+                            f"is also in {seen[conversation.conversation_id].name}")
+            seen[conversation.conversation_id] = member
+            conversations.append(conversation)
+    return conversations
+
+
+def _parse(raw: str, path: Path, format: str | None) -> list[Conversation]:
+    """One file's conversations."""
     if format == "jsonl":
         return _read_jsonl(raw.splitlines(), path)
     try:
