@@ -1,11 +1,12 @@
 -- Vector + BM25 fusion, the default recall. Candidates: the %(depth)s nearest vectors (HNSW)
 -- and the bounded lexical candidates. BM25 over all query lexemes (term frequencies from the
--- stored tsvector, document length = its distinct lexemes) is computed for all of them; the
--- %(depth)s best by BM25 and the vector candidates are kept (so that only about 2 x depth
--- vectors are read), with the memories remembered just before and after each of them. Each
--- gets its own score (below), and its final score adds %(neighbour_weight)s x the best own score
--- of its neighbours: in a conversation the answer often holds no word of the question while
--- the turn before it does.
+-- stored tsvector, document length = its distinct lexemes) ranks the lexical ones; the
+-- %(depth)s best by BM25, the vector candidates and the memory remembered just after each of
+-- the best by BM25 are shortlisted (so that only about 3 x depth vectors are read). In a
+-- conversation the answer often holds no word of the question while the turn before it does,
+-- so a shortlisted memory is read with the memory remembered just before it, whose words count
+-- %(context)s times in its BM25; and its final score adds %(neighbour_weight)s x the best own
+-- score of the memories just before and after it.
 -- Filled in by the store: head (lexical_candidates.sql), distance, has_vector, timeframe,
 -- columns, stats_table, stats_column.
 WITH {head},
@@ -23,22 +24,76 @@ average AS MATERIALIZED (
                      FROM pg_stats
                      WHERE schemaname = 'public' AND tablename = {stats_table}
                        AND attname = {stats_column}), 50)::float8 AS lexemes),
-lexical AS (
+-- BM25 of a memory's own words (term frequencies from the stored positions: weight the
+-- query's lexemes A, keep the A's).
+own_lexical AS (
     SELECT p.id, sum(w.idf * t.tf * (%(k1)s + 1)
                      / (t.tf + %(k1)s * (1 - %(b)s + %(b)s * length(p.content_tsv)
                                          / a.lexemes))) AS bm25
     FROM pool p CROSS JOIN average a
     CROSS JOIN LATERAL (
-        -- Only the query's lexemes, with their positions: weight them A, keep the A's.
         SELECT u.lexeme, greatest(cardinality(u.positions), 1) AS tf
         FROM unnest(ts_filter(setweight(p.content_tsv, 'A',
                                         (SELECT array_agg(lexeme) FROM query_lexemes)),
                               ARRAY['a']::"char"[])) u) t
     JOIN weights w ON w.lexeme = t.lexeme
     GROUP BY p.id),
+best_lexical AS (
+    SELECT id FROM own_lexical ORDER BY bm25 DESC, id LIMIT %(depth)s),
+-- The memory remembered just after each of the best by BM25, at most %(neighbour_gap)s later
+-- (the turn after it in a conversation: its context holds the query's words). Memories
+-- remembered at the same instant (one bulk import) have no order, and none comes after another.
+followers AS (
+    SELECT f.id
+    FROM best_lexical b JOIN nodes bn ON bn.id = b.id
+    CROSS JOIN LATERAL (
+        SELECT n.id FROM nodes n
+        WHERE n.created_at > bn.created_at
+          AND n.created_at <= bn.created_at + %(neighbour_gap)s::interval{timeframe}
+        ORDER BY n.created_at, n.id LIMIT 1) f
+    WHERE %(context)s > 0),
 shortlist AS (
-    SELECT id FROM (SELECT id FROM lexical ORDER BY bm25 DESC, id LIMIT %(depth)s) best
-    UNION SELECT id FROM vector_candidates),
+    SELECT id FROM best_lexical UNION SELECT id FROM vector_candidates
+    UNION SELECT id FROM followers),
+-- The memories remembered just before and just after each shortlisted one, at most
+-- %(neighbour_gap)s away: the turns around it.
+around AS MATERIALIZED (
+    SELECT s.id,
+           (SELECT n.id FROM nodes n
+            WHERE n.created_at < sn.created_at
+              AND n.created_at >= sn.created_at - %(neighbour_gap)s::interval{timeframe}
+            ORDER BY n.created_at DESC, n.id DESC LIMIT 1) AS before,
+           (SELECT n.id FROM nodes n
+            WHERE %(neighbour_weight)s > 0 AND n.created_at > sn.created_at
+              AND n.created_at <= sn.created_at + %(neighbour_gap)s::interval{timeframe}
+            ORDER BY n.created_at, n.id LIMIT 1) AS after
+    FROM shortlist s JOIN nodes sn ON sn.id = s.id
+    WHERE %(neighbour_weight)s > 0 OR %(context)s > 0),
+-- BM25 of each shortlisted memory read with the one remembered just before it, whose words
+-- and length count %(context)s times.
+lexical AS (
+    SELECT s.id, sum(w.idf * t.tf * (%(k1)s + 1)
+                     / (t.tf + %(k1)s * (1 - %(b)s + %(b)s
+                                         * (length(sv.content_tsv) + %(context)s
+                                            * coalesce(length(bsv.content_tsv), 0))
+                                         / a.lexemes))) AS bm25
+    FROM shortlist s JOIN node_search_vectors sv ON sv.node_id = s.id CROSS JOIN average a
+    LEFT JOIN around r ON r.id = s.id AND %(context)s > 0
+    LEFT JOIN node_search_vectors bsv ON bsv.node_id = r.before
+    CROSS JOIN LATERAL (
+        SELECT u.lexeme, sum(u.tf) AS tf FROM (
+            SELECT e.lexeme, greatest(cardinality(e.positions), 1)::float8 AS tf
+            FROM unnest(ts_filter(setweight(sv.content_tsv, 'A',
+                                            (SELECT array_agg(lexeme) FROM query_lexemes)),
+                                  ARRAY['a']::"char"[])) e
+            UNION ALL
+            SELECT e.lexeme, %(context)s * greatest(cardinality(e.positions), 1)
+            FROM unnest(ts_filter(setweight(bsv.content_tsv, 'A',
+                                            (SELECT array_agg(lexeme) FROM query_lexemes)),
+                                  ARRAY['a']::"char"[])) e) u
+        GROUP BY u.lexeme) t
+    JOIN weights w ON w.lexeme = t.lexeme
+    GROUP BY s.id),
 scored AS (
     SELECT {columns},
            coalesce(v.similarity,
@@ -46,22 +101,11 @@ scored AS (
            coalesce(l.bm25, 0)::float8 AS bm25
     FROM shortlist s JOIN nodes n ON n.id = s.id
     LEFT JOIN vector_candidates v ON v.id = s.id LEFT JOIN lexical l ON l.id = s.id),
--- Neighbours: the memory remembered just before and the one just after a candidate, at most
--- %(neighbour_gap)s away (the turns around it in a conversation); memories remembered at the
--- same instant (one bulk import) have no order and are nobody's neighbours.
-adjacent AS MATERIALIZED (
-    SELECT s.id, a.id AS neighbour
-    FROM scored s CROSS JOIN LATERAL (
-        (SELECT n.id FROM nodes n
-         WHERE n.created_at < s.created_at
-           AND n.created_at >= s.created_at - %(neighbour_gap)s::interval{timeframe}
-         ORDER BY n.created_at DESC, n.id DESC LIMIT 1)
-        UNION ALL
-        (SELECT n.id FROM nodes n
-         WHERE n.created_at > s.created_at
-           AND n.created_at <= s.created_at + %(neighbour_gap)s::interval{timeframe}
-         ORDER BY n.created_at, n.id LIMIT 1)) a
-    WHERE %(neighbour_weight)s > 0),
+adjacent AS (
+    SELECT id, before AS neighbour FROM around
+    WHERE %(neighbour_weight)s > 0 AND before IS NOT NULL
+    UNION ALL
+    SELECT id, after FROM around WHERE after IS NOT NULL),
 -- A neighbour that is not a candidate is scored on its vector alone (it holds none of the
 -- rarest query words and is not among the best by BM25).
 everyone AS (
