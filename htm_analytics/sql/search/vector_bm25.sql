@@ -70,16 +70,20 @@ around AS MATERIALIZED (
     FROM shortlist s JOIN nodes sn ON sn.id = s.id
     WHERE %(neighbour_weight)s > 0 OR %(context)s > 0),
 -- BM25 of each shortlisted memory read with the one remembered just before it, whose words
--- and length count %(context)s times.
+-- and length count %(context)s times; a memory with none before it keeps its own BM25.
 lexical AS (
-    SELECT s.id, sum(w.idf * t.tf * (%(k1)s + 1)
+    SELECT o.id, o.bm25 FROM own_lexical o
+    WHERE o.id IN (SELECT id FROM shortlist)
+      AND NOT EXISTS (SELECT 1 FROM around r
+                      WHERE r.id = o.id AND r.before IS NOT NULL AND %(context)s > 0)
+    UNION ALL
+    SELECT r.id, sum(w.idf * t.tf * (%(k1)s + 1)
                      / (t.tf + %(k1)s * (1 - %(b)s + %(b)s
-                                         * (length(sv.content_tsv) + %(context)s
-                                            * coalesce(length(bsv.content_tsv), 0))
+                                         * (length(sv.content_tsv)
+                                            + %(context)s * length(bsv.content_tsv))
                                          / a.lexemes))) AS bm25
-    FROM shortlist s JOIN node_search_vectors sv ON sv.node_id = s.id CROSS JOIN average a
-    LEFT JOIN around r ON r.id = s.id AND %(context)s > 0
-    LEFT JOIN node_search_vectors bsv ON bsv.node_id = r.before
+    FROM around r JOIN node_search_vectors sv ON sv.node_id = r.id
+    JOIN node_search_vectors bsv ON bsv.node_id = r.before CROSS JOIN average a
     CROSS JOIN LATERAL (
         SELECT u.lexeme, sum(u.tf) AS tf FROM (
             SELECT e.lexeme, greatest(cardinality(e.positions), 1)::float8 AS tf
@@ -93,7 +97,8 @@ lexical AS (
                                   ARRAY['a']::"char"[])) e) u
         GROUP BY u.lexeme) t
     JOIN weights w ON w.lexeme = t.lexeme
-    GROUP BY s.id),
+    WHERE %(context)s > 0
+    GROUP BY r.id),
 scored AS (
     SELECT {columns},
            coalesce(v.similarity,
