@@ -5,6 +5,7 @@ for real and flagged, and the history file's schema version."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import duckdb
@@ -14,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 from fixtures_db import select_only_role
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from htm_analytics import HistoryVersionError, LongTermMemory, build_report
 from htm_analytics.advisor.collect import collect_sample
@@ -36,6 +38,16 @@ def reader_url(database_url: str, db: psycopg.Connection) -> Iterator[str]:
                       embedding=rng.normal(size=16))
     with select_only_role(database_url, db) as url:
         yield url
+
+
+def _settled(db: psycopg.Connection, url: str) -> None:
+    """Wait until the sessions of ``url``'s role have ended: a backend flushes its statistics
+    as it exits, after its client has gone, and they must not land after a reset."""
+    role = conninfo_to_dict(url)["user"]
+    deadline = time.monotonic() + 30
+    while db.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
+                     [role]).fetchone()[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _workload(db: psycopg.Connection, scans: int) -> None:
@@ -68,6 +80,7 @@ def test_collect_history_and_drift(reader_url, db, tmp_path):
     assert first["samples"]["ef_search"].iloc[0] == 40
     assert first["samples"]["statements_available"].iloc[0]
 
+    _settled(db, reader_url)
     _workload(db, 3)
     before_second = _direct(db)
     second = _collect(reader_url, path)
@@ -75,6 +88,7 @@ def test_collect_history_and_drift(reader_url, db, tmp_path):
               for r in second["sample_indexes"].to_dict("records")}
     assert stored == before_second  # the sample holds the counters as they were
 
+    _settled(db, reader_url)
     db.execute("SELECT pg_stat_reset()")
     _workload(db, 5)
     before_third = _direct(db)

@@ -34,6 +34,7 @@ from ..analysis.trends import (
 )
 from ..frames import MemorySource
 from ..store import LongTermMemory, write_parquet
+from ..store.history import HistoryFolder, HistoryTable
 from ..tuning.conversations import ConversationEvaluation
 from ..tuning.evaluation import plot_retrieval_quality, retrieval_quality
 from .advice import advisor_section, hnsw_section
@@ -198,7 +199,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
                  advice: bool = True, hygiene: bool = True,
                  conversations: ConversationEvaluation | None = None,
-                 history: str | os.PathLike[str] | None = None) -> Report:
+                 history: str | os.PathLike[str] | HistoryFolder | HistoryTable | None = None
+                 ) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -226,9 +228,10 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         A conversation benchmark's result (:func:`~htm_analytics.evaluate_conversations`,
         or its ``--json`` document read with :meth:`ConversationEvaluation.from_json`): adds
         a section with the strategy x category table and its chart, last.
-    history : path, optional
-        A history written by ``htm-analytics collect``: adds "Since last time" near the top
-        (growth, index usage and recall since the previous sample, drift findings).
+    history : path, HistoryFolder or HistoryTable, optional
+        A history written by ``htm-analytics collect`` (a DuckDB file, a folder of Parquet
+        files or a PostgreSQL schema): adds "Since last time" near the top (growth, index
+        usage and recall since the previous sample, drift findings).
 
     Returns
     -------

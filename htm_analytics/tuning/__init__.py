@@ -2,6 +2,7 @@
 recommendation and the concurrency sweep, and retrieval-quality evaluation.
 """
 
+from ._ground_truth import stable_sample
 from .advice import (
     EfSearchAdvice,
     concurrency_sweep,
@@ -55,6 +56,7 @@ __all__ = [
     "exact_neighbors",
     "plot_recall_latency",
     "plot_recall_by_ef",
+    "stable_sample",
     "Turn",
     "Question",
     "Conversation",

@@ -17,6 +17,7 @@ from .._plotting import axes_or_new
 from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..validation import validate_number, validate_positive_int
+from ._ground_truth import stable_sample
 from .benchmark import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
 
 __all__ = ["EfSearchAdvice", "recommend_ef_search", "concurrency_sweep",
@@ -160,7 +161,7 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
         if queries > len(ids):
             raise ValidationError(f"asked for {queries} queries but only {len(ids)} vectors "
                                   "are stored", field="queries")
-        picked = ids[np.random.default_rng(seed).choice(len(ids), size=queries, replace=False)]
+        picked = stable_sample(ids, queries, seed)
         fetched, vectors = session.stored_vectors(dimension, ids=np.sort(picked))
     chosen = vectors[np.searchsorted(fetched, picked)]
     rows = []
