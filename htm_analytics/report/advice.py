@@ -108,7 +108,7 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         plot_recall_by_ef(sweep), "Mean and 5th-percentile recall by ef_search."))
     if advice.ef_search is not None:
         threads = concurrency_sweep(store, ef_search=advice.ef_search, k=advice.k,
-                                    queries=min(sweep_queries, int(first["rows"])))
+                                    queries=min(sweep_queries, int(first["rows"])), repeats=2)
         section.data["concurrency"] = threads
         section.text += (f"\n\nUnder concurrent clients at ef_search {advice.ef_search}: "
                          f"{describe_concurrency(threads)} Each thread has its own pooled "
@@ -117,7 +117,8 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
                                threads))
         section.figures.append(Figure.from_axes(
             plot_concurrency(threads),
-            f"Queries per second (bars) and p95 latency (line) with 1-8 client threads at "
-            f"ef_search {advice.ef_search}; {int(threads['queries'].iloc[0])} searches per "
-            "run."))
+            f"Queries per second (bars; whiskers as long as their spread over "
+            f"{int(threads['repeats'].iloc[0])} repeats) and p95 latency (line) with 1-8 "
+            f"client threads at ef_search {advice.ef_search}; "
+            f"{int(threads['queries'].iloc[0])} searches in all per thread count."))
     return section, advice

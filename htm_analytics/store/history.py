@@ -24,6 +24,7 @@ from .history_folder import (
     HistoryFolder,
     append_folder_sample,
     history_schema,
+    path_text,
     read_folder_history,
 )
 from .history_table import HistoryTable, append_table_sample, read_table_history
@@ -78,19 +79,17 @@ def history_location(path: HistoryPath, history_format: str | None = None
         raise ValidationError(f"must be one of {HISTORY_FORMATS}", field="history_format")
     if isinstance(path, (HistoryTable, HistoryFolder)):
         return path
-    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
-    if not isinstance(text, str) or not text.strip():
-        raise ValidationError("must be a file or folder path", field="history")
-    folder = history_format == "parquet" or (history_format is None and (
-        text.endswith(("/", os.sep)) or Path(text).expanduser().is_dir()))
-    return HistoryFolder(Path(text)) if folder else Path(text).expanduser()
+    text = path_text(path)
+    is_dir = text.endswith(("/", os.sep)) or Path(text).expanduser().is_dir()
+    if history_format == "duckdb" and is_dir:
+        raise ValidationError(f"{text} is a folder; a DuckDB history is a file",
+                              field="history")
+    if history_format == "parquet" or (history_format is None and is_dir):
+        return HistoryFolder(Path(text))
+    return Path(text).expanduser()
 
 
 def _connect(target: Path, *, create: bool) -> duckdb.DuckDBPyConnection:
-    if target.is_dir():
-        raise ValidationError(f"{target} is a folder: a Parquet history is read from a folder "
-                              "(history_format='parquet'), a DuckDB history is a file",
-                              field="history")
     if not create and not target.is_file():
         raise ValidationError(f"no history at {target}; write one with "
                               "`htm-analytics collect --history PATH`", field="history")

@@ -29,10 +29,26 @@ from .._sql import read_sql
 from ..errors import HistoryVersionError, ValidationError
 
 __all__ = ["HistoryFolder", "META_FILE", "append_folder_sample", "history_schema",
-           "read_folder_history"]
+           "path_text", "read_folder_history"]
 
 META_FILE = "history_meta.parquet"
 _SAMPLE_FOLDER = re.compile(r"^sample_(\d+)$")
+
+
+def path_text(path: Any) -> str:
+    """``path`` as text, if it can name a history's file or folder (a NUL character or a
+    lone surrogate cannot; DuckDB takes paths as UTF-8)."""
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text.strip():
+        raise ValidationError("must be a file or folder path", field="history")
+    try:
+        if "\0" in text:
+            raise ValueError("a NUL character")
+        text.encode()
+    except ValueError as exc:
+        raise ValidationError(f"is not a path this system can name ({exc})",
+                              field="history") from None
+    return text
 
 
 @dataclass(frozen=True)
@@ -43,9 +59,7 @@ class HistoryFolder:
     path: Path
 
     def __post_init__(self) -> None:
-        if not isinstance(self.path, (str, os.PathLike)) or not str(self.path).strip():
-            raise ValidationError("must be a folder path", field="history")
-        object.__setattr__(self, "path", Path(self.path).expanduser())
+        object.__setattr__(self, "path", Path(path_text(self.path)).expanduser())
 
     def __str__(self) -> str:
         return f"{self.path}{os.sep}"

@@ -7,6 +7,8 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
+from ..validation import validate_number
+
 __all__ = ["stable_sample", "streamed_neighbor_distances", "returned_distances", "unit_rows"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -32,6 +34,8 @@ def stable_sample(ids: np.ndarray, n: int, seed: int) -> np.ndarray:
     displaces one): adding m ids to N replaces about ``n * m / (N + m)`` of the ``n``.
     Removing an unchosen id changes nothing. The same ids and seed give the same sample.
     """
+    n = validate_number(n, field="n", minimum=0, integer=True)
+    seed = validate_number(seed, field="seed", integer=True)
     ids = np.asarray(ids, dtype=np.int64)
     salt = _mix(np.array([seed % 2**64], dtype=np.uint64)) * _GOLDEN
     hashes = _mix(ids.astype(np.uint64) ^ salt)
