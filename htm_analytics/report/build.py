@@ -420,7 +420,10 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
                  f"every strategy (top {quality['k'].iloc[0]}, cache off). recall: the answer "
                  "is in the results; MRR: mean of 1/rank; no_result: nothing came back (full "
                  "text requiring every word often finds nothing); latency: p50 and p95 per "
-                 "query, measured in the same run, next to the quality it buys."
+                 f"query over {int(quality['repeats'].iloc[0])} timed runs of each query, "
+                 "measured in the same run, with the spread of the runs' medians: a "
+                 "difference between strategies smaller than their spreads together is "
+                 "noise."
                  "\n\nWhy hybrid finds less than vector: the reference hybrid search ranks by "
                  "vector similarity only among candidates that full-text or tag matching found "
                  "first, so an answer whose text lacks the query's words is never a candidate; "
@@ -429,7 +432,9 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
                  "finds and adds exact word matches.",
             findings=[f"Search: {best['strategy']} finds the right memory in the top {k} "
                       f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries at "
-                      f"{best['latency_p50_ms']:.1f} ms p50"
+                      f"{best['latency_p50_ms']:.1f} ms p50 (spread "
+                      f"{best['latency_p50_spread_ms']:.1f} ms over "
+                      f"{int(best['repeats'])} runs)"
                       + (f" ({others})." if others else ".")],
             tables=[("Search strategies on labelled queries", quality)],
             data={"retrieval_quality": quality})
@@ -437,7 +442,8 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             plot_retrieval_quality(quality),
             f"Recall@{quality['k'].iloc[0]} and MRR per strategy on {len(texts)} labelled "
             "queries (query vectors from the same model as the memories), with each "
-            "strategy's median latency (diamonds, right axis)."))
+            "strategy's median latency (diamonds, right axis) and its spread over "
+            f"{int(quality['repeats'].iloc[0])} runs."))
         yield section
 
 

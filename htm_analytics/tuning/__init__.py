@@ -5,6 +5,7 @@ recommendation and the concurrency sweep, and retrieval-quality evaluation.
 from ._ground_truth import stable_sample
 from .advice import (
     EfSearchAdvice,
+    compare_latency,
     concurrency_sweep,
     describe_concurrency,
     plot_concurrency,
@@ -47,6 +48,7 @@ from .evaluation import (
 __all__ = [
     "EfSearchAdvice",
     "recommend_ef_search",
+    "compare_latency",
     "concurrency_sweep",
     "describe_concurrency",
     "plot_concurrency",
