@@ -16,8 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-from htm_analytics import HTM, LongTermMemory, ValidationError
+from htm_analytics import HTM, LongTermMemory, ValidationError, benchmark_recall
 from htm_analytics.advisor import collect_sample, drift_findings, history
+from htm_analytics.advisor.collect import _sampled_recall
 from htm_analytics.cli import cli
 from htm_analytics.store.query_log import QUERY_LOG_SLOTS
 from htm_analytics.tuning import stable_sample
@@ -131,6 +132,15 @@ def test_collect_measures_recall_on_logged_queries(history_reader_url, database_
     assert checks == {"recall_drift": "critical", "logged_recall_drift": "warning"}
     last = history(path).recall.iloc[-1]
     assert last["logged_recall"] <= 0.1 + 1e-9 < last["logged_baseline_low"]
+    # Both samples are searched in one pass, by the rules of benchmark_recall: the same
+    # stored queries give the same recall there.
+    with LongTermMemory(history_reader_url, read_only=True) as store:
+        for ef in (4, 8):
+            measured = _sampled_recall(store, ef, 20, 10, 0)
+            swept = benchmark_recall(store, queries=20, k=10, ef_search=[ef], repeats=1,
+                                     seed=0, progress=False)
+            assert 0 < measured["recall"] < 1, measured
+            assert measured["recall"] == pytest.approx(swept["recall_mean"].iloc[0])
 
 
 def test_recall_samples_stay_put_as_memories_are_added(history_reader_url, database_url):

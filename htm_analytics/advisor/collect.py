@@ -23,23 +23,20 @@ from ..analysis.robots import robot_activity
 from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..store.history import HistoryFolder, HistoryTable, append_sample
-from ..tuning import benchmark_recall, stable_sample
+from ..tuning import stable_sample
+from ..tuning.sampled_recall import recall_per_query
 from ..validation import validate_positive_int
 
 __all__ = ["collect_sample"]
 
 
-def _recall(store: LongTermMemory, queries: int | np.ndarray, *, ef_search: int, k: int,
-            seed: int, dimension: int) -> dict[str, Any]:
-    """Recall@k of the live index at ``ef_search`` on ``queries`` (a count of held-out
-    stored vectors, or vectors), with its Wilson interval over the queries' k neighbours."""
-    frame = benchmark_recall(store, queries=queries, k=k, ef_search=[ef_search], repeats=1,
-                             seed=seed, dimension=dimension, progress=False)
-    recall = float(frame["recall_mean"].iloc[0])
-    searched = int(frame["queries"].iloc[0])
-    low, high = wilson_interval(round(recall * searched * k), searched * k)
-    return {"recall": recall, "recall_low": low, "recall_high": high,
-            "recall_queries": searched}
+def _interval(recall: np.ndarray, k: int, prefix: str) -> dict[str, Any]:
+    """Mean recall of the queries with its Wilson interval over their k neighbours each."""
+    if not len(recall):
+        return {}
+    low, high = wilson_interval(round(float(recall.sum()) * k), len(recall) * k)
+    return {f"{prefix}recall": float(recall.mean()), f"{prefix}recall_low": low,
+            f"{prefix}recall_high": high, f"{prefix}recall_queries": len(recall)}
 
 
 def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, k: int,
@@ -50,21 +47,28 @@ def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, 
         "logged_recall_low": None, "logged_recall_high": None, "logged_recall_queries": 0}
     with store.tuning_session() as session:
         stored = session.vector_dimensions()
-    if not stored:
-        return result
-    dimension = max(stored, key=lambda d: (stored[d], d))  # as benchmark_recall chooses
-    logged = store.logged_query_vectors(dimension)
-    if logged is not None:
-        result["logged_queries"] = len(logged[0])
-    if ef_search is None or stored[dimension] <= k:
-        return result
-    options = {"ef_search": ef_search, "k": k, "seed": seed, "dimension": dimension}
-    result.update(_recall(store, min(queries, stored[dimension] - 1), **options))
-    if logged is not None and len(logged[0]):
-        ids, vectors = logged
-        chosen = np.searchsorted(ids, np.sort(stable_sample(ids, queries, seed)))
-        measured = _recall(store, vectors[chosen], **options)
-        result.update({f"logged_{name}": value for name, value in measured.items()})
+        if not stored:
+            return result
+        dimension = max(stored, key=lambda d: (stored[d], d))  # as benchmark_recall chooses
+        logged = store.logged_query_vectors(dimension)
+        if logged is not None:
+            result["logged_queries"] = len(logged[0])
+        if ef_search is None or stored[dimension] <= k:
+            return result
+        ids = session.stored_ids(dimension)
+        chosen = stable_sample(ids, min(queries, len(ids) - 1), seed)
+        fetched, vectors = session.stored_vectors(dimension, ids=np.sort(chosen))
+    held_out = vectors[np.searchsorted(fetched, chosen)]
+    asked, own = [held_out], [chosen]
+    if logged is not None and len(logged[0]):  # searched in the same pass
+        logged_ids, logged_vectors = logged
+        picked = np.searchsorted(logged_ids, np.sort(stable_sample(logged_ids, queries, seed)))
+        asked.append(logged_vectors[picked])
+        own.append(np.full(len(picked), -1, dtype=np.int64))
+    recall = recall_per_query(store, np.vstack(asked), np.concatenate(own),
+                              dimension=dimension, k=k, ef_search=ef_search)
+    result.update(_interval(recall[:len(chosen)], k, ""))
+    result.update(_interval(recall[len(chosen):], k, "logged_"))
     return result
 
 

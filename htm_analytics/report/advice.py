@@ -88,13 +88,16 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         text = f"{advice.evidence}. Consider a larger m or ef_construction."
         headline = f"HNSW: no ef_search reached recall {advice.target_recall:g}."
     else:
+        spread = float(sweep.loc[sweep["ef_search"] == advice.ef_search,
+                                 "latency_p50_spread_ms"].iloc[0])
+        latency = (f"{advice.latency_p50_ms:.2f} ms p50, spread {spread:.2f} ms over "
+                   f"{int(first['repeats'])} repeats")
         text = (f"The smallest ef_search reaching recall {advice.target_recall:g} is "
-                f"{advice.ef_search} ({advice.latency_p50_ms:.2f} ms p50). Measured with "
+                f"{advice.ef_search} ({latency}). Measured with "
                 f"{advice.evidence.split('; ', 1)[1]}; latency by the client on one "
                 f"connection.{_next_setting_noise(sweep, advice.ef_search)}")
         headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
-                    f"{advice.target_recall:g} ({advice.recall:.3f}, "
-                    f"{advice.latency_p50_ms:.2f} ms p50).")
+                    f"{advice.target_recall:g} ({advice.recall:.3f}, {latency}).")
     section = Section("hnsw", "HNSW recall and latency", text=text, findings=[headline],
                            tables=[("ef_search sweep", sweep[[
                                "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",

@@ -125,7 +125,9 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
                           str(first["index"]), database,
                           f"ef_search {int(chosen['ef_search'])} is the smallest reaching "
                           f"recall@{k} {target_recall:g} (measured {chosen['recall_mean']:.3f},"
-                          f" p50 {chosen['latency_p50_ms']:.2f} ms); {how}", sweep)
+                          f" p50 {chosen['latency_p50_ms']:.2f} ms, spread "
+                          f"{chosen['latency_p50_spread_ms']:.2f} ms over {repeats} repeats); "
+                          f"{how}", sweep)
 
 
 def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
