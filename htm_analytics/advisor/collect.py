@@ -40,7 +40,9 @@ def _interval(recall: np.ndarray, k: int, prefix: str) -> dict[str, Any]:
 
 
 def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, k: int,
-                    seed: int) -> dict[str, Any]:
+                    seed: int, *, logged: bool = True) -> dict[str, Any]:
+    """Recall on held-out stored vectors and on logged query vectors (``logged``: where the
+    memory has them), both searched in one read of the stored vectors."""
     result: dict[str, Any] = {
         "recall": None, "recall_low": None, "recall_high": None, "recall_queries": 0,
         "recall_k": k, "recall_seed": seed, "logged_queries": None, "logged_recall": None,
@@ -50,9 +52,9 @@ def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, 
         if not stored:
             return result
         dimension = max(stored, key=lambda d: (stored[d], d))  # as benchmark_recall chooses
-        logged = store.logged_query_vectors(dimension)
-        if logged is not None:
-            result["logged_queries"] = len(logged[0])
+        log = store.logged_query_vectors(dimension) if logged else None
+        if log is not None:
+            result["logged_queries"] = len(log[0])
         if ef_search is None or stored[dimension] <= k:
             return result
         ids = session.stored_ids(dimension)
@@ -60,8 +62,8 @@ def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, 
         fetched, vectors = session.stored_vectors(dimension, ids=np.sort(chosen))
     held_out = vectors[np.searchsorted(fetched, chosen)]
     asked, own = [held_out], [chosen]
-    if logged is not None and len(logged[0]):  # searched in the same pass
-        logged_ids, logged_vectors = logged
+    if log is not None and len(log[0]):  # searched in the same pass
+        logged_ids, logged_vectors = log
         picked = np.searchsorted(logged_ids, np.sort(stable_sample(logged_ids, queries, seed)))
         asked.append(logged_vectors[picked])
         own.append(np.full(len(picked), -1, dtype=np.int64))

@@ -304,7 +304,7 @@ class HTM:
             if exc.field != "query":
                 raise
             raise ValidationError(str(exc).removeprefix("query: "), field="topic") from None
-        self._log_query(rows.query_vector)
+        self._log_query(getattr(rows, "query_vector", None))
         held, evicted = [], []
         for row in rows:
             tokens = int(row.get("token_count") or self.token_counter(row["content"]))

@@ -22,6 +22,9 @@ __all__ = ["QUERY_LOG_SLOTS", "QueryLogMixin"]
 QUERY_LOG_SLOTS = 1000
 """Rows the query log keeps at most (migration 011): the newest query replaces the oldest."""
 
+_LOG = """SELECT set_config('synchronous_commit', 'off', true),
+                 public.htm_analytics_log_query_vector(%s, %s) AS query_id"""
+
 _LOGGED = """SELECT query_id, embedding FROM memory_query_vectors
              WHERE vector_dims(embedding) = %(dimension)s ORDER BY query_id"""
 
@@ -64,8 +67,9 @@ class QueryLogMixin(StoreBase):
         if not self.logs_query_vectors:
             return None
         with self._transaction() as cur:
-            row = cur.execute("SELECT public.htm_analytics_log_query_vector(%s, %s) AS query_id",
-                              (vector, robot_id)).fetchone()
+            # A query lost in a crash costs nothing: the commit does not wait for the WAL's
+            # flush to disk (it would be most of the call's time).
+            row = cur.execute(_LOG, (vector, robot_id)).fetchone()
         return int(row["query_id"]) if row else None
 
     def logged_query_vectors(self, dimension: int) -> tuple[np.ndarray, np.ndarray] | None:
