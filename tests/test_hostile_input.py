@@ -696,3 +696,18 @@ def test_histories_go_where_asked_or_are_refused_by_name(tmp_path, name, history
     if sample_id is not None:
         assert sample_id == 1
         assert len(read_history(location)["samples"]) == 1
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(recall_queries=hostile_limit, k=hostile_limit, statements=hostile_limit,
+       seed=st.one_of(big_ints, anything))
+def test_collect_arguments_are_validated(store, tmp_path, recall_queries, k, statements, seed):
+    path = tmp_path / f"{uuid.uuid4().hex}.duckdb"
+    sample = outcome(lambda: ha.collect_sample(store, path, recall_queries=recall_queries, k=k,
+                                               statements=statements, seed=seed),
+                     {"recall_queries", "k", "statements", "seed"})
+    if sample is None:
+        assert not path.exists()  # refused before anything was written
+    else:
+        assert len(read_history(path)["samples"]) == 1

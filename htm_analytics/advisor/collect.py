@@ -25,7 +25,7 @@ from ..store import LongTermMemory
 from ..store.history import HistoryFolder, HistoryTable, append_sample
 from ..tuning import stable_sample
 from ..tuning.sampled_recall import recall_per_query
-from ..validation import validate_positive_int
+from ..validation import validate_number, validate_positive_int
 
 __all__ = ["collect_sample"]
 
@@ -112,6 +112,7 @@ def collect_sample(store: LongTermMemory,
     recall_queries = validate_positive_int(recall_queries, field="recall_queries")
     k = validate_positive_int(k, field="k", maximum=1000)
     statements = validate_positive_int(statements, field="statements", maximum=1000)
+    seed = validate_number(seed, field="seed", integer=True)
     server = store.server_vitals()
     tables, indexes = store.relation_vitals()
     counts = store.table_counts().set_index("table")["rows"]

@@ -87,6 +87,13 @@ def _sample_folders(folder: Path) -> dict[int, Path]:
     return found
 
 
+def _of_a_history(entry: Path) -> bool:
+    """Whether ``entry`` is one a history folder holds (another collect may be writing its
+    first files)."""
+    return entry.name in (META_FILE, f".{META_FILE}.partial") or bool(
+        _SAMPLE_FOLDER.match(entry.name))
+
+
 def _version(folder: Path) -> int | None:
     meta = folder / META_FILE
     if not meta.is_file():
@@ -131,7 +138,7 @@ def append_folder_sample(target: HistoryFolder, sample: dict[str, pd.DataFrame],
                                   field="history")
         folder.mkdir(parents=True, exist_ok=True)
         stored = _version(folder)
-        if stored is None and any(folder.iterdir()):
+        if stored is None and not all(map(_of_a_history, folder.iterdir())):
             raise ValidationError(f"{folder} holds files but no {META_FILE}: not a history "
                                   "folder; give a new or empty one", field="history")
         if stored is not None:
