@@ -28,10 +28,14 @@ def main() -> None:
                                      repeats=options.repeats)
     print(f"{os.cpu_count()} cores; {options.queries} queries x {options.repeats} repeats per "
           "thread count\n")
-    print("| threads | QPS | speedup | p50 ms | p95 ms |\n|---|---|---|---|---|")
+    print("| threads | QPS (spread) | speedup | p50 ms (spread) | p95 ms |\n"
+          "|---|---|---|---|---|")
     for row in sweep.itertuples():
-        print(f"| {row.threads} | {row.qps:,.0f} | {row.speedup:.2f}x | "
-              f"{row.latency_p50_ms:.2f} | {row.latency_p95_ms:.2f} |")
+        print(f"| {row.threads} | {row.qps:,.0f} ({row.qps_spread:,.0f}) | {row.speedup:.2f}x | "
+              f"{row.latency_p50_ms:.2f} ({row.latency_p50_spread_ms:.2f}) | "
+              f"{row.latency_p95_ms:.2f} |")
+    print(f"\nspread: max - min over the {options.repeats} repeats; "
+          + ha.describe_concurrency(sweep))
 
 
 if __name__ == "__main__":

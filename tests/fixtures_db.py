@@ -194,6 +194,22 @@ def select_only_role(database_url: str, db: psycopg.Connection) -> Iterator[str]
 
 
 @pytest.fixture
+def history_reader_url(database_url: str, db: psycopg.Connection) -> Iterator[str]:
+    """The test database with 120 memories of 16-d vectors, and the URL of a SELECT-only
+    role on it (what ``htm-analytics collect`` needs)."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    with LongTermMemory(database_url) as store:
+        robot = store.register_robot("historian")
+        for i in range(120):
+            store.add(content=f"memory {i}", robot_id=robot, token_count=2,
+                      embedding=rng.normal(size=16))
+    with select_only_role(database_url, db) as url:
+        yield url
+
+
+@pytest.fixture
 def db(database_url: str) -> Iterator[psycopg.Connection]:
     """A plain autocommit connection to the test database, for independent checks."""
     with psycopg.connect(database_url, autocommit=True) as conn:

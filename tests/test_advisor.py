@@ -289,9 +289,13 @@ def test_recommend_ef_search_and_concurrency(ltm, database_url):
     assert robot
 
     sweep = concurrency_sweep(ltm, ef_search=advice.ef_search, k=5, threads=(1, 2, 4),
-                              queries=40)
+                              queries=40, repeats=2)
     assert sweep["threads"].tolist() == [1, 2, 4]
-    assert (sweep["queries"] == 40).all()
+    assert (sweep["queries"] == 80).all() and (sweep["repeats"] == 2).all()
+    assert (sweep[["qps_spread", "latency_p50_spread_ms"]] >= 0).all().all()
+    once = concurrency_sweep(ltm, ef_search=advice.ef_search, k=5, threads=(1,), queries=40,
+                             repeats=1)
+    assert once[["qps_spread", "latency_p50_spread_ms"]].iloc[0].tolist() == [0.0, 0.0]
     assert (sweep["latency_p95_ms"] >= sweep["latency_p50_ms"]).all()
     assert sweep["speedup"].iloc[0] == 1.0 and (sweep["qps"] > 0).all()
     assert ltm.ensure_pool_size(1) >= 4  # the pool was grown for four clients

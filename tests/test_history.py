@@ -5,15 +5,14 @@ for real and flagged, and the history file's schema version."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
 
 import duckdb
-import numpy as np
 import psycopg
 import pytest
 from click.testing import CliRunner
-from fixtures_db import select_only_role
 from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict
 
 from htm_analytics import HistoryVersionError, LongTermMemory, build_report
 from htm_analytics.advisor.collect import collect_sample
@@ -25,17 +24,14 @@ INDEX_COUNTERS = """SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_use
                     WHERE schemaname = 'public' ORDER BY indexrelname"""
 
 
-@pytest.fixture
-def reader_url(database_url: str, db: psycopg.Connection) -> Iterator[str]:
-    """The test database with 120 memories of 16-d vectors, and a SELECT-only role on it."""
-    rng = np.random.default_rng(3)
-    with LongTermMemory(database_url) as store:
-        robot = store.register_robot("historian")
-        for i in range(120):
-            store.add(content=f"memory {i}", robot_id=robot, token_count=2,
-                      embedding=rng.normal(size=16))
-    with select_only_role(database_url, db) as url:
-        yield url
+def _settled(db: psycopg.Connection, url: str) -> None:
+    """Wait until the sessions of ``url``'s role have ended: a backend flushes its statistics
+    as it exits, after its client has gone, and they must not land after a reset."""
+    role = conninfo_to_dict(url)["user"]
+    deadline = time.monotonic() + 30
+    while db.execute("SELECT count(*) FROM pg_stat_activity WHERE usename = %s",
+                     [role]).fetchone()[0] and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def _workload(db: psycopg.Connection, scans: int) -> None:
@@ -58,9 +54,9 @@ def _collect(url: str, path) -> dict:
         return collect_sample(store, path, recall_queries=40)
 
 
-def test_collect_history_and_drift(reader_url, db, tmp_path):
+def test_collect_history_and_drift(history_reader_url, db, tmp_path):
     path = tmp_path / "history.duckdb"
-    first = _collect(reader_url, path)
+    first = _collect(history_reader_url, path)
     assert first["samples"]["sample_id"].tolist() == [1]
     nodes = first["sample_tables"].set_index("table_name").loc["nodes"]
     assert nodes["row_count"] == 120 and nodes["table_bytes"] > 0
@@ -68,17 +64,19 @@ def test_collect_history_and_drift(reader_url, db, tmp_path):
     assert first["samples"]["ef_search"].iloc[0] == 40
     assert first["samples"]["statements_available"].iloc[0]
 
+    _settled(db, history_reader_url)
     _workload(db, 3)
     before_second = _direct(db)
-    second = _collect(reader_url, path)
+    second = _collect(history_reader_url, path)
     stored = {r["index_name"]: (r["idx_scan"], r["idx_tup_read"])
               for r in second["sample_indexes"].to_dict("records")}
     assert stored == before_second  # the sample holds the counters as they were
 
+    _settled(db, history_reader_url)
     db.execute("SELECT pg_stat_reset()")
     _workload(db, 5)
     before_third = _direct(db)
-    _collect(reader_url, path)
+    _collect(history_reader_url, path)
 
     frames = history(path)
     usage = frames.index_usage.set_index(["sample_id", "index_name"])
@@ -108,7 +106,7 @@ def test_collect_history_and_drift(reader_url, db, tmp_path):
 
     db.execute(sql.SQL("ALTER DATABASE {} SET hnsw.ef_search = 1").format(
         sql.Identifier(db.info.dbname)))
-    checked = runner.invoke(cli, ["--db", reader_url, "collect", "--history", str(path),
+    checked = runner.invoke(cli, ["--db", history_reader_url, "collect", "--history", str(path),
                                   "--recall-queries", "40", "--check", "--json"])
     assert checked.exit_code == 4, checked.output
     document = json.loads(checked.stdout)
@@ -119,7 +117,7 @@ def test_collect_history_and_drift(reader_url, db, tmp_path):
     assert frames.recall["recall"].iloc[-1] < frames.recall["baseline_low"].iloc[-1]
     drift = drift_findings(frames)
     assert drift.loc[drift["check"] == "recall_drift", "severity"].tolist() == ["critical"]
-    with LongTermMemory(reader_url, read_only=True) as store:
+    with LongTermMemory(history_reader_url, read_only=True) as store:
         report = build_report(store, benchmark=False, hygiene=False, advice=False,
                               history=path)
     since = next(section for section in report.sections if section.key == "since")
@@ -132,9 +130,9 @@ def test_collect_history_and_drift(reader_url, db, tmp_path):
                                                     approved)["check"])
 
 
-def test_history_schema_version(tmp_path, reader_url):
+def test_history_schema_version(tmp_path, history_reader_url):
     path = tmp_path / "history.duckdb"
-    _collect(reader_url, path)
+    _collect(history_reader_url, path)
     assert len(read_history(path)["samples"]) == 1
     with duckdb.connect(str(path)) as con:
         con.execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'",

@@ -7,9 +7,11 @@ driver exception escapes. The database is real (one per module, shared by the ex
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import decimal
 import math
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,6 +28,7 @@ from hypothesis import strategies as st
 import htm_analytics as ha
 from htm_analytics import (
     HTM,
+    HistoryVersionError,
     HTMError,
     LongTermMemory,
     QueryTimeoutError,
@@ -40,6 +43,12 @@ from htm_analytics.agent.datasets import simulate_remembers
 from htm_analytics.agent.timeframes import parse_timeframe
 from htm_analytics.cli import cli
 from htm_analytics.store import SEARCH_STRATEGIES
+from htm_analytics.store.history import (
+    HISTORY_TABLES,
+    append_sample,
+    history_location,
+    read_history,
+)
 from htm_analytics.validation import checked_vector
 
 FAST = settings(max_examples=60, deadline=None,
@@ -98,7 +107,8 @@ hostile_timeframe = st.one_of(st.none(), st.tuples(hostile_time, hostile_time), 
                               st.from_regex(r"(last|past) [0-9]{1,12} (day|year|week)s?",
                                             fullmatch=True),
                               st.from_regex(r"[0-9]{1,12} (day|year)s ago", fullmatch=True))
-TABLES = ("nodes", "robots", "robot_nodes", "tags", "node_tags", "memory_events")
+TABLES = ("nodes", "robots", "robot_nodes", "tags", "node_tags", "memory_events",
+          "memory_query_vectors")
 
 counted = {"cases": 0, "rejected": 0}
 
@@ -517,6 +527,11 @@ STORE_CALLS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
                                       "event": st.tuples(hostile_time, hostile_text)}),
                             max_size=2))}),
     "retrieve": (lambda s, a: s.retrieve(a["node_id"]), {"node_id": hostile_ids}),
+    "log_query_vector": (lambda s, a: s.log_query_vector(a["embedding"], robot_id=a["robot_id"]),
+                         {"embedding": hostile_vector,
+                          "robot_id": st.one_of(st.none(), hostile_ids)}),
+    "logged_query_vectors": (lambda s, a: s.logged_query_vectors(a["dimension"]),
+                             {"dimension": st.one_of(st.integers(-2, 2**40), anything)}),
     "robots_of_nodes": (lambda s, a: s.robots_of_nodes(a["node_ids"]),
                         {"node_ids": hostile_ids}),
     "search_by_strategy": (lambda s, a: s.search_by_strategy(a["strategy"], query=a["query"],
@@ -572,24 +587,27 @@ def test_retrieval_quality_rejects_vectors_that_are_not_numbers(store, queries, 
                       anything),
        strategy=st.one_of(st.sampled_from(["balanced", "recent", "frequent"]), hostile_text),
        max_tokens=st.one_of(st.none(), st.integers(-5, 2**40), anything),
-       confirm=st.one_of(st.none(), st.just("confirmed"), hostile_text))
+       confirm=st.one_of(st.none(), st.just("confirmed"), hostile_text),
+       log_queries=st.one_of(st.integers(-2, 2**70), anything))
 @example(robot_name="x\ud800", working_memory_size=100, embedder=None, contents=["a"],
-         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+         tags=None, strategy="balanced", max_tokens=None, confirm=None, log_queries=10)
 @example(robot_name="r" * 300, working_memory_size=100, embedder=None, contents=["a"],
-         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+         tags=None, strategy="balanced", max_tokens=None, confirm=None, log_queries=10)
 @example(robot_name=None, working_memory_size=100, embedder="   ", contents=["a"],
-         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+         tags=None, strategy="balanced", max_tokens=None, confirm=None, log_queries=10)
 @example(robot_name=None, working_memory_size=100, embedder=["hashing"], contents=["a"],
-         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+         tags=None, strategy="balanced", max_tokens=None, confirm=None, log_queries=10)
 @example(robot_name=None, working_memory_size=100, embedder=5, contents=["a"],
-         tags=None, strategy="balanced", max_tokens=None, confirm=None)
+         tags=None, strategy="balanced", max_tokens=None, confirm=None, log_queries=10)
 @example(robot_name=None, working_memory_size=100, embedder=None, contents=["a"],
-         tags=None, strategy="balanced", max_tokens=False, confirm=None)
+         tags=None, strategy="balanced", max_tokens=False, confirm=None, log_queries=10)
 def test_htm_arguments_are_validated(htm_store, robot_name, working_memory_size, embedder,
-                                     contents, tags, strategy, max_tokens, confirm):
+                                     contents, tags, strategy, max_tokens, confirm,
+                                     log_queries):
     htm = outcome(lambda: HTM(robot_name, store=htm_store, embedder=embedder,
-                              working_memory_size=working_memory_size),
-                  {"robot_name", "working_memory_size", "embedder", "name"})
+                              working_memory_size=working_memory_size,
+                              log_queries=log_queries),
+                  {"robot_name", "working_memory_size", "embedder", "name", "log_queries"})
     if htm is None:
         return
     ids = outcome(lambda: htm.remember_many(contents, tags=tags),
@@ -642,3 +660,54 @@ def test_every_analysis_argument_is_validated(store, hostile_url, name):
         assert counts(hostile_url) == before
 
     check()
+
+
+def _bare_sample() -> dict[str, pd.DataFrame]:
+    """The smallest sample a history takes: one row of ``samples``, nothing else."""
+    return {"samples": pd.DataFrame([{"collected_at": pd.Timestamp("2026-01-01", tz="UTC")}]),
+            **{table: pd.DataFrame() for table in HISTORY_TABLES[1:]}}
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(name=st.one_of(hostile_text, st.sampled_from(["..", "a/b/", "h.duckdb", "/", "~", ".",
+                                                     "md:x", ":memory:", "a?b", "%00"])),
+       history_format=st.one_of(st.none(), st.sampled_from(["duckdb", "parquet"]),
+                                hostile_text))
+def test_histories_go_where_asked_or_are_refused_by_name(tmp_path, name, history_format):
+    """Any path and format: the history is written there and reads back, or the call raises a
+    ValidationError naming the field (or HistoryVersionError, typed, for a place holding
+    something else); reading an absent history creates nothing."""
+    home = tmp_path / uuid.uuid4().hex  # each example in a folder of its own
+    home.mkdir()
+    place = f"{home}/{name}"
+    location = outcome(lambda: history_location(place, history_format),
+                       {"history", "history_format"})
+    if location is None:
+        return
+    before = sorted(tmp_path.rglob("*"))
+    with contextlib.suppress(HistoryVersionError):  # a place holding something else
+        outcome(lambda: read_history(location), {"history"})
+    assert sorted(tmp_path.rglob("*")) == before  # reads create nothing
+    try:
+        sample_id = outcome(lambda: append_sample(location, _bare_sample()), {"history"})
+    except HistoryVersionError:
+        return
+    if sample_id is not None:
+        assert sample_id == 1
+        assert len(read_history(location)["samples"]) == 1
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(recall_queries=hostile_limit, k=hostile_limit, statements=hostile_limit,
+       seed=st.one_of(big_ints, anything))
+def test_collect_arguments_are_validated(store, tmp_path, recall_queries, k, statements, seed):
+    path = tmp_path / f"{uuid.uuid4().hex}.duckdb"
+    sample = outcome(lambda: ha.collect_sample(store, path, recall_queries=recall_queries, k=k,
+                                               statements=statements, seed=seed),
+                     {"recall_queries", "k", "statements", "seed"})
+    if sample is None:
+        assert not path.exists()  # refused before anything was written
+    else:
+        assert len(read_history(path)["samples"]) == 1

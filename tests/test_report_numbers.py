@@ -33,12 +33,20 @@ def test_first_sentence_ends_at_a_sentence_end_not_inside_a_word(text, sentence)
 
 def test_concurrency_sentence_says_when_more_threads_did_not_help() -> None:
     flat = pd.DataFrame({"threads": [1, 2, 4], "qps": [2777.0, 2700.0, 2650.0],
+                         "qps_spread": [30.0, 40.0, 20.0], "repeats": [3, 3, 3],
                          "speedup": [1.0, 0.97, 0.95], "latency_p95_ms": [0.5, 0.9, 1.8]})
     text = ha.describe_concurrency(flat)
     assert "from 1.0" not in text and "(1.0x)" not in text
-    assert text.startswith("2,777 queries/s with one client thread; more threads did not")
-    scaling = flat.assign(qps=[100.0, 190.0, 350.0], speedup=[1.0, 1.9, 3.5])
-    assert "at most 350 with 4 threads (3.5x)" in ha.describe_concurrency(scaling)
+    assert text.startswith("2,777 queries/s with one client thread (spread 30); more threads "
+                           "did not add throughput;")
+    scaling = flat.assign(qps=[100.0, 190.0, 350.0], speedup=[1.0, 1.9, 3.5],
+                          qps_spread=[5.0, 9.0, 12.0])
+    assert "at most 350 with 4 threads (3.5x, spread 12; beyond the noise of 3 repeats)" in \
+        ha.describe_concurrency(scaling)
+    # A gain smaller than the two runs' spreads together is not claimed.
+    noisy = flat.assign(qps=[100.0, 104.0, 103.0], qps_spread=[3.0, 2.0, 6.0])
+    assert "more threads did not add throughput (at most 104 with 2 threads, within the " \
+        "noise of 3 repeats)" in ha.describe_concurrency(noisy)
 
 
 def test_recall_axis_fits_the_values() -> None:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from ..errors import ValidationError
 from ..store import LongTermMemory
+from ..store.history import HistoryFolder, HistoryTable
 from . import indexes, tables, vectors
 from ._common import (
     FINDING_COLUMNS,
@@ -37,7 +38,8 @@ from .history_plots import plot_growth, plot_history_index_usage, plot_recall_hi
 from .hygiene import hygiene_findings
 
 __all__ = ["FINDING_COLUMNS", "FINDINGS_SCHEMA_VERSION", "GATE_EXIT_CODES", "SEVERITIES",
-           "AdvisorThresholds", "DriftThresholds", "MemoryHistory", "advise", "collect_sample",
+           "AdvisorThresholds", "DriftThresholds", "HistoryFolder", "HistoryTable",
+           "MemoryHistory", "advise", "collect_sample",
            "drift_findings", "findings_document", "gate_exit_code", "history",
            "plot_growth", "plot_history_index_usage", "plot_recall_history",
            "split_statements", "statistics_age"]

@@ -16,10 +16,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..store.history import HistoryTable, read_history
+from ..store.history import HistoryFolder, HistoryTable, read_history
 from ._common import FINDING_COLUMNS, finding
 
 __all__ = ["DriftThresholds", "MemoryHistory", "history", "drift_findings"]
+
+_RECALL_COLUMNS = ["recall", "recall_low", "recall_high", "recall_queries", "logged_queries",
+                   "logged_recall", "logged_recall_low", "logged_recall_high",
+                   "logged_recall_queries"]
 
 
 @dataclass(frozen=True)
@@ -91,14 +95,15 @@ def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
                   ].reset_index(drop=True)
 
 
-def history(path: str | os.PathLike[str] | HistoryTable, *,
+def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
             thresholds: DriftThresholds | None = None) -> MemoryHistory:
     """Read a history written by ``htm-analytics collect`` into frames.
 
     Parameters
     ----------
-    path : path or HistoryTable
-        The history's DuckDB file, or its PostgreSQL schema.
+    path : path, HistoryFolder or HistoryTable
+        The history's DuckDB file, its folder of Parquet files (an existing folder, a path
+        ending with ``/``, or ``HistoryFolder(path)``), or its PostgreSQL schema.
     thresholds : DriftThresholds, optional
         Which sample is recall's baseline.
 
@@ -111,8 +116,11 @@ def history(path: str | os.PathLike[str] | HistoryTable, *,
         - ``growth``: per sample and table: ``row_count``, ``table_bytes``, ``index_bytes``;
         - ``index_usage``: per period (ending at ``sample_id``) and index: ``idx_scan``,
           ``idx_tup_read``, ``idx_tup_fetch`` used in the period, ``counters_reset``;
-        - ``recall``: per sample: ``recall`` with its interval and the baseline's
-          (``baseline``, ``baseline_low``, ``baseline_high``);
+        - ``recall``: per sample: ``recall`` on stored vectors with its interval
+          (``recall_low``, ``recall_high``, ``recall_queries``) and the baseline's
+          (``baseline``, ``baseline_low``, ``baseline_high``); the same on logged query
+          vectors (``logged_recall``... ``logged_baseline_high``; NULL where none were
+          logged) with ``logged_queries`` (how many the log held; NULL: no log);
         - ``robots``: per sample and robot: ``memories``;
         - ``statements``: per period and statement: ``calls``, ``total_ms`` in the period.
     """
@@ -130,14 +138,15 @@ def history(path: str | os.PathLike[str] | HistoryTable, *,
     usage["is_unique"] = usage["index_name"].map(unique).fillna(False).astype(bool)
     statements = frames["sample_statements"].assign(oid=0)
     statements = _periods(statements, ["queryid"], "oid", ["calls", "total_ms"], samples)
-    recall = samples[["sample_id", "collected_at", "ef_search", "recall", "recall_low",
-                      "recall_high", "recall_queries"]].copy()
-    measured = recall.dropna(subset=["recall"])
-    base = measured[measured["sample_id"] == thresholds.baseline_sample] \
-        if thresholds.baseline_sample is not None else measured.head(1)
-    for column, source in (("baseline", "recall"), ("baseline_low", "recall_low"),
-                           ("baseline_high", "recall_high")):
-        recall[column] = float(base[source].iloc[0]) if len(base) else np.nan
+    recall = samples[["sample_id", "collected_at", "ef_search", *_RECALL_COLUMNS]].copy()
+    for prefix in ("", "logged_"):
+        recall[f"{prefix}recall"] = pd.to_numeric(recall[f"{prefix}recall"])
+        measured = recall.dropna(subset=[f"{prefix}recall"])
+        base = measured[measured["sample_id"] == thresholds.baseline_sample] \
+            if thresholds.baseline_sample is not None else measured.head(1)
+        for suffix in ("", "_low", "_high"):
+            recall[f"{prefix}baseline{suffix}"] = \
+                float(base[f"{prefix}recall{suffix}"].iloc[0]) if len(base) else np.nan
     robots = frames["sample_robots"].merge(samples[["sample_id", "collected_at"]])
     return MemoryHistory(samples, growth, usage, recall, robots, statements)
 
@@ -149,26 +158,16 @@ def drift_findings(memory_history: MemoryHistory,
 
     - ``recall_drift`` (critical): the last sample's recall interval lies wholly below the
       baseline's (a drop larger than both intervals);
+    - ``logged_recall_drift`` (warning): the same on the logged query vectors, whose sample
+      changes as new recalls replace the oldest in the log;
     - ``unused_index`` (warning): a non-unique index not scanned in the last
       ``unused_samples`` periods (a verdict over real time, not since a reset);
     - ``fast_growth`` (warning): the last period added memories ``growth_factor`` times
       faster than the periods before it on average.
     """
     thresholds = thresholds or DriftThresholds()
-    rows: list[dict[str, str]] = []
-    recall = memory_history.recall.dropna(subset=["recall"])
-    if len(recall) >= 2:
-        last = recall.iloc[-1]
-        if last["recall_high"] < last["baseline_low"]:
-            rows.append(finding(
-                "recall_drift", "critical", "vector index",
-                f"recall@10 {last['recall']:.3f} ({last['recall_low']:.3f}-"
-                f"{last['recall_high']:.3f}) at ef_search {last['ef_search']} against the "
-                f"baseline {last['baseline']:.3f} ({last['baseline_low']:.3f}-"
-                f"{last['baseline_high']:.3f})",
-                "Searches miss memories they found before: check hnsw.ef_search (ALTER "
-                "DATABASE ... SET), then rebuild the index if the graph degraded.",
-                ["SHOW hnsw.ef_search", "REINDEX INDEX CONCURRENTLY idx_nodes_embedding"]))
+    rows = [drift for prefix in ("", "logged_")
+            if (drift := _recall_drift(memory_history.recall, prefix)) is not None]
     usage = memory_history.index_usage
     periods = sorted(usage["sample_id"].unique())[-thresholds.unused_samples:]
     if len(periods) >= thresholds.unused_samples:
@@ -184,6 +183,35 @@ def drift_findings(memory_history: MemoryHistory,
                     "updates it.", [f'DROP INDEX CONCURRENTLY IF EXISTS "public"."{index}"']))
     rows.extend(_growth(memory_history.growth, thresholds))
     return pd.DataFrame(rows, columns=list(FINDING_COLUMNS)).astype(FINDING_COLUMNS)
+
+
+def _recall_drift(recall: pd.DataFrame, prefix: str) -> dict[str, str] | None:
+    """A finding when the last sample's recall interval (on stored vectors, or on logged
+    queries with ``prefix="logged_"``) lies wholly below the baseline's."""
+    measured = recall.dropna(subset=[f"{prefix}recall"])
+    if len(measured) < 2:
+        return None
+    last = measured.iloc[-1]
+    if not last[f"{prefix}recall_high"] < last[f"{prefix}baseline_low"]:
+        return None
+    logged = prefix == "logged_"
+    figures = (f"{last[f'{prefix}recall']:.3f} ({last[f'{prefix}recall_low']:.3f}-"
+               f"{last[f'{prefix}recall_high']:.3f}) at ef_search {last['ef_search']} against "
+               f"the baseline {last[f'{prefix}baseline']:.3f} ("
+               f"{last[f'{prefix}baseline_low']:.3f}-{last[f'{prefix}baseline_high']:.3f})")
+    if logged:  # the logged queries change as recalls replace them: a warning, not a verdict
+        return finding(
+            "logged_recall_drift", "warning", "vector index",
+            f"recall@10 on {int(last['logged_recall_queries'])} logged query vectors {figures}",
+            "The questions really asked find fewer of their true neighbours than at the "
+            "baseline: if recall on stored vectors held, the questions changed; else check "
+            "hnsw.ef_search and the index as for recall_drift.",
+            ["SHOW hnsw.ef_search"])
+    return finding(
+        "recall_drift", "critical", "vector index", f"recall@10 {figures}",
+        "Searches miss memories they found before: check hnsw.ef_search (ALTER "
+        "DATABASE ... SET), then rebuild the index if the graph degraded.",
+        ["SHOW hnsw.ef_search", "REINDEX INDEX CONCURRENTLY idx_nodes_embedding"])
 
 
 def _growth(growth: pd.DataFrame, thresholds: DriftThresholds) -> list[dict[str, str]]:

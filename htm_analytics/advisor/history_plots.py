@@ -41,17 +41,25 @@ def plot_history_index_usage(index_usage: pd.DataFrame, *, ax: Any = None,
 
 def plot_recall_history(recall: pd.DataFrame, *, ax: Any = None) -> Any:
     """Sampled recall per sample with its interval, and the baseline's interval as a band
-    (``MemoryHistory.recall``); returns the Axes."""
+    (``MemoryHistory.recall``): on stored vectors, and on logged query vectors where the
+    memory logs them; returns the Axes."""
     ax = axes_or_new(ax, (7, 3.5))
-    measured = recall.dropna(subset=["recall"])
-    if len(measured):
-        ax.errorbar(measured["collected_at"], measured["recall"],
-                    yerr=[measured["recall"] - measured["recall_low"],
-                          measured["recall_high"] - measured["recall"]],
-                    marker="o", capsize=3, label="sampled recall@10")
+    for prefix, label, colour in (("", "stored vectors", "C0"),
+                                  ("logged_", "logged queries", "C1")):
+        if f"{prefix}recall" not in recall:
+            continue
+        measured = recall.dropna(subset=[f"{prefix}recall"])
+        if not len(measured):
+            continue
+        values = measured[f"{prefix}recall"].astype(float)
+        ax.errorbar(measured["collected_at"], values,
+                    yerr=[values - measured[f"{prefix}recall_low"].astype(float),
+                          measured[f"{prefix}recall_high"].astype(float) - values],
+                    marker="o", capsize=3, color=colour, label=f"recall@10, {label}")
         base = measured.iloc[0]
-        ax.axhspan(base["baseline_low"], base["baseline_high"], alpha=0.2, color="green",
-                   label="baseline interval")
+        ax.axhspan(base[f"{prefix}baseline_low"], base[f"{prefix}baseline_high"], alpha=0.15,
+                   color=colour, label=f"baseline interval, {label}")
+    if ax.has_data():
         ax.legend(loc="lower left", fontsize="small")
     ax.set(xlabel="collected at (UTC)", ylabel="recall@10", title="Recall over time")
     return ax

@@ -15,6 +15,7 @@ from ..validation import (
     validate_content,
     validate_embedding_model,
     validate_id,
+    validate_number,
     validate_positive_int,
     validate_tag,
     validate_tag_list,
@@ -71,6 +72,12 @@ class HTM:
         (:meth:`LongTermMemory.buffer_working_memory`; default True): a recall then costs
         about its search. They reach the database within a second, on :meth:`flush`,
         on :meth:`close` and at exit. False writes each step before returning.
+    log_queries : int
+        Where the database has the query log (``htm-analytics init-db``, migration 011) and
+        this role may write to it, the first vector recall and then one in ``log_queries``
+        log the query vector they searched with (one short statement; the log keeps the last
+        1,000), for ``htm-analytics collect`` to measure recall on real questions. Default
+        10; 1 logs every vector recall, 0 none.
 
     Examples
     --------
@@ -84,9 +91,12 @@ class HTM:
                  embedder: Embedder | str | None = None,
                  token_counter: Callable[[str], int] | None = None,
                  clock: Callable[[], dt.datetime] | None = None,
-                 buffer_writes: bool = True) -> None:
+                 buffer_writes: bool = True, log_queries: int = 10) -> None:
         working_memory_size = validate_positive_int(working_memory_size,
                                                     field="working_memory_size")
+        self.log_queries = validate_number(log_queries, field="log_queries", minimum=0,
+                                           integer=True)
+        self._vector_recalls = 0
         self.embedder: Embedder = _embedder(embedder)
         self.token_counter = token_counter or count_tokens
         self._clock = clock or (lambda: dt.datetime.now(dt.UTC))
@@ -103,6 +113,14 @@ class HTM:
         write = (self.store.buffer_working_memory if self.buffer_writes
                  else self.store.update_working_memory)
         write(self.robot_id, held=held, evicted=evicted, recalled=recalled)
+
+    def _log_query(self, vector: np.ndarray | None) -> None:
+        """Log the first vector recall's query vector, then one in ``log_queries``."""
+        if vector is None or not self.log_queries:
+            return
+        turn, self._vector_recalls = self._vector_recalls, self._vector_recalls + 1
+        if turn % self.log_queries == 0 and self.store.logs_query_vectors:
+            self.store.log_query_vector(vector, robot_id=self.robot_id)
 
     def flush(self) -> int:
         """Write buffered working-memory steps now (of every robot of the store); returns
@@ -272,7 +290,8 @@ class HTM:
             Return the store's rows (dicts with ids and scores) instead of the contents.
 
         Recalled memories enter working memory and count as accessed (written behind unless
-        ``buffer_writes=False``: see :meth:`flush`).
+        ``buffer_writes=False``: see :meth:`flush`); a vector recall's query vector may be
+        logged (``log_queries``).
         """
         # The store validates the topic, limit and strategy, embeds the topic with this
         # robot's provider and checks its model against the stored vectors', all once.
@@ -285,6 +304,7 @@ class HTM:
             if exc.field != "query":
                 raise
             raise ValidationError(str(exc).removeprefix("query: "), field="topic") from None
+        self._log_query(getattr(rows, "query_vector", None))
         held, evicted = [], []
         for row in rows:
             tokens = int(row.get("token_count") or self.token_counter(row["content"]))

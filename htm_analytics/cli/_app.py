@@ -111,7 +111,7 @@ def _snapshot_hint(path: str) -> str:
               type=click.Path(exists=True, dir_okay=False),
               help="Add a section for a conversation benchmark: the JSON document of "
                    "`htm-analytics eval conversations --json`.")
-@click.option("--history", "history_path", type=click.Path(exists=True, dir_okay=False),
+@click.option("--history", "history_path", type=click.Path(exists=True),
               default=None, help="Add \"Since last time\" from this history (htm-analytics "
                                  "collect --history PATH).")
 @click.option("--title", default="Memory report", show_default=True)

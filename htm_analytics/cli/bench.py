@@ -28,8 +28,8 @@ def _int_list(text: str) -> list[int]:
 
 
 _SUMMARY = ["variant", "filter", "iterative_scan", "ef_search", "recall_mean", "recall_p5",
-            "latency_p50_ms", "latency_p95_ms", "qps", "returned_mean", "used_index",
-            "build_seconds", "index_bytes"]
+            "latency_p50_ms", "latency_p50_spread_ms", "latency_p95_ms", "qps", "qps_spread",
+            "returned_mean", "used_index", "build_seconds", "index_bytes"]
 
 
 def _emit_benchmark(frame: pd.DataFrame, fmt: str, out: str) -> None:

@@ -22,7 +22,7 @@ _TABLE_COLUMNS = {
     "growth": ["sample_id", "table_name", "row_count", "table_bytes", "index_bytes"],
     "indexes": ["sample_id", "index_name", "idx_scan", "idx_tup_read", "counters_reset"],
     "recall": ["sample_id", "collected_at", "ef_search", "recall", "recall_low",
-               "recall_high", "baseline"],
+               "recall_high", "baseline", "logged_recall", "logged_queries"],
 }
 
 
@@ -35,19 +35,26 @@ def history_option(command: Any) -> Any:
         "--history-schema", metavar="NAME", default=None,
         help="Keep the history in tables of this PostgreSQL schema instead of a file "
              "(created by the first collect; the memory's tables are never written).")(command)
+    command = click.option(
+        "--history-format", type=click.Choice(["duckdb", "parquet"]), default=None,
+        help="duckdb: one file; parquet: a folder of Parquet files [default: parquet for a "
+             "folder or a path ending with /, else duckdb].")(command)
     return click.option(
-        "--history", "history_path", type=click.Path(dir_okay=False),
+        "--history", "history_path", type=click.Path(),
         default=lambda: os.environ.get("HTM_HISTORY", _DEFAULT_HISTORY),
         show_default=f"HTM_HISTORY, else {_DEFAULT_HISTORY}",
-        help="The history: a DuckDB file (created by the first collect).")(command)
+        help="The history: a DuckDB file, or a folder of Parquet files (created by the "
+             "first collect).")(command)
 
 
-def _target(ctx: click.Context, path: str, schema: str | None, url: str | None) -> Any:
-    """The history's DuckDB file, or its schema (HistoryTable) when --history-schema."""
+def _target(ctx: click.Context, path: str, history_format: str | None, schema: str | None,
+            url: str | None) -> Any:
+    """The history's DuckDB file or Parquet folder, or its schema (HistoryTable) when
+    --history-schema."""
+    from ..store.history import HistoryTable, history_location
+
     if schema is None:
-        return path
-    from ..store.history import HistoryTable
-
+        return history_location(path, history_format)
     return HistoryTable(url or choose_database(ctx)[0], schema)
 
 
@@ -66,10 +73,30 @@ def _thresholds(unused_samples: int, baseline: int | None) -> Any:
     return DriftThresholds(unused_samples=unused_samples, baseline_sample=baseline)
 
 
+def _missing(value: Any) -> bool:
+    return value is None or value != value  # None or NaN
+
+
+def _recall_text(row: Any, prefix: str) -> str:
+    """The sampled recall of a sample's row, on stored vectors or on logged queries."""
+    value = row[f"{prefix}recall"]
+    if not _missing(value):
+        what = "stored vectors" if not prefix else "logged queries"
+        return (f"recall@10 {value:.3f} ({row[f'{prefix}recall_low']:.3f}-"
+                f"{row[f'{prefix}recall_high']:.3f}, {row[f'{prefix}recall_queries']} "
+                f"{what}) at ef_search {row['ef_search']}")
+    if not prefix:
+        return "no vectors to sample"
+    if _missing(row["logged_queries"]):
+        return "no logged queries (no query log here: htm-analytics init-db installs it)"
+    return "no logged queries"
+
+
 @cli.command()
 @history_option
 @click.option("--recall-queries", type=click.IntRange(1), default=200, show_default=True,
-              help="Stored vectors searched for the sampled recall@10.")
+              help="Stored vectors (and logged query vectors, where the memory logs them) "
+                   "searched for the sampled recall@10.")
 @click.option("--seed", type=int, default=0, show_default=True,
               help="Which stored vectors the recall searches (keep it between runs).")
 @click.option("--check", is_flag=True,
@@ -79,29 +106,27 @@ def _thresholds(unused_samples: int, baseline: int | None) -> Any:
 @drift_options
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @click.pass_context
-def collect(ctx: click.Context, history_path: str, history_schema: str | None,
-            history_db: str | None, recall_queries: int, seed: int, check: bool,
-            fail_on: str | None, unused_samples: int, baseline: int | None,
-            as_json: bool) -> None:
+def collect(ctx: click.Context, history_path: str, history_format: str | None,
+            history_schema: str | None, history_db: str | None, recall_queries: int,
+            seed: int, check: bool, fail_on: str | None, unused_samples: int,
+            baseline: int | None, as_json: bool) -> None:
     """Append one sample of the memory's vital signs to its history (reads the memory only).
 
     Row counts per table and robot, sizes and usage counters of every table and index, top
-    statements (pg_stat_statements), hnsw.ef_search and the sampled recall@10 at it. Run it
-    from cron; see docs/history.md.
+    statements (pg_stat_statements), hnsw.ef_search and the sampled recall@10 at it, on
+    stored vectors and on logged query vectors. Run it from cron; see docs/history.md.
     """
     from ..advisor import collect_sample, drift_findings, findings_document, gate_exit_code
     from ..advisor import history as read_history
 
-    target = _target(ctx, history_path, history_schema, history_db)
+    target = _target(ctx, history_path, history_format, history_schema, history_db)
     with open_store(ctx, init_schema=False, read_only=True) as store:
         sample = collect_sample(store, target, recall_queries=recall_queries, seed=seed)
         url = store.url
     history_path = str(target)
     row = sample["samples"].iloc[0]
     nodes = sample["sample_tables"].set_index("table_name")["row_count"].get("nodes")
-    recall = "no vectors to sample" if row["recall"] is None or row["recall"] != row["recall"] \
-        else (f"recall@10 {row['recall']:.3f} ({row['recall_low']:.3f}-{row['recall_high']:.3f}"
-              f", {row['recall_queries']} queries) at ef_search {row['ef_search']}")
+    recall = f"{_recall_text(row, '')}; {_recall_text(row, 'logged_')}"
     summary = {"history": history_path, "sample_id": int(row["sample_id"]), "memories": nodes,
                "indexes": len(sample["sample_indexes"]), "recall": recall}
     if not check:
@@ -134,17 +159,18 @@ def collect(ctx: click.Context, history_path: str, history_schema: str | None,
 @drift_options
 @output_options
 @click.pass_context
-def history_command(ctx: click.Context, history_path: str, history_schema: str | None,
-                    history_db: str | None, what: str, plot_path: str | None,
-                    unused_samples: int, baseline: int | None, fmt: str) -> None:
+def history_command(ctx: click.Context, history_path: str, history_format: str | None,
+                    history_schema: str | None, history_db: str | None, what: str,
+                    plot_path: str | None, unused_samples: int, baseline: int | None,
+                    fmt: str) -> None:
     """Print a history written by collect: samples, growth, index usage per period, recall
     over time against its baseline, or the drift findings."""
     from ..advisor import drift_findings
     from ..advisor import history as read_history
 
     thresholds = _thresholds(unused_samples, baseline)
-    frames = read_history(_target(ctx, history_path, history_schema, history_db),
-                          thresholds=thresholds)
+    frames = read_history(_target(ctx, history_path, history_format, history_schema,
+                                  history_db), thresholds=thresholds)
     shown = {"samples": frames.samples, "growth": frames.growth,
              "indexes": frames.index_usage, "recall": frames.recall, "robots": frames.robots,
              "statements": frames.statements}.get(what)

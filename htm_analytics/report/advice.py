@@ -88,13 +88,16 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         text = f"{advice.evidence}. Consider a larger m or ef_construction."
         headline = f"HNSW: no ef_search reached recall {advice.target_recall:g}."
     else:
+        spread = float(sweep.loc[sweep["ef_search"] == advice.ef_search,
+                                 "latency_p50_spread_ms"].iloc[0])
+        latency = (f"{advice.latency_p50_ms:.2f} ms p50, spread {spread:.2f} ms over "
+                   f"{int(first['repeats'])} repeats")
         text = (f"The smallest ef_search reaching recall {advice.target_recall:g} is "
-                f"{advice.ef_search} ({advice.latency_p50_ms:.2f} ms p50). Measured with "
+                f"{advice.ef_search} ({latency}). Measured with "
                 f"{advice.evidence.split('; ', 1)[1]}; latency by the client on one "
                 f"connection.{_next_setting_noise(sweep, advice.ef_search)}")
         headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
-                    f"{advice.target_recall:g} ({advice.recall:.3f}, "
-                    f"{advice.latency_p50_ms:.2f} ms p50).")
+                    f"{advice.target_recall:g} ({advice.recall:.3f}, {latency}).")
     section = Section("hnsw", "HNSW recall and latency", text=text, findings=[headline],
                            tables=[("ef_search sweep", sweep[[
                                "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
@@ -108,7 +111,7 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         plot_recall_by_ef(sweep), "Mean and 5th-percentile recall by ef_search."))
     if advice.ef_search is not None:
         threads = concurrency_sweep(store, ef_search=advice.ef_search, k=advice.k,
-                                    queries=min(sweep_queries, int(first["rows"])))
+                                    queries=min(sweep_queries, int(first["rows"])), repeats=2)
         section.data["concurrency"] = threads
         section.text += (f"\n\nUnder concurrent clients at ef_search {advice.ef_search}: "
                          f"{describe_concurrency(threads)} Each thread has its own pooled "
@@ -117,7 +120,8 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
                                threads))
         section.figures.append(Figure.from_axes(
             plot_concurrency(threads),
-            f"Queries per second (bars) and p95 latency (line) with 1-8 client threads at "
-            f"ef_search {advice.ef_search}; {int(threads['queries'].iloc[0])} searches per "
-            "run."))
+            f"Queries per second (bars; whiskers as long as their spread over "
+            f"{int(threads['repeats'].iloc[0])} repeats) and p95 latency (line) with 1-8 "
+            f"client threads at ef_search {advice.ef_search}; "
+            f"{int(threads['queries'].iloc[0])} searches in all per thread count."))
     return section, advice

@@ -34,6 +34,7 @@ from ..analysis.trends import (
 )
 from ..frames import MemorySource
 from ..store import LongTermMemory, write_parquet
+from ..store.history import HistoryFolder, HistoryTable
 from ..tuning.conversations import ConversationEvaluation
 from ..tuning.evaluation import plot_retrieval_quality, retrieval_quality
 from .advice import advisor_section, hnsw_section
@@ -198,7 +199,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
                  advice: bool = True, hygiene: bool = True,
                  conversations: ConversationEvaluation | None = None,
-                 history: str | os.PathLike[str] | None = None) -> Report:
+                 history: str | os.PathLike[str] | HistoryFolder | HistoryTable | None = None
+                 ) -> Report:
     """Build the report from the analysis helpers.
 
     Parameters
@@ -226,9 +228,10 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         A conversation benchmark's result (:func:`~htm_analytics.evaluate_conversations`,
         or its ``--json`` document read with :meth:`ConversationEvaluation.from_json`): adds
         a section with the strategy x category table and its chart, last.
-    history : path, optional
-        A history written by ``htm-analytics collect``: adds "Since last time" near the top
-        (growth, index usage and recall since the previous sample, drift findings).
+    history : path, HistoryFolder or HistoryTable, optional
+        A history written by ``htm-analytics collect`` (a DuckDB file, a folder of Parquet
+        files or a PostgreSQL schema): adds "Since last time" near the top (growth, index
+        usage and recall since the previous sample, drift findings).
 
     Returns
     -------
@@ -417,7 +420,10 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
                  f"every strategy (top {quality['k'].iloc[0]}, cache off). recall: the answer "
                  "is in the results; MRR: mean of 1/rank; no_result: nothing came back (full "
                  "text requiring every word often finds nothing); latency: p50 and p95 per "
-                 "query, measured in the same run, next to the quality it buys."
+                 f"query over {int(quality['repeats'].iloc[0])} timed runs of each query, "
+                 "measured in the same run, with the spread of the runs' medians: a "
+                 "difference between strategies smaller than their spreads together is "
+                 "noise."
                  "\n\nWhy hybrid finds less than vector: the reference hybrid search ranks by "
                  "vector similarity only among candidates that full-text or tag matching found "
                  "first, so an answer whose text lacks the query's words is never a candidate; "
@@ -426,7 +432,9 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
                  "finds and adds exact word matches.",
             findings=[f"Search: {best['strategy']} finds the right memory in the top {k} "
                       f"for {best['recall_at_k']:.0%} of {len(texts)} labelled queries at "
-                      f"{best['latency_p50_ms']:.1f} ms p50"
+                      f"{best['latency_p50_ms']:.1f} ms p50 (spread "
+                      f"{best['latency_p50_spread_ms']:.1f} ms over "
+                      f"{int(best['repeats'])} runs)"
                       + (f" ({others})." if others else ".")],
             tables=[("Search strategies on labelled queries", quality)],
             data={"retrieval_quality": quality})
@@ -434,7 +442,8 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             plot_retrieval_quality(quality),
             f"Recall@{quality['k'].iloc[0]} and MRR per strategy on {len(texts)} labelled "
             "queries (query vectors from the same model as the memories), with each "
-            "strategy's median latency (diamonds, right axis)."))
+            "strategy's median latency (diamonds, right axis) and its spread over "
+            f"{int(quality['repeats'].iloc[0])} runs."))
         yield section
 
 

@@ -13,6 +13,7 @@ from ..advisor import (
     plot_history_index_usage,
     plot_recall_history,
 )
+from ..store.history import HistoryFolder, HistoryTable
 from .render import Figure, Section, counted
 
 __all__ = ["since_last_time_section"]
@@ -31,7 +32,8 @@ def _change(growth: pd.DataFrame, first: int, last: int) -> pd.DataFrame:
                                  "rows_added", "total_bytes_now", "bytes_added"]]
 
 
-def since_last_time_section(path: str | os.PathLike[str]) -> Section:
+def since_last_time_section(path: str | os.PathLike[str] | HistoryFolder | HistoryTable
+                            ) -> Section:
     """Growth, index usage and recall between the last two samples of the history at
     ``path``, the drift findings, and the plots over the whole history."""
     past = history(path)
@@ -55,6 +57,14 @@ def since_last_time_section(path: str | os.PathLike[str]) -> Section:
                         f"{now['recall_high']:.3f}) at ef_search {now['ef_search']}; baseline "
                         f"{now['baseline']:.3f} ({now['baseline_low']:.3f}-"
                         f"{now['baseline_high']:.3f}).")
+    logged = past.recall.dropna(subset=["logged_recall"])
+    if len(logged):
+        now = logged.iloc[-1]
+        findings.append(
+            f"On {int(now['logged_recall_queries'])} logged query vectors: recall@10 "
+            f"{now['logged_recall']:.3f} ({now['logged_recall_low']:.3f}-"
+            f"{now['logged_recall_high']:.3f}); baseline {now['logged_baseline']:.3f} "
+            f"({now['logged_baseline_low']:.3f}-{now['logged_baseline_high']:.3f}).")
     findings += [f"{str(row['severity']).upper()} {row['check']}: {row['object']}: "
                  f"{row['evidence']}" for row in drift.to_dict("records")]
     reset = " The statistics were reset in this period." if last["counters_reset"] else ""
@@ -72,6 +82,7 @@ def since_last_time_section(path: str | os.PathLike[str]) -> Section:
                          "Index scans per period between samples (the counters' "
                          "differences; after a statistics reset, the counters themselves)."),
         Figure.from_axes(plot_recall_history(past.recall),
-                         "Sampled recall@10 at each sample with its 95% Wilson interval; the "
-                         "band is the baseline's interval.")]
+                         "Sampled recall@10 at each sample with its 95% Wilson interval, on "
+                         "stored vectors and on logged query vectors where the memory logs "
+                         "them; each band is its baseline's interval.")]
     return section

@@ -135,19 +135,21 @@ def tag_browser(source: MemorySource, *, prefix: str = "") -> Explorer:
 def ef_search_explorer(store: LongTermMemory, *, queries: int = 100, k: int = 10,
                        ef_search: int = 40) -> Explorer:
     """Move ``hnsw.ef_search`` and see recall@k and latency, measured on a sample of held-out
-    stored vectors each time (one repeat)."""
+    stored vectors each time (two repeats, with the spread of their median latency and QPS:
+    a change smaller than that is noise)."""
     controls = {"ef_search": widgets.IntSlider(value=ef_search, min=1, max=400, step=1,
                                                description="ef_search",
                                                continuous_update=False)}
 
     def render(ef_search: int) -> str:
-        result = benchmark_recall(store, queries=queries, k=k, ef_search=ef_search, repeats=1,
+        result = benchmark_recall(store, queries=queries, k=k, ef_search=ef_search, repeats=2,
                                   progress=False)
         row = result.iloc[0]
         return html_table(
-            f"recall@{k} and latency on {row['queries']} held-out queries over "
-            f"{row['rows']:,} vectors",
+            f"recall@{k} and latency on {row['queries']} held-out queries x {row['repeats']} "
+            f"repeats over {row['rows']:,} vectors",
             result[["ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
-                    "latency_p95_ms", "returned_mean", "index"]])
+                    "latency_p50_spread_ms", "latency_p95_ms", "qps", "qps_spread",
+                    "repeats", "returned_mean", "index"]])
 
     return Explorer(controls, render, "Tune ef_search")

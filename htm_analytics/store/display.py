@@ -23,7 +23,13 @@ def _cell(value: Any) -> str:
 
 class SearchResults(list[dict[str, Any]]):
     """The rows a search returned: a plain list of dicts that also shows itself as a table in
-    notebooks (``_repr_html_``, no database work) and converts with :meth:`to_frame`."""
+    notebooks (``_repr_html_``, no database work) and converts with :meth:`to_frame`.
+
+    A vector search also keeps the vector it searched with in :attr:`query_vector` (float32,
+    unpadded; None for the other searches): ``HTM.recall`` logs it where the database has
+    the query log."""
+
+    query_vector: Any = None
 
     def to_frame(self) -> pd.DataFrame:
         """The rows as a DataFrame, one column per key."""

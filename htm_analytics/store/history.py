@@ -1,9 +1,12 @@
-"""The history of a memory's vital signs: samples appended to a DuckDB file, read back.
+"""The history of a memory's vital signs: samples appended to a DuckDB file, a folder of
+Parquet files or the tables of a PostgreSQL schema, read back.
 
-Written by ``htm-analytics collect`` (one sample per run), read by ``history(...)``. The
-file is the user's choice and nothing is written to the memory's database. Its schema is
-versioned (``history_meta.schema_version``, ``sql/history/schema.sql``, docs/history.md): a
-reader refuses a file written by a newer schema rather than misread it.
+Written by ``htm-analytics collect`` (one sample per run), read by ``history(...)``. Where
+it goes is the user's choice and nothing is written to the memory's own tables. Its schema
+is versioned (``history_meta.schema_version``, ``sql/history/schema.sql``, docs/history.md):
+a new version only adds tables and columns, a writer brings an older history up to its own
+version, and a reader refuses a history written by a newer schema rather than misread it
+(an older one reads with the added columns NULL).
 """
 
 from __future__ import annotations
@@ -17,13 +20,22 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import HistoryVersionError, ValidationError
+from .history_folder import (
+    HistoryFolder,
+    append_folder_sample,
+    history_schema,
+    path_text,
+    read_folder_history,
+)
 from .history_table import HistoryTable, append_table_sample, read_table_history
 from .snapshot import _unmask
 
-__all__ = ["HISTORY_SCHEMA_VERSION", "HISTORY_TABLES", "HistoryTable", "append_sample",
-           "check_version", "read_history"]
+__all__ = ["HISTORY_FORMATS", "HISTORY_SCHEMA_VERSION", "HISTORY_TABLES", "HistoryFolder",
+           "HistoryTable", "append_sample", "check_version", "history_location",
+           "read_history"]
 
-HISTORY_SCHEMA_VERSION = 1
+HISTORY_SCHEMA_VERSION = 2
+HISTORY_FORMATS = ("duckdb", "parquet")
 # The frames of a sample, and the table each is stored in.
 HISTORY_TABLES = ("samples", "sample_tables", "sample_indexes", "sample_robots",
                   "sample_statements")
@@ -54,46 +66,83 @@ def check_version(version: int | None, where: Any) -> None:
             f"{HISTORY_SCHEMA_VERSION}: upgrade htm-analytics to read it")
 
 
-def _connect(path: str | os.PathLike[str], *, create: bool) -> tuple[Any, Path]:
-    target = Path(path).expanduser()
-    if target.is_dir():
-        raise ValidationError(f"{target} is a folder; give a file such as history.duckdb",
+HistoryPath = str | os.PathLike[str] | HistoryFolder | HistoryTable
+
+
+def history_location(path: HistoryPath, history_format: str | None = None
+                     ) -> Path | HistoryFolder | HistoryTable:
+    """Where a history is: a DuckDB file, or a Parquet folder (:class:`HistoryFolder`) when
+    ``history_format`` is ``"parquet"``, or, without a format, when ``path`` is a folder or
+    ends with a path separator (``history/``). A :class:`HistoryTable` or
+    :class:`HistoryFolder` is returned as it is."""
+    if history_format is not None and history_format not in HISTORY_FORMATS:
+        raise ValidationError(f"must be one of {HISTORY_FORMATS}", field="history_format")
+    if isinstance(path, (HistoryTable, HistoryFolder)):
+        return path
+    text = path_text(path)
+    is_dir = text.endswith(("/", os.sep)) or Path(text).expanduser().is_dir()
+    if history_format == "duckdb" and is_dir:
+        raise ValidationError(f"{text} is a folder; a DuckDB history is a file",
                               field="history")
+    if history_format == "parquet" or (history_format is None and is_dir):
+        return HistoryFolder(Path(text))
+    return Path(text).expanduser()
+
+
+def _connect(target: Path, *, create: bool) -> duckdb.DuckDBPyConnection:
     if not create and not target.is_file():
         raise ValidationError(f"no history at {target}; write one with "
                               "`htm-analytics collect --history PATH`", field="history")
     try:
-        con = duckdb.connect(str(target), read_only=not create)
+        if create:
+            target.parent.mkdir(parents=True, exist_ok=True)
+        return duckdb.connect(str(target), read_only=not create)
+    except OSError as exc:
+        raise ValidationError(f"cannot write the history {target}: {exc.strerror or exc}",
+                              field="history") from None
+    except duckdb.IOException as exc:
+        if create:
+            raise ValidationError(f"cannot write the history {target}: {exc}",
+                                  field="history") from None
+        raise HistoryVersionError(f"cannot open the history {target}: {exc}") from None
     except duckdb.Error as exc:
         raise HistoryVersionError(f"cannot open the history {target}: {exc}") from None
-    return con, target
 
 
-def append_sample(path: str | os.PathLike[str] | HistoryTable,
-                  sample: dict[str, pd.DataFrame]) -> int:
+def append_sample(path: HistoryPath, sample: dict[str, pd.DataFrame]) -> int:
     """Append one sample to the history at ``path`` (created when missing); return its id.
 
-    ``path`` is a DuckDB file, or a :class:`HistoryTable`: tables in a PostgreSQL schema.
+    ``path`` is a DuckDB file, a Parquet folder (see :func:`history_location`) or a
+    :class:`HistoryTable`: tables in a PostgreSQL schema. A history of an older schema
+    version is brought up to this one first (its new columns NULL in older samples).
 
     ``sample`` maps each name of :data:`HISTORY_TABLES` to a frame with that table's
-    columns but ``sample_id`` (``samples`` has one row). One transaction: a sample is
-    stored whole or not at all.
+    columns but ``sample_id`` (``samples`` has one row). A sample is stored whole or not at
+    all.
     """
-    if isinstance(path, HistoryTable):
-        return append_table_sample(path, sample, HISTORY_TABLES, HISTORY_SCHEMA_VERSION,
+    location = history_location(path)
+    if isinstance(location, HistoryTable):
+        return append_table_sample(location, sample, HISTORY_TABLES, HISTORY_SCHEMA_VERSION,
                                    check_version)
-    con, target = _connect(path, create=True)
+    if isinstance(location, HistoryFolder):
+        return append_folder_sample(location, sample, HISTORY_TABLES, HISTORY_SCHEMA_VERSION,
+                                    check_version)
+    target = location
+    con = _connect(target, create=True)
     try:
-        fresh = _run(con, "SELECT count(*) FROM information_schema.tables "
-                          "WHERE table_name = 'history_meta'") == [(0,)]
-        if fresh:
-            for statement in read_sql("history", "schema.sql").split(";"):
-                if statement.strip():
-                    _run(con, statement)
-            _run(con, "INSERT INTO history_meta VALUES ('schema_version', ?)",
-                 [str(HISTORY_SCHEMA_VERSION)])
-        check_version(_version_of(con), target)
+        tables = {row[0] for row in _run(con, "SELECT table_name FROM information_schema.tables")}
+        if "history_meta" in tables:
+            check_version(_version_of(con), target)
+        elif tables:
+            raise ValidationError(f"{target} holds tables but no history_meta: not a history "
+                                  "file; give a new one", field="history")
         _run(con, "BEGIN TRANSACTION")
+        for statement in read_sql("history", "schema.sql").split(";"):
+            if statement.strip():
+                _run(con, statement)
+        _run(con, "DELETE FROM history_meta WHERE key = 'schema_version'")
+        _run(con, "INSERT INTO history_meta VALUES ('schema_version', ?)",
+             [str(HISTORY_SCHEMA_VERSION)])
         sample_id = int(_run(con, "SELECT coalesce(max(sample_id), 0) + 1 FROM samples")[0][0])
         for table in HISTORY_TABLES:
             frame = sample[table].copy()
@@ -111,6 +160,10 @@ def append_sample(path: str | os.PathLike[str] | HistoryTable,
         con.close()
 
 
+def _frames(con: duckdb.DuckDBPyConnection) -> dict[str, pd.DataFrame]:
+    return {table: _frame(con, table) for table in HISTORY_TABLES}
+
+
 def _frame(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
     # fetchnumpy, not df(): DuckDB's pandas path warns under pandas 3.
     with con.cursor() as cur:
@@ -125,18 +178,39 @@ def _utc_times(frame: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def read_history(path: str | os.PathLike[str] | HistoryTable) -> dict[str, pd.DataFrame]:
-    """Every sample of the history at ``path``: one frame per name of
-    :data:`HISTORY_TABLES`, ordered by sample. Raises :class:`HistoryVersionError` for a
-    file this release cannot read."""
-    if isinstance(path, HistoryTable):
-        frames = read_table_history(path, HISTORY_TABLES, check_version)
+def _current_columns() -> dict[str, list[str]]:
+    """The columns of each history table in this release's schema."""
+    with history_schema() as con:
+        return {table: [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
+                for table in HISTORY_TABLES}
+
+
+def _complete(frames: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The frames of an older schema version with this version's columns added, NULL."""
+    for table, columns in _current_columns().items():
+        frame = frames[table]
+        for column in columns:
+            if column not in frame:
+                frame[column] = pd.Series([None] * len(frame), index=frame.index, dtype=object)
+    return frames
+
+
+def read_history(path: HistoryPath) -> dict[str, pd.DataFrame]:
+    """Every sample of the history at ``path`` (a DuckDB file, a Parquet folder or a
+    :class:`HistoryTable`): one frame per name of :data:`HISTORY_TABLES`, ordered by
+    sample, with this release's columns (NULL where an older version had none). Raises
+    :class:`HistoryVersionError` for a history this release cannot read."""
+    location = history_location(path)
+    if isinstance(location, HistoryTable):
+        frames = read_table_history(location, HISTORY_TABLES, check_version)
         for frame in frames.values():
             _utc_times(frame)
-        return frames
-    con, target = _connect(path, create=False)
+        return _complete(frames)
+    if isinstance(location, HistoryFolder):
+        return read_folder_history(location, HISTORY_TABLES, check_version, _frames)
+    con = _connect(location, create=False)
     try:
-        check_version(_version_of(con), target)
-        return {table: _frame(con, table) for table in HISTORY_TABLES}
+        check_version(_version_of(con), location)
+        return _complete(_frames(con))
     finally:
         con.close()

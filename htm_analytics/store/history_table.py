@@ -56,13 +56,18 @@ def append_table_sample(target: HistoryTable, sample: dict[str, pd.DataFrame],
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
                 sql.Identifier(target.schema)))
             _in_schema(conn, target)
+            stored = _version(conn)
+            if stored is not None:  # refuse a newer history before changing anything
+                check_version(stored, target)
             for statement in read_sql("history", "schema.sql").split(";"):
                 if statement.strip():
                     conn.execute(statement.encode())
             conn.execute("LOCK TABLE samples IN EXCLUSIVE MODE")  # one writer numbers samples
+            if (now := _version(conn)) is not None:  # as another writer may have left it
+                check_version(now, target)
             conn.execute("INSERT INTO history_meta VALUES ('schema_version', %s) "
-                         "ON CONFLICT (key) DO NOTHING", (str(version),))
-            check_version(_version(conn), target)
+                         "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+                         (str(version),))
             row = conn.execute("SELECT coalesce(max(sample_id), 0) + 1 FROM samples").fetchone()
             sample_id = int(row[0]) if row else 1
             for table in tables:

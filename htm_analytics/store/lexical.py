@@ -173,9 +173,11 @@ class LexicalSearchMixin(StoreBase):
         statement = search_statement("vector_bm25", timeframe_sql, distance=distance,
                                      has_vector=has_vector,
                                      statistics=lexical_sources(self))
-        return self._cached_search(key, statement, params,
+        rows = self._cached_search(key, statement, params,
                                    ef_search=max(DEFAULT_EF_SEARCH, depth),
                                    filtered=frame is not None)
+        rows.query_vector = target.values
+        return rows
 
 
 def times_indexed(store: StoreBase) -> bool:

@@ -28,7 +28,7 @@ FORGET_EVENTS_VERSION = 10
 """The migration from which the event log also has ``restore`` and ``purge`` events."""
 
 _ADDITIONS = ("memory_events", "node_embedding_models", "node_search_vectors",
-              "import_records", "node_lexicon")
+              "import_records", "node_lexicon", "memory_query_vectors")
 
 _DETECT = """
 SELECT (SELECT coalesce(jsonb_object_agg(c.relname, (
@@ -56,7 +56,12 @@ SELECT (SELECT coalesce(jsonb_object_agg(c.relname, (
         FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
         WHERE ns.nspname = 'public' AND c.relkind IN ('r', 'p')
           AND c.relname = ANY(%(tables)s::text[])) AS local_time_columns,
-       current_setting('TimeZone') AS server_timezone
+       current_setting('TimeZone') AS server_timezone,
+       -- the query log's function (migration 011), and whether this role may call it
+       coalesce((SELECT bool_or(has_function_privilege(p.oid, 'EXECUTE')) FROM pg_proc p
+                 JOIN pg_namespace ns ON ns.oid = p.pronamespace
+                 WHERE ns.nspname = 'public'
+                   AND p.proname = 'htm_analytics_log_query_vector'), false) AS can_log_queries
 """
 
 # The tables a read sees through the prefix (the toolkit's own are written in UTC).
@@ -117,6 +122,9 @@ class SchemaInfo:
     applied_migrations : frozenset of int
         The toolkit migrations applied (the versions are not all installed in order when
         branches of the toolkit ship them apart).
+    can_log_queries : bool
+        Whether the query log (migration 011) is installed and this role may write to it
+        (``EXECUTE`` on ``htm_analytics_log_query_vector``; never on a standby).
     """
 
     columns: dict[str, tuple[str, ...]]
@@ -129,6 +137,7 @@ class SchemaInfo:
     local_time_columns: dict[str, tuple[str, ...]] = field(default_factory=dict)
     writer_timezone: str = "UTC"
     writer_timezone_given: bool = False
+    can_log_queries: bool = False
 
     @property
     def reads_local_time(self) -> bool:
@@ -311,7 +320,8 @@ def detect_schema(conn: psycopg.Connection[Any]) -> SchemaInfo:
     """Read the catalog once: tables, columns, toolkit migrations, write privilege."""
     row = conn.execute(_DETECT, {"tables": _TABLES}).fetchone()
     assert row is not None
-    columns_json, can_read_migrations, can_write, in_recovery, fulltext, local_json, zone = row
+    (columns_json, can_read_migrations, can_write, in_recovery, fulltext, local_json, zone,
+     can_log_queries) = row
     applied: frozenset[int] = frozenset()
     if can_read_migrations:
         applied = frozenset(int(r[0]) for r in conn.execute(
@@ -324,7 +334,8 @@ def detect_schema(conn: psycopg.Connection[Any]) -> SchemaInfo:
                       content_fulltext_index=fulltext, applied_migrations=applied,
                       local_time_columns={t: tuple(c) for t, c in (local_json or {}).items()
                                           if c},
-                      writer_timezone=str(zone))
+                      writer_timezone=str(zone),
+                      can_log_queries=bool(can_log_queries) and not in_recovery)
 
 
 _LEADING_COMMENTS = re.compile(r"^(?:\s+|--[^\n]*\n)*")

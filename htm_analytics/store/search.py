@@ -121,6 +121,7 @@ class SearchMixin(StoreBase):
             ef_search=max(DEFAULT_EF_SEARCH, limit), filtered=frame is not None)
         if frame:  # relaxed_order may return neighbours slightly out of order
             rows.sort(key=lambda r: -r["similarity"])
+        rows.query_vector = target.values
         return rows
 
     @share_docs
@@ -338,4 +339,5 @@ class SearchMixin(StoreBase):
                                                           ("fulltext", "fulltext_rank"),
                                                           ("tags", "tag_rank"))
                                   if row[rank] is not None]
+        rows.query_vector = target.values
         return rows

@@ -2,8 +2,10 @@
 recommendation and the concurrency sweep, and retrieval-quality evaluation.
 """
 
+from ._ground_truth import stable_sample
 from .advice import (
     EfSearchAdvice,
+    compare_latency,
     concurrency_sweep,
     describe_concurrency,
     plot_concurrency,
@@ -46,6 +48,7 @@ from .evaluation import (
 __all__ = [
     "EfSearchAdvice",
     "recommend_ef_search",
+    "compare_latency",
     "concurrency_sweep",
     "describe_concurrency",
     "plot_concurrency",
@@ -55,6 +58,7 @@ __all__ = [
     "exact_neighbors",
     "plot_recall_latency",
     "plot_recall_by_ef",
+    "stable_sample",
     "Turn",
     "Question",
     "Conversation",

@@ -7,7 +7,40 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-__all__ = ["streamed_neighbor_distances", "returned_distances", "unit_rows"]
+from ..validation import validate_number
+
+__all__ = ["stable_sample", "streamed_neighbor_distances", "returned_distances", "unit_rows"]
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix(values: np.ndarray) -> np.ndarray:
+    """SplitMix64's finaliser on uint64 values (wrapping arithmetic): a fixed, well-spread
+    hash, the same on every platform and in every process."""
+    values = values.copy()
+    values ^= values >> np.uint64(30)
+    values *= np.uint64(0xBF58476D1CE4E5B9)
+    values ^= values >> np.uint64(27)
+    values *= np.uint64(0x94D049BB133111EB)
+    values ^= values >> np.uint64(31)
+    return values
+
+
+def stable_sample(ids: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """The ``n`` ids whose hash with ``seed`` is smallest, in that hash order.
+
+    Whether an id is chosen depends on its own hash and on the ``n``-th smallest hash only,
+    so adding ids keeps the earlier choice but for the few new ids that hash lower (each
+    displaces one): adding m ids to N replaces about ``n * m / (N + m)`` of the ``n``.
+    Removing an unchosen id changes nothing. The same ids and seed give the same sample.
+    """
+    n = validate_number(n, field="n", minimum=0, integer=True)
+    seed = validate_number(seed, field="seed", integer=True)
+    ids = np.asarray(ids, dtype=np.int64)
+    salt = _mix(np.array([seed % 2**64], dtype=np.uint64)) * _GOLDEN
+    hashes = _mix(ids.astype(np.uint64) ^ salt)
+    order = np.lexsort((ids, hashes))  # ties (never seen in practice) broken by id
+    return ids[order[:n]]
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:

@@ -17,6 +17,7 @@ from .._plotting import axes_or_new
 from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..validation import validate_number, validate_positive_int
+from ._ground_truth import stable_sample
 from .benchmark import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
 
 __all__ = ["EfSearchAdvice", "recommend_ef_search", "concurrency_sweep",
@@ -124,25 +125,31 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
                           str(first["index"]), database,
                           f"ef_search {int(chosen['ef_search'])} is the smallest reaching "
                           f"recall@{k} {target_recall:g} (measured {chosen['recall_mean']:.3f},"
-                          f" p50 {chosen['latency_p50_ms']:.2f} ms); {how}", sweep)
+                          f" p50 {chosen['latency_p50_ms']:.2f} ms, spread "
+                          f"{chosen['latency_p50_spread_ms']:.2f} ms over {repeats} repeats); "
+                          f"{how}", sweep)
 
 
 def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
                       threads: Sequence[int] = DEFAULT_THREADS, queries: int = 200,
-                      repeats: int = 1, seed: int = 0) -> pd.DataFrame:
+                      repeats: int = 3, seed: int = 0) -> pd.DataFrame:
     """Throughput and latency of vector searches at one ``ef_search`` under concurrent clients.
 
     For each thread count, that many threads each take their own connection from the store's
     pool (grown to fit, :meth:`~htm_analytics.LongTermMemory.ensure_pool_size`), wait for each
-    other, then run their share of ``queries`` held-out stored vectors ``repeats`` times
-    through the live HNSW index. QPS is all queries over the wall time of the run; latency is
-    per query, as each client saw it.
+    other, then run their share of ``queries`` held-out stored vectors through the live HNSW
+    index; this run is repeated ``repeats`` times. QPS is all queries over the wall time of
+    the runs; latency is per query, as each client saw it; the spreads say how far the runs
+    disagree, so a difference between thread counts smaller than their spreads together is
+    noise.
 
     Returns
     -------
     pandas.DataFrame
         One row per thread count: ``threads``, ``ef_search``, ``k``, ``queries`` (int64:
-        searches run), ``qps``, ``latency_p50_ms``, ``latency_p95_ms`` (float64),
+        searches run in all), ``repeats`` (int64), ``qps``, ``latency_p50_ms``,
+        ``latency_p95_ms``, ``qps_spread`` and ``latency_p50_spread_ms`` (float64: the
+        range, max - min, of the runs' QPS and median latency; 0 with one repeat),
         ``speedup`` (float64: QPS over the first row's).
     """
     _require_store(store)
@@ -160,43 +167,65 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
         if queries > len(ids):
             raise ValidationError(f"asked for {queries} queries but only {len(ids)} vectors "
                                   "are stored", field="queries")
-        picked = ids[np.random.default_rng(seed).choice(len(ids), size=queries, replace=False)]
+        picked = stable_sample(ids, queries, seed)
         fetched, vectors = session.stored_vectors(dimension, ids=np.sort(picked))
     chosen = vectors[np.searchsorted(fetched, picked)]
     rows = []
     for count in counts:
-        seconds, wall = _run_clients(store, chosen, count, dimension=dimension, k=k,
-                                     ef_search=ef_search, repeats=repeats)
-        milliseconds = seconds * 1000.0
+        runs = [_run_clients(store, chosen, count, dimension=dimension, k=k,
+                             ef_search=ef_search) for _ in range(repeats)]
+        milliseconds = np.concatenate([seconds for seconds, _ in runs]) * 1000.0
+        run_qps = np.array([len(seconds) / wall for seconds, wall in runs])
+        run_p50 = np.array([np.median(seconds) * 1000.0 for seconds, _ in runs])
         rows.append({"threads": count, "ef_search": ef_search, "k": k,
-                     "queries": len(milliseconds), "qps": len(milliseconds) / wall,
+                     "queries": len(milliseconds), "repeats": repeats,
+                     "qps": len(milliseconds) / sum(wall for _, wall in runs),
                      "latency_p50_ms": float(np.percentile(milliseconds, 50)),
-                     "latency_p95_ms": float(np.percentile(milliseconds, 95))})
+                     "latency_p95_ms": float(np.percentile(milliseconds, 95)),
+                     "qps_spread": float(np.ptp(run_qps)),
+                     "latency_p50_spread_ms": float(np.ptp(run_p50))})
     frame = pd.DataFrame(rows)
     frame["speedup"] = frame["qps"] / frame["qps"].iloc[0]
     return frame.astype({"threads": "int64", "ef_search": "int64", "k": "int64",
-                         "queries": "int64", "qps": "float64", "latency_p50_ms": "float64",
-                         "latency_p95_ms": "float64", "speedup": "float64"})
+                         "queries": "int64", "repeats": "int64", "qps": "float64",
+                         "latency_p50_ms": "float64", "latency_p95_ms": "float64",
+                         "qps_spread": "float64", "latency_p50_spread_ms": "float64",
+                         "speedup": "float64"})
 
 
 def describe_concurrency(df: pd.DataFrame) -> str:
     """One sentence on a :func:`concurrency_sweep` result: throughput with one client, the
-    best and with how many threads (the report and the notebooks print this one text).
+    best and with how many threads, each with its spread over the repeats, and whether the
+    gain is beyond that noise (the report and the notebooks print this one text).
 
-    >>> describe_concurrency(pd.DataFrame({"threads": [1, 2], "qps": [100.0, 180.0],
-    ...     "speedup": [1.0, 1.8], "latency_p95_ms": [12.0, 15.5]}))
-    '100 queries/s with one client thread, at most 180 with 2 threads (1.8x), p95 15.50 ms there.'
+    >>> print(describe_concurrency(pd.DataFrame({"threads": [1, 2], "qps": [100.0, 180.0],
+    ...     "qps_spread": [4.0, 6.0], "repeats": [3, 3], "speedup": [1.0, 1.8],
+    ...     "latency_p95_ms": [12.0, 15.5]})))  # doctest: +NORMALIZE_WHITESPACE
+    100 queries/s with one client thread (spread 4), at most 180 with 2 threads (1.8x,
+    spread 6; beyond the noise of 3 repeats), p95 15.50 ms there.
     """
-    one = df.loc[df["threads"] == 1, "qps"]
-    baseline = f"{float(one.iloc[0]):,.0f} queries/s with one client thread" if len(one) else ""
+    repeats = int(df["repeats"].iloc[0])
+    runs = f"{repeats} repeat{'s' if repeats != 1 else ''}"
+    one = df.loc[df["threads"] == 1]
     best = df.iloc[int(df["qps"].to_numpy().argmax())]
-    threads = int(best["threads"])
-    if threads == 1 or float(best["speedup"]) < 1.05:
-        return (f"{baseline}; more threads did not add throughput (p95 "
-                f"{float(best['latency_p95_ms']):.2f} ms).")
-    return (f"{baseline}, at most {float(best['qps']):,.0f} with {threads} threads "
-            f"({float(best['speedup']):.1f}x), p95 {float(best['latency_p95_ms']):.2f} ms "
-            "there.")
+    if not len(one):
+        return (f"at most {float(best['qps']):,.0f} queries/s (spread "
+                f"{float(best['qps_spread']):,.0f} over {runs}) with {int(best['threads'])} "
+                "threads.")
+    first = one.iloc[0]
+    baseline = (f"{float(first['qps']):,.0f} queries/s with one client thread (spread "
+                f"{float(first['qps_spread']):,.0f})")
+    gap = float(best["qps"] - first["qps"])
+    noise = float(best["qps_spread"] + first["qps_spread"])
+    if int(best["threads"]) == 1 or gap <= noise:
+        within = "" if int(best["threads"]) == 1 else (
+            f" (at most {float(best['qps']):,.0f} with {int(best['threads'])} threads, "
+            f"within the noise of {runs})")
+        return (f"{baseline}; more threads did not add throughput{within}; p95 "
+                f"{float(first['latency_p95_ms']):.2f} ms with one thread.")
+    return (f"{baseline}, at most {float(best['qps']):,.0f} with {int(best['threads'])} "
+            f"threads ({float(best['speedup']):.1f}x, spread {float(best['qps_spread']):,.0f}; "
+            f"beyond the noise of {runs}), p95 {float(best['latency_p95_ms']):.2f} ms there.")
 
 
 def _require_store(store: Any) -> None:
@@ -205,7 +234,7 @@ def _require_store(store: Any) -> None:
 
 
 def _run_clients(store: LongTermMemory, queries: np.ndarray, count: int, *, dimension: int,
-                 k: int, ef_search: int, repeats: int) -> tuple[np.ndarray, float]:
+                 k: int, ef_search: int) -> tuple[np.ndarray, float]:
     """Per-query seconds of every client, and the wall time from the common start."""
     shares = np.array_split(queries, count)
     results: list[np.ndarray | None] = [None] * count
@@ -217,7 +246,7 @@ def _run_clients(store: LongTermMemory, queries: np.ndarray, count: int, *, dime
             with store.tuning_session() as session:
                 ready.wait()
                 run = session.knn(shares[position], dimension=dimension, k=k,
-                                  ef_search=ef_search, repeats=repeats)
+                                  ef_search=ef_search)
                 results[position] = run["seconds"].ravel()
         except BaseException as exc:  # re-raised in the caller's thread
             errors.append(exc)
@@ -238,7 +267,8 @@ def _run_clients(store: LongTermMemory, queries: np.ndarray, count: int, *, dime
 
 
 def plot_concurrency(df: pd.DataFrame, *, ax: Any = None) -> Any:
-    """QPS (bars) and p95 latency (line, right axis) per number of client threads.
+    """QPS (bars, with a whisker as long as the spread over the repeats) and p95 latency
+    (line, right axis) per number of client threads.
 
     Parameters
     ----------
@@ -253,7 +283,10 @@ def plot_concurrency(df: pd.DataFrame, *, ax: Any = None) -> Any:
     """
     ax = axes_or_new(ax, (6, 3.2))
     labels = df["threads"].astype(str)
+    repeats = int(df["repeats"].iloc[0]) if len(df) else 0
     ax.bar(labels, df["qps"], color="#4c72b0", label="queries per second")
+    ax.errorbar(labels, df["qps"], yerr=df["qps_spread"] / 2, fmt="none", ecolor="black",
+                capsize=4, label=f"QPS spread over {repeats} repeats")
     ax.set_xlabel("client threads")
     ax.set_ylabel("queries per second")
     latency = ax.twinx()

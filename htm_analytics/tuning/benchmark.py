@@ -21,7 +21,7 @@ import pandas as pd
 from ..errors import EmbeddingError, ValidationError
 from ..store import LongTermMemory, TuningSession
 from ..validation import validate_positive_int
-from ._ground_truth import returned_distances, streamed_neighbor_distances, unit_rows
+from ._ground_truth import returned_distances, stable_sample, streamed_neighbor_distances, unit_rows
 from .plots import plot_recall_by_ef, plot_recall_latency
 
 __all__ = [
@@ -109,7 +109,7 @@ def _resolve_queries(queries: Any, dimension: int,
         if n > len(ids):
             raise ValidationError(f"asked for {n} held-out queries but only {len(ids)} vectors "
                                   f"of dimension {dimension} are stored", field="queries")
-        chosen = ids[np.random.default_rng(seed).choice(len(ids), size=n, replace=False)]
+        chosen = stable_sample(ids, n, seed)
         fetched_ids, vectors = fetch(np.sort(chosen))
         return vectors[np.searchsorted(fetched_ids, chosen)], chosen
     if isinstance(queries, np.ndarray):
@@ -322,9 +322,10 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
     ----------
     store : LongTermMemory
     queries : None, int, numpy.ndarray or list of str
-        None: 500 stored vectors chosen at random (held out: each query's own row is left out
-        of both its results and its ground truth); an int: that many; an ``(n, d)`` array:
-        those vectors; texts: embedded with ``embedder``.
+        None: the 500 stored vectors whose ids hash lowest with ``seed`` (adding memories
+        keeps nearly all; held out: each query's own row is left out of its results and
+        ground truth); an int: that many; an ``(n, d)`` array: those vectors; texts:
+        embedded with ``embedder``.
     k : int
         Neighbours per query.
     ef_search : int or sequence of int
@@ -343,7 +344,7 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
     embedder : object with ``embed(texts)``, optional
         For text queries.
     seed : int
-        Choice of held-out queries.
+        Choice of held-out queries (the same seed picks the same memories).
     exact : bool
         Run the same queries with index scans disabled instead: the exact baseline (recall 1,
         and the latency an index saves).

@@ -50,13 +50,17 @@ class RetrievalEvaluation:
         cutoff above ``k`` is left out; nDCG as trec_eval computes it, with the grade as the
         gain), ``no_result`` (float64: share of queries with no
         result), ``latency_p50_ms``, ``latency_p95_ms`` (float64, through the store, cache
-        off), ``queries``, ``k`` (int64).
+        off, over every repeat), ``latency_p50_spread_ms`` (float64: the range, max - min,
+        of the repeats' median latency; 0 with one repeat: differences between strategies
+        smaller than their spreads together are noise), ``queries``, ``k``, ``repeats``
+        (int64).
     per_query : pandas.DataFrame
         One row per query and strategy, for error analysis: ``query_id`` (int64, position in
         the input), ``query`` (string), ``strategy`` (string), ``first_relevant_rank`` (Int64:
         rank of the first relevant result, <NA> when none is in the top k), ``returned``
         (int64), the same metric columns as ``summary`` (float64), ``latency_ms``
-        (float64) and ``retrieved`` (object: the returned node ids, best first).
+        (float64: the median over the repeats) and ``retrieved`` (object: the returned node
+        ids, best first).
     significance : pandas.DataFrame
         One row per pair of strategies and metric (``mrr_at_{k}`` and ``recall_at_{k}``):
         ``strategy_a``, ``strategy_b``, ``metric`` (string), ``mean_a``, ``mean_b``,
@@ -164,7 +168,7 @@ def _significance(per_query: pd.DataFrame, strategies: Sequence[str],
 
 def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
                        strategies: Sequence[str] = EVALUATED_STRATEGIES, k: int = 10,
-                       embedding_service: Any = None) -> RetrievalEvaluation:
+                       embedding_service: Any = None, repeats: int = 1) -> RetrievalEvaluation:
     """Run labelled queries through each search strategy: quality, latency, per query.
 
     Parameters
@@ -180,6 +184,9 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
         Results per search and the cutoff of the metrics, 1 to 1000.
     embedding_service : object with ``embed``, optional
         Embeds the queries that have no ``vector``, for the strategies that need one.
+    repeats : int
+        Times each query is timed per strategy, 1 to 100 (the quality is the same each
+        time: the first run's results are scored).
 
     Returns
     -------
@@ -193,6 +200,7 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
         vectors with neither vectors nor ``embedding_service``.
     """
     k = validate_positive_int(k, field="k", maximum=1000)
+    repeats = validate_positive_int(repeats, field="repeats", maximum=100)
     if not isinstance(queries, pd.DataFrame) or not {"query", "relevant"} <= set(queries):
         raise ValidationError("must be a DataFrame with 'query' and 'relevant' columns",
                               field="queries")
@@ -217,6 +225,7 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
                               field="vector")
     metrics = _metric_names(k)
     rows: list[dict[str, Any]] = []
+    runs: dict[str, np.ndarray] = {}  # per strategy: milliseconds, (repeats, queries)
     for strategy in strategies:
         def search(position: int, strategy: str = strategy) -> list[dict[str, Any]]:
             return store.search_by_strategy(
@@ -224,17 +233,22 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
                 embedding_service=embedding_service)
 
         search(0)  # warm up the connection and the plan; not timed
-        run, timings, found = [], [], []
-        for position in range(len(texts)):
-            store.clear_cache()  # time the search, not the cache
-            started = time.perf_counter()
-            results = search(position)
-            timings.append((time.perf_counter() - started) * 1000)
-            ids = [str(r["id"]) for r in results]
-            found.append(ids)
-            # Distinct descending scores keep the store's order (trec_eval sorts by score).
-            run += [ir_measures.ScoredDoc(str(position), node, float(len(ids) - rank))
-                    for rank, node in enumerate(ids)]
+        run, found = [], []
+        milliseconds = runs[strategy] = np.zeros((repeats, len(texts)))
+        for repeat in range(repeats):
+            for position in range(len(texts)):
+                store.clear_cache()  # time the search, not the cache
+                started = time.perf_counter()
+                results = search(position)
+                milliseconds[repeat, position] = (time.perf_counter() - started) * 1000
+                if repeat:
+                    continue
+                ids = [str(r["id"]) for r in results]
+                found.append(ids)
+                # Distinct descending scores keep the store's order (trec_eval sorts by score).
+                run += [ir_measures.ScoredDoc(str(position), node, float(len(ids) - rank))
+                        for rank, node in enumerate(ids)]
+        timings = np.median(milliseconds, axis=0)
         values: dict[tuple[str, str], float] = {
             (m.query_id, str(m.measure)): m.value
             for m in ir_measures.iter_calc(list(metrics.values()), qrels, run)}
@@ -257,10 +271,12 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
     grouped = per_query.groupby("strategy", sort=False)
     summary = grouped[list(metrics)].mean()
     summary["no_result"] = grouped["returned"].apply(lambda r: float((r == 0).mean()))
-    summary["latency_p50_ms"] = grouped["latency_ms"].median()
-    summary["latency_p95_ms"] = grouped["latency_ms"].quantile(0.95)
-    summary = summary.reset_index().assign(queries=len(texts), k=k).astype(
-        {"strategy": "string", "queries": "int64", "k": "int64"})
+    summary["latency_p50_ms"] = [float(np.percentile(runs[name], 50)) for name in summary.index]
+    summary["latency_p95_ms"] = [float(np.percentile(runs[name], 95)) for name in summary.index]
+    summary["latency_p50_spread_ms"] = [float(np.ptp(np.median(runs[name], axis=1)))
+                                        for name in summary.index]
+    summary = summary.reset_index().assign(queries=len(texts), k=k, repeats=repeats).astype(
+        {"strategy": "string", "queries": "int64", "k": "int64", "repeats": "int64"})
     significance = _significance(per_query, strategies,
                                  [f"mrr_at_{k}", f"recall_at_{k}"])
     return RetrievalEvaluation(summary=summary, per_query=per_query,
@@ -320,18 +336,19 @@ def plot_retrieval(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
 def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vectors: np.ndarray,
                       relevant: Sequence[int], *, k: int = 10,
                       strategies: Sequence[str] = ("vector", "fulltext", "hybrid", "rrf",
-                                                   "vector_bm25")
-                      ) -> pd.DataFrame:
+                                                   "vector_bm25"),
+                      repeats: int = 2) -> pd.DataFrame:
     """Recall@k, MRR and latency of each strategy on queries with one known right answer.
 
-    A shorter form of :func:`evaluate_retrieval` for one relevant memory per query.
+    A shorter form of :func:`evaluate_retrieval` for one relevant memory per query, each
+    query timed ``repeats`` times.
 
     Returns
     -------
     pandas.DataFrame
         One row per strategy: ``strategy`` (string), ``recall_at_k``, ``mrr`` (MRR@k),
-        ``no_result``, ``latency_p50_ms``, ``latency_p95_ms`` (float64), ``queries``, ``k``
-        (int64).
+        ``no_result``, ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p50_spread_ms``
+        (float64: see :func:`evaluate_retrieval`), ``queries``, ``k``, ``repeats`` (int64).
     """
     queries = validate_list(queries, field="queries")
     relevant = [validate_id(r, field="relevant")
@@ -342,16 +359,17 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
                               field="queries")
     frame = pd.DataFrame({"query": list(queries), "relevant": [int(r) for r in relevant],
                           "vector": list(vectors)})
-    summary = evaluate_retrieval(store, frame, strategies=strategies, k=k).summary
+    summary = evaluate_retrieval(store, frame, strategies=strategies, k=k,
+                                 repeats=repeats).summary
     return summary.rename(columns={f"recall_at_{k}": "recall_at_k", f"mrr_at_{k}": "mrr"})[
         ["strategy", "recall_at_k", "mrr", "no_result", "latency_p50_ms", "latency_p95_ms",
-         "queries", "k"]]
+         "latency_p50_spread_ms", "queries", "k", "repeats"]]
 
 
 def plot_retrieval_quality(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Bars of recall@k and MRR per strategy from :func:`retrieval_quality`, with the median
-    latency of each strategy beside them (points, right axis, log scale) when measured.
-    Returns the Axes of the bars."""
+    latency of each strategy beside them (points, right axis, log scale, labelled with the
+    spread of the median over the repeats) when measured. Returns the Axes of the bars."""
     ax = axes_or_new(ax, (8, 3.8))
     positions = np.arange(len(df))
     ax.bar(positions - 0.2, df["recall_at_k"], width=0.4, label=f"recall@{df['k'].iloc[0]}",
@@ -364,8 +382,12 @@ def plot_retrieval_quality(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -
     if "latency_p50_ms" in df and df["latency_p50_ms"].notna().any():
         latency = ax.twinx()
         latency.plot(positions, df["latency_p50_ms"], "D", color="#333333", label="p50 latency")
-        for x, value in zip(positions, df["latency_p50_ms"]):
-            latency.annotate(f"{value:.1f} ms", (x, value), xytext=(14, 0),
+        spreads = df["latency_p50_spread_ms"] if "latency_p50_spread_ms" in df else \
+            pd.Series(np.nan, index=df.index)
+        for x, value, spread in zip(positions, df["latency_p50_ms"], spreads):
+            label = f"{value:.1f} ms" if pd.isna(spread) else \
+                f"{value:.1f} ms (spread {spread:.1f})"
+            latency.annotate(label, (x, value), xytext=(14, 0),
                              textcoords="offset points", va="center", fontsize=7)
         latency.set_yscale("log")
         low, high = df["latency_p50_ms"].min(), df["latency_p50_ms"].max()

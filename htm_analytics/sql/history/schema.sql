@@ -1,5 +1,7 @@
--- The history of a memory's vital signs, schema version 1 (docs/history.md): DuckDB and PostgreSQL.
--- A new version only adds, and a reader refuses a file of a newer version than its own.
+-- The history of a memory's vital signs, schema version 2 (docs/history.md): DuckDB, PostgreSQL,
+-- and the tables of a Parquet folder. A new version only adds (each statement is idempotent, so a
+-- history of an older version is brought up to date by running them all), and a reader refuses
+-- a history of a newer version than its own.
 CREATE TABLE IF NOT EXISTS history_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS samples (
     sample_id BIGINT PRIMARY KEY, collected_at TIMESTAMPTZ NOT NULL, database TEXT,
@@ -21,3 +23,10 @@ CREATE TABLE IF NOT EXISTS sample_robots (
 CREATE TABLE IF NOT EXISTS sample_statements (
     sample_id BIGINT NOT NULL, queryid TEXT NOT NULL, query TEXT, calls BIGINT,
     total_ms DOUBLE PRECISION, mean_ms DOUBLE PRECISION, rows BIGINT);
+-- Version 2: recall on a sample of the query vectors the memory's own query log holds
+-- (migration 011), NULL where the database has no log.
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_queries BIGINT;
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall DOUBLE PRECISION;
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall_low DOUBLE PRECISION;
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall_high DOUBLE PRECISION;
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall_queries BIGINT;

@@ -1,0 +1,209 @@
+"""Where a history is kept: a folder of Parquet files gives the same frames and drift findings
+as a DuckDB file, a history of an older schema version is read and brought up to date, one of
+this version is read by the next, and bad places get typed errors naming the field."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from psycopg import sql
+
+from htm_analytics import HistoryVersionError, LongTermMemory, ValidationError
+from htm_analytics.advisor import HistoryFolder, collect_sample, drift_findings, history
+from htm_analytics.cli import cli
+from htm_analytics.store import history as history_module
+from htm_analytics.store.history import (
+    HISTORY_SCHEMA_VERSION,
+    HISTORY_TABLES,
+    append_sample,
+    history_location,
+    read_history,
+)
+
+LOGGED = ["logged_queries", "logged_recall", "logged_recall_low", "logged_recall_high",
+          "logged_recall_queries"]
+
+
+def _collect(url: str, path) -> dict[str, pd.DataFrame]:
+    with LongTermMemory(url, read_only=True) as store:
+        return collect_sample(store, path, recall_queries=30)
+
+
+def _as_input(sample: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """A collected sample as append_sample takes it (without its sample_id)."""
+    return {name: frame.drop(columns="sample_id") for name, frame in sample.items()}
+
+
+def test_a_parquet_folder_reads_as_the_duckdb_file(history_reader_url, db, tmp_path):
+    """The same three samples (the last with recall degraded for real) in a DuckDB file and
+    in a Parquet folder: the same frames and the same drift findings."""
+    file, folder = tmp_path / "history.duckdb", tmp_path / "history"
+    for step in range(3):
+        if step == 2:
+            db.execute(sql.SQL("ALTER DATABASE {} SET hnsw.ef_search = 1").format(
+                sql.Identifier(db.info.dbname)))
+        sample = _collect(history_reader_url, file)
+        assert append_sample(HistoryFolder(folder), _as_input(sample)) == step + 1
+    from_file, from_folder = history(file), history(f"{folder}/")
+    for frame in ("samples", "growth", "index_usage", "recall", "robots", "statements"):
+        pd.testing.assert_frame_equal(getattr(from_file, frame), getattr(from_folder, frame))
+    drift = drift_findings(from_folder)
+    pd.testing.assert_frame_equal(drift_findings(from_file), drift)
+    assert "recall_drift" in set(drift["check"])
+    # Plain Parquet, one folder per sample, readable by any Parquet reader.
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "history_meta.parquet", "sample_000001", "sample_000002", "sample_000003"]
+    assert sorted(p.name for p in (folder / "sample_000003").iterdir()) == sorted(
+        f"{table}.parquet" for table in HISTORY_TABLES)
+    recall = pq.read_table(folder / "sample_000003" / "samples.parquet").column("recall")
+    assert recall.to_pylist() == [from_file.recall["recall"].iloc[-1]]
+    # A sample whose samples.parquet never arrived (a collect that died) is not read, and
+    # its number is not given again.
+    (folder / "sample_000004").mkdir()
+    shutil.copyfile(folder / "sample_000003" / "sample_robots.parquet",
+                    folder / "sample_000004" / "sample_robots.parquet")
+    assert len(read_history(folder)["samples"]) == 3
+    assert append_sample(HistoryFolder(folder), _as_input(sample)) == 5
+
+    runner = CliRunner()
+    done = runner.invoke(cli, ["--db", history_reader_url, "collect", "--history",
+                               str(tmp_path / "by-cli") + "/", "--recall-queries", "20"])
+    assert done.exit_code == 0, done.output
+    assert (tmp_path / "by-cli" / "sample_000001" / "samples.parquet").is_file()
+    assert "no logged queries" in done.stdout
+    again = runner.invoke(cli, ["--db", history_reader_url, "collect", "--history",
+                                str(tmp_path / "by-cli"), "--history-format", "parquet",
+                                "--recall-queries", "20"])
+    assert again.exit_code == 0, again.output
+    shown = runner.invoke(cli, ["history", "--history", str(tmp_path / "by-cli"), "--what",
+                                "recall", "--json"])
+    assert [row["sample_id"] for row in json.loads(shown.stdout)] == [1, 2]
+
+
+def _downgrade(location) -> None:
+    """Make a history written by this release look as schema version 1 wrote it: without
+    the columns version 2 added."""
+    if isinstance(location, HistoryFolder):
+        with duckdb.connect() as con:
+            for home in location.path.glob("sample_*"):
+                target, old = home / "samples.parquet", home / "old.parquet"
+                con.read_parquet(str(target)).project(
+                    f"* EXCLUDE ({', '.join(LOGGED)})").to_parquet(str(old))
+                old.replace(target)
+            con.sql("SELECT 'schema_version' AS key, '1' AS value").to_parquet(
+                str(location.path / "history_meta.parquet"))
+        return
+    with duckdb.connect(str(location)) as con:
+        for column in LOGGED:
+            con.execute(f"ALTER TABLE samples DROP COLUMN {column}")
+        con.execute("UPDATE history_meta SET value = '1' WHERE key = 'schema_version'")
+
+
+@pytest.mark.parametrize("where", ["history.duckdb", "history/"])
+def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp_path, where):
+    location = history_location(f"{tmp_path}/{where}")
+    _collect(history_reader_url, location)
+    _downgrade(location)
+    old = read_history(location)["samples"]
+    assert old[LOGGED].isna().all().all()  # read, the added columns NULL
+    assert len(history(location).recall) == 1
+    _collect(history_reader_url, location)  # this release's collect adds the columns
+    frames = history(location)
+    assert frames.samples["sample_id"].tolist() == [1, 2]
+    assert frames.samples["logged_queries"].isna().tolist() == [True, False]
+    assert frames.samples["logged_queries"].iloc[-1] == 0  # the log is there, and empty
+    assert frames.recall["recall"].notna().all()
+    if isinstance(location, HistoryFolder):
+        meta = pq.read_table(location.path / "history_meta.parquet").to_pylist()
+    else:
+        with duckdb.connect(str(location), read_only=True) as con:
+            meta = [{"key": k, "value": v}
+                    for k, v in con.execute("SELECT * FROM history_meta").fetchall()]
+    assert meta == [{"key": "schema_version", "value": str(HISTORY_SCHEMA_VERSION)}]
+
+
+@pytest.mark.parametrize("where", ["history.duckdb", "history/"])
+def test_a_history_of_this_version_is_read_by_the_next(history_reader_url, tmp_path,
+                                                       monkeypatch, where):
+    location = history_location(f"{tmp_path}/{where}")
+    sample = _collect(history_reader_url, location)
+    monkeypatch.setattr(history_module, "HISTORY_SCHEMA_VERSION", HISTORY_SCHEMA_VERSION + 1)
+    assert len(read_history(location)["samples"]) == 1  # the next release reads it
+    append_sample(location, _as_input(sample))  # and writes its own version there
+    monkeypatch.undo()
+    with pytest.raises(HistoryVersionError, match="upgrade htm-analytics"):
+        read_history(location)  # which this one refuses rather than misread
+    with pytest.raises(HistoryVersionError, match="upgrade htm-analytics"):
+        append_sample(location, _as_input(sample))
+
+
+def test_bad_places_are_refused_by_name(history_reader_url, tmp_path):
+    sample = _as_input(_collect(history_reader_url, tmp_path / "good.duckdb"))
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a history")
+    crowded = tmp_path / "crowded"
+    crowded.mkdir()
+    (crowded / "photo.jpg").write_bytes(b"\xff\xd8")
+    cases = [(HistoryFolder(a_file), "is a file"),
+             (HistoryFolder(a_file / "history"), "cannot write the history folder"),
+             (a_file / "history.duckdb", "cannot write the history"),
+             (f"{crowded}/", "not a history folder")]
+    with duckdb.connect(str(tmp_path / "other.duckdb")) as con:
+        con.execute("CREATE TABLE photos (id INTEGER)")
+    cases.append((tmp_path / "other.duckdb", "not a history file"))
+    for where, message in cases:
+        with pytest.raises(ValidationError, match=message) as raised:
+            append_sample(where, sample)
+        assert raised.value.field == "history"
+    assert sorted(p.name for p in crowded.iterdir()) == ["photo.jpg"]  # nothing written
+    with pytest.raises(ValidationError, match="no history folder") as raised:
+        read_history(HistoryFolder(tmp_path / "missing"))
+    assert raised.value.field == "history"
+    with pytest.raises(HistoryVersionError, match="not a history"):
+        read_history(crowded)
+    with pytest.raises(ValidationError) as raised:
+        history_location(tmp_path / "x", "csv")
+    assert raised.value.field == "history_format"
+    assert not (tmp_path / "missing").exists()  # reads create nothing
+
+
+def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, database_url,
+                                                            db):
+    runner = CliRunner()
+
+    def collect() -> None:
+        done = runner.invoke(cli, ["--db", history_reader_url, "collect", "--history-schema",
+                                   "kept", "--history-db", database_url,
+                                   "--recall-queries", "5"])
+        assert done.exit_code == 0, done.output
+
+    collect()
+    for column in LOGGED:
+        db.execute(sql.SQL("ALTER TABLE kept.samples DROP COLUMN {}").format(
+            sql.Identifier(column)))
+    db.execute("UPDATE kept.history_meta SET value = '1'")
+    target = history_module.HistoryTable(database_url, "kept")
+    assert read_history(target)["samples"][LOGGED].isna().all().all()
+    collect()
+    frames = history(target)
+    assert frames.samples["logged_queries"].isna().tolist() == [True, False]
+    assert db.execute("SELECT value FROM kept.history_meta").fetchone()[0] == \
+        str(HISTORY_SCHEMA_VERSION)
+
+
+def test_history_location_rules(tmp_path):
+    (tmp_path / "folder").mkdir()
+    assert isinstance(history_location(tmp_path / "folder"), HistoryFolder)
+    assert isinstance(history_location(f"{tmp_path}/new/"), HistoryFolder)
+    assert isinstance(history_location(tmp_path / "new", "parquet"), HistoryFolder)
+    assert history_location(tmp_path / "h.duckdb") == Path(tmp_path / "h.duckdb")
+    with pytest.raises(ValidationError, match="is a folder") as raised:
+        history_location(tmp_path / "folder", "duckdb")
+    assert raised.value.field == "history"
