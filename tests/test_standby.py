@@ -144,7 +144,8 @@ def test_read_only_analytics_on_the_standby(standby: dict[str, str], tmp_path: P
                     ["snapshot", str(tmp_path / "snap.duckdb")],
                     ["advise", "--no-sweep", "--no-hygiene"], ["hygiene"], ["health"],
                     ["indexes"], ["tags"], ["robots"], ["trends"], ["tag-tree"],
-                    ["bench", "recall", "--queries", "20"]):
+                    ["bench", "recall", "--queries", "20", "--out",
+                     str(tmp_path / "bench-recall.csv")]):
         result = runner.invoke(cli, ["--db", url, *command])
         assert result.exit_code == 0, (command, result.output)
     assert "<html" in (tmp_path / "r.html").read_text().lower()
