@@ -129,12 +129,13 @@ def collect(ctx: click.Context, history_path: str, history_format: str | None,
     recall = f"{_recall_text(row, '')}; {_recall_text(row, 'logged_')}"
     summary = {"history": history_path, "sample_id": int(row["sample_id"]), "memories": nodes,
                "indexes": len(sample["sample_indexes"]), "recall": recall}
+    written = (f"sample {summary['sample_id']} written to {history_path}: {nodes} memories, "
+               f"{summary['indexes']} indexes, {recall}")
     if not check:
         if as_json:
             emit_document({**summary, "sample": sample})
         else:
-            click.echo(f"sample {summary['sample_id']} written to {history_path}: {nodes} "
-                       f"memories, {summary['indexes']} indexes, {recall}")
+            click.echo(written)
         return
     fail_on = fail_on or "warning"
     thresholds = _thresholds(unused_samples, baseline)
@@ -144,8 +145,7 @@ def collect(ctx: click.Context, history_path: str, history_format: str | None,
         emit_document(findings_document(findings, kind="collect", database=url,
                                         fail_on=fail_on, sample=summary))
     else:
-        print_findings(findings, f"sample {summary['sample_id']} written to {history_path}: "
-                                  f"{recall}\ndrift since the baseline:")
+        print_findings(findings, f"{written}\ndrift since the baseline:")
     ctx.exit(code)
 
 
