@@ -129,6 +129,11 @@ def test_cli_reads_jsonl_and_csv(memory_url: str, store: ha.LongTermMemory,
         rows = {r["strategy"]: r for r in json.loads(result.stdout)}
         assert rows["fulltext_any"]["mrr_at_10"] == pytest.approx(expected["mrr_at_10"])
     assert rows.keys() == {"fulltext_any"}
+    repeated = runner.invoke(cli, ["--db", memory_url, "eval", "retrieval", str(csv),
+                                   "--strategies", "fulltext_any", "--repeats", "3", "--json"])
+    (row,) = json.loads(repeated.stdout)
+    assert row["repeats"] == 3 and row["latency_p50_spread_ms"] >= 0
+    assert row["mrr_at_10"] == pytest.approx(expected["mrr_at_10"])
     no_vectors = runner.invoke(cli, ["--db", memory_url, "eval", "retrieval", str(csv),
                                      "--strategies", "vector"])
     assert no_vectors.exit_code != 0

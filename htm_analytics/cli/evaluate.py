@@ -26,12 +26,15 @@ def eval_group() -> None:
               help="Results per search and metric cutoff.")
 @click.option("--embedder", default=None,
               help="Embedding provider for queries without a vector (see get_embedder).")
+@click.option("--repeats", type=int, default=1, show_default=True,
+              help="Time every query this many times: p50 is the median over the repeats, "
+                   "with its spread between them (differences within it are noise).")
 @click.option("--show", type=click.Choice(["summary", "per-query", "significance"]),
               default="summary", show_default=True, help="Which result to print.")
 @output_options
 @click.pass_context
 def eval_retrieval(ctx: click.Context, path: str, strategies: str | None, k: int,
-                   embedder: str | None, show: str, fmt: str) -> None:
+                   embedder: str | None, repeats: int, show: str, fmt: str) -> None:
     """Recall@1/5/k, MRR@k, nDCG@k and p50/p95 latency per strategy for the labelled
     queries in PATH (JSON Lines or .csv: query, relevant node ids, optional vector)."""
     from ..agent.embeddings import get_embedder
@@ -42,7 +45,7 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str | None, k: int
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
         result = evaluate_retrieval(
             store, queries, k=k, strategies=[s.strip() for s in names],
-            embedding_service=get_embedder(embedder) if embedder else None)
+            embedding_service=get_embedder(embedder) if embedder else None, repeats=repeats)
     emit({"summary": result.summary, "per-query": result.per_query,
           "significance": result.significance}[show], fmt)
 
