@@ -124,8 +124,9 @@ def tag_graph(source: MemorySource, *, min_shared: int = 2, level: int | None = 
                               field="weight")
     pairs = tag_cooccurrence(source, min_shared=min_shared, level=level, prefix=prefix,
                              timeframe=timeframe, robots=robots)
-    sizes = popular_tags(source, limit=None, level=level, prefix=prefix, timeframe=timeframe,
-                         robots=robots)
+    sizes = _tag_sizes(source, scope_params(timeframe=timeframe, robots=robots, prefix=prefix,
+                                            level=level), None)
+    sizes = sizes.sort_values(["nodes", "tag"], ascending=[False, True])  # popular_tags' order
     graph = nx.Graph(weight=weight)
     graph.add_nodes_from((tag, {"nodes": int(n)}) for tag, n in zip(sizes["tag"], sizes["nodes"]))
     for row in pairs.itertuples(index=False):
@@ -215,10 +216,7 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
         for the same top tags, periods without new nodes for a tag left out.
     """
     params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
-    params["unit"] = period_unit(freq)[0] if freq is not None else None
-    frame = source.analytics_frame(
-        "tag_sizes", params,
-        {"tag": "string", "period": "datetime64[us, UTC]", "nodes": "int64"})
+    frame = _tag_sizes(source, params, freq)
     totals = frame.groupby("tag")["nodes"].sum().reset_index()
     totals = totals.sort_values(["nodes", "tag"], ascending=[False, True])
     if limit is not None:
@@ -234,6 +232,14 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
     frame = frame[frame["tag"].isin(totals["tag"])]
     frame = frame.sort_values(["period", "tag"]).reset_index(drop=True)
     return frame[["period", "tag", "nodes"]]
+
+
+def _tag_sizes(source: MemorySource, params: dict[str, Any], freq: str | None) -> pd.DataFrame:
+    """Nodes per tag in scope (``tag``, ``period``: NaT without ``freq``, ``nodes``)."""
+    unit = period_unit(freq)[0] if freq is not None else None
+    return source.analytics_frame(
+        "tag_sizes", {**params, "unit": unit},
+        {"tag": "string", "period": "datetime64[us, UTC]", "nodes": "int64"})
 
 
 # -- plots ------------------------------------------------------------------------------------

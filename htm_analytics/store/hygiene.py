@@ -56,7 +56,9 @@ ORDER BY n.id"""
 
 _CONTENTS = f"""
 SELECT n.id, n.content, n.embedding_dimension IS NOT NULL AS has_vector
-FROM nodes n WHERE {scope_condition()} ORDER BY n.id"""
+FROM nodes n WHERE {scope_condition()}
+  AND (%(ids)s::bigint[] IS NULL OR n.id = ANY(%(ids)s::bigint[]))
+ORDER BY n.id"""
 
 # Memories without a vector against every memory in scope, by pg_trgm similarity (which
 # compares lower-cased words, so case and punctuation do not count). Probing the trigram
@@ -269,13 +271,16 @@ class HygieneMixin(StoreBase):
                 yield ids, np.vstack([to_numpy(r[1]) for r in rows])
 
     def iter_contents(self, *, scope: Mapping[str, Any] | None = None,
-                      batch_rows: int = 5_000) -> Iterator[pd.DataFrame]:
-        """Stream ``id`` (int64), ``content`` and ``has_vector`` of the memories in scope,
-        by id, in DataFrames of at most ``batch_rows`` rows (one transaction)."""
+                      batch_rows: int = 5_000,
+                      ids: Sequence[int] | None = None) -> Iterator[pd.DataFrame]:
+        """Stream ``id`` (int64), ``content`` and ``has_vector`` of the memories in scope
+        (only those of ``ids`` when given), by id, in DataFrames of at most ``batch_rows``
+        rows (one transaction)."""
         batch_rows = validate_positive_int(batch_rows, field="batch_rows")
+        chosen = None if ids is None else validate_ids(list(ids), field="ids")
         with self._transaction() as cur, \
                 cur.connection.cursor(name="hygiene_contents") as stream:
-            stream.execute(self._read(_CONTENTS), scope_parameters(scope))
+            stream.execute(self._read(_CONTENTS), {**scope_parameters(scope), "ids": chosen})
             while rows := stream.fetchmany(batch_rows):
                 yield pd.DataFrame(rows, columns=["id", "content", "has_vector"]).astype(
                     {"id": "int64", "content": "object", "has_vector": "bool"})
