@@ -88,8 +88,11 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         text = f"{advice.evidence}. Consider a larger m or ef_construction."
         headline = f"HNSW: no ef_search reached recall {advice.target_recall:g}."
     else:
+        chosen = sweep[sweep["ef_search"] == advice.ef_search].iloc[0]
         text = (f"The smallest ef_search reaching recall {advice.target_recall:g} is "
-                f"{advice.ef_search} ({advice.latency_p50_ms:.2f} ms p50). Measured with "
+                f"{advice.ef_search} ({advice.latency_p50_ms:.2f} ms p50; mean recall "
+                f"{advice.recall:.3f}, 95% interval over the {int(chosen['queries'])} queries "
+                f"{chosen['recall_low']:.3f}-{chosen['recall_high']:.3f}). Measured with "
                 f"{advice.evidence.split('; ', 1)[1]}; latency by the client on one "
                 f"connection.{_next_setting_noise(sweep, advice.ef_search)}")
         headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
@@ -97,7 +100,8 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
                     f"{advice.latency_p50_ms:.2f} ms p50).")
     section = Section("hnsw", "HNSW recall and latency", text=text, findings=[headline],
                            tables=[("ef_search sweep", sweep[[
-                               "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
+                               "ef_search", "recall_mean", "recall_low", "recall_high",
+                               "recall_p5", "latency_p50_ms",
                                "latency_p50_spread_ms", "latency_p95_ms", "qps", "qps_spread",
                                "repeats", "returned_mean", "used_index"]])],
                            data={"recall_sweep": sweep})
