@@ -22,6 +22,7 @@ from .._sql import read_sql
 from ..validation import validate_ids, validate_number, validate_positive_int
 from ._base import StoreBase
 from .hygiene import scope_condition, scope_parameters
+from .vector_stream import copy_ids
 
 __all__ = ["SampledHygieneMixin"]
 
@@ -57,6 +58,19 @@ class SampledHygieneMixin(StoreBase):
         rows = self._fetch(_statement("sample_ids"),
                            {**scope_parameters(scope), "size": size, "seed": seed})
         return np.sort(np.fromiter((r["id"] for r in rows), dtype=np.int64, count=len(rows)))
+
+    def vector_ids(self, dimension: int, *,
+                   scope: Mapping[str, Any] | None = None) -> np.ndarray:
+        """The ids (int64, ascending) of the memories in scope holding a ``dimension``-d
+        vector, whatever model made it (read through one binary COPY: ids only)."""
+        dimension = validate_positive_int(dimension, field="dimension")
+        query = sql.SQL("SELECT n.id::bigint FROM nodes n WHERE n.embedding_dimension = {d} "
+                        "AND {scope} ORDER BY n.id").format(
+            d=sql.Literal(dimension), scope=sql.SQL(scope_condition()))
+        statement = self._read(query)
+        with self._transaction() as cur:
+            return copy_ids(cur, statement if isinstance(statement, sql.Composable)
+                            else sql.SQL(statement), scope_parameters(scope))
 
     def sampled_neighbours(self, ids: Sequence[int] | np.ndarray, *, dimension: int,
                            provider: str | None, model: str | None, unnamed: bool,
