@@ -6,18 +6,21 @@ bad sample arguments name their field."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 from fixtures_db import temporary_database
 from hypothesis import assume, given
 
 import htm_analytics as ha
 from htm_analytics import LongTermMemory, ValidationError
 from htm_analytics.analysis._common import wilson_interval
+from htm_analytics.cli import cli
 from htm_analytics.report import hygiene_section
 from tests.test_hostile_input import FAST, anything
 from tests.test_hygiene import perturbed, random_texts, random_vectors
@@ -187,6 +190,26 @@ def test_the_report_and_the_advice_say_what_was_sampled(store: LongTermMemory) -
         f"among {SAMPLE:,} sampled of {total:,} memories").all()
     section, _ = hygiene_section(store, sample=None)
     assert f"Checked every one of the {total:,} memories." in section.text
+
+
+def test_the_commands_take_a_sample(memory: dict[str, Any], store: LongTermMemory) -> None:
+    runner = CliRunner()
+    total = store.count_in_scope()
+    table = runner.invoke(cli, ["--db", memory["url"], "hygiene", "--sample", str(SAMPLE),
+                                "--seed", str(SEED)])
+    assert table.exit_code == 0, table.output
+    assert f"Checked {SAMPLE:,} of {total:,} memories, chosen by seed {SEED}" in table.output
+    assert "95% interval" in table.output
+    rows = json.loads(runner.invoke(cli, ["--db", memory["url"], "hygiene", "--sample",
+                                          str(SAMPLE), "--seed", str(SEED), "--json"]).stdout)
+    expected = ha.memory_hygiene(store, sample=SAMPLE, seed=SEED).summary
+    assert [r["memories"] for r in rows] == expected["memories"].tolist()
+    advice = runner.invoke(cli, ["--db", memory["url"], "advise", "--no-sweep",
+                                 "--hygiene-sample", str(SAMPLE), "--json"])
+    assert advice.exit_code == 0, advice.output
+    assert f"among {SAMPLE:,} sampled of {total:,} memories" in advice.stdout
+    refused = runner.invoke(cli, ["--db", memory["url"], "hygiene", "--sample", "0"])
+    assert refused.exit_code != 0 and "--sample" in refused.output
 
 
 @FAST

@@ -27,6 +27,7 @@ from .demo import (
     run_demo,
 )
 from .hygiene import (
+    REPORT_HYGIENE_SAMPLE,
     WORST_SHOWN,
     hygiene_section,
 )
@@ -62,6 +63,7 @@ __all__ = [
     "hygiene_section",
     "conversation_section",
     "WORST_SHOWN",
+    "REPORT_HYGIENE_SAMPLE",
     "html_table",
     "escape",
     "markdown_table",
