@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -303,6 +304,8 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true",
                         help="keep each size's database (its URL is printed) instead of "
                              "dropping it")
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write every measurement to this JSON file")
     parser.add_argument("--database", action="append", default=[], metavar="URL",
                         help="analyse this kept memory instead of building one (once per "
                              "--rows, in the same order)")
@@ -325,6 +328,8 @@ def main() -> None:
         print(f"{size:,} rows: bulk_add loads at {anchor / bulk:.2f}x the anchor's rate "
               f"(raw COPY + the same indexes)")
     print("\n" + growth_table(sizes, measured))
+    if args.json:
+        Path(args.json).write_text(json.dumps(measured, indent=1))
 
 
 if __name__ == "__main__":

@@ -168,6 +168,24 @@ def test_the_estimates_are_the_sample_shares_with_their_interval(
         f"Checked {SAMPLE:,} of {full.total:,} memories, chosen by seed {SEED}")
 
 
+def test_near_duplicates_can_search_a_sample_of_the_sample(store: LongTermMemory) -> None:
+    full = ha.memory_hygiene(store, checks="near_duplicates")
+    nested = ha.memory_hygiene(store, sample=SAMPLE, duplicates_sample=25, seed=SEED)
+    first = set(store.sample_ids(25, seed=SEED).tolist())
+    whole = full.details["near_duplicates"]
+    expected = touching(pairs_of(whole[whole["basis"] != "text"], "node_a", "node_b"), first)
+    assert pairs_of(nested.details["near_duplicates"], "node_a", "node_b") == expected
+    rows = nested.summary.set_index("check")["checked"].to_dict()
+    assert rows == {"near_duplicates": 25, "sensitive": SAMPLE, "supersession": SAMPLE}
+    assert (nested.checked, nested.duplicates_checked) == (SAMPLE, 25)
+    assert f"of {full.total:,} memories (near-duplicates: the first 25 of them" in \
+        nested.describe_sample()
+    # on its own: the other checks read every memory
+    alone = ha.memory_hygiene(store, duplicates_sample=25, seed=SEED)
+    assert alone.sampled and alone.checked == full.total
+    assert alone.summary.set_index("check")["checked"].to_dict()["sensitive"] == full.total
+
+
 def test_a_sample_as_large_as_the_memory_is_the_full_check(store: LongTermMemory) -> None:
     full = ha.memory_hygiene(store)
     again = ha.memory_hygiene(store, sample=full.total, seed=3)
@@ -213,15 +231,19 @@ def test_the_commands_take_a_sample(memory: dict[str, Any], store: LongTermMemor
 
 
 @FAST
-@given(sample=anything, seed=anything)
+@given(sample=anything, seed=anything, duplicates=anything)
 def test_bad_sample_arguments_name_their_field(store: LongTermMemory, sample: Any,
-                                               seed: Any) -> None:
+                                               seed: Any, duplicates: Any) -> None:
     for check in (ha.memory_hygiene, ha.near_duplicates, ha.sensitive_memories,
                   ha.supersession_candidates):
         try:
             check(store, sample=sample, seed=seed)
         except ValidationError as exc:
             assert exc.field in {"sample", "seed"}
+    try:
+        ha.memory_hygiene(store, sample=sample, duplicates_sample=duplicates, seed=seed)
+    except ValidationError as exc:
+        assert exc.field in {"sample", "duplicates_sample", "seed"}
 
 
 @FAST

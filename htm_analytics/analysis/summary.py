@@ -24,37 +24,42 @@ SUMMARY_COLUMNS = {"check": "string", "findings": "int64", "memories": "int64",
 
 @dataclass
 class HygieneResult:
-    """What :func:`memory_hygiene` found: ``summary`` (one row per check), ``details`` (the
-    check's own DataFrame by name), ``total`` (memories in scope), ``checked`` (memories
-    checked: ``total`` unless a sample was) and ``seed`` (the sample's, None when every
-    memory was checked)."""
+    """What :func:`memory_hygiene` found: ``summary`` (one row per check, with the memories
+    each checked), ``details`` (the check's own DataFrame by name), ``total`` (memories in
+    scope), ``checked`` (memories the sensitive and supersession checks read: ``total``
+    unless a sample was), ``duplicates_checked`` (those the near-duplicate check searched
+    for) and ``seed`` (the sample's, None when every memory was checked)."""
 
     summary: pd.DataFrame
     details: dict[str, pd.DataFrame] = field(default_factory=dict)
     total: int = 0
     checked: int = 0
     seed: int | None = None
+    duplicates_checked: int = 0
 
     @property
     def sampled(self) -> bool:
-        """Whether the checks read a sample rather than every memory in scope."""
-        return self.checked < self.total
+        """Whether a check read a sample rather than every memory in scope."""
+        return min(self.checked, self.duplicates_checked) < self.total
 
     def describe_sample(self) -> str:
-        """One sentence on what was checked ("checked 20,000 of 1,000,000 memories, chosen
+        """One sentence on what was checked ("checked 10,000 of 1,000,000 memories, chosen
         by seed 0 ...", or "every one of the N memories")."""
         if not self.sampled:
             return f"Checked every one of the {self.total:,} memories."
-        return (f"Checked {self.checked:,} of {self.total:,} memories, chosen by seed "
-                f"{self.seed} (the lowest hashes of their ids): shares are estimates for the "
-                "whole memory with a 95% interval (Wilson), and findings list the sampled "
+        nested = ("" if self.duplicates_checked == self.checked else
+                  f" (near-duplicates: the first {self.duplicates_checked:,} of them, each a "
+                  "search of the HNSW index)")
+        return (f"Checked {self.checked:,} of {self.total:,} memories{nested}, chosen by "
+                f"seed {self.seed} (the lowest hashes of their ids): shares are estimates for "
+                "the whole memory with a 95% interval (Wilson), and findings list the sampled "
                 "memories' only.")
 
 
 def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = None,
                    min_similarity: float = 0.95, robots: str | list[str] | None = None,
                    timeframe: Any = None, sample: int | None = None,
-                   seed: int = 0) -> HygieneResult:
+                   duplicates_sample: int | None = None, seed: int = 0) -> HygieneResult:
     """Run the chosen hygiene checks and sum them up.
 
     Parameters
@@ -73,6 +78,10 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         the database by a hash of their id and ``seed`` (each check's ``sample``); shares
         are then estimates with a 95% interval. Every memory when None or when the scope
         holds no more.
+    duplicates_sample : int, optional
+        The near-duplicate check searches only the first this many of those memories (the
+        lowest hashes: a sample of the sample), as each is a search of the HNSW index;
+        ``sample`` by default.
     seed : int
         Chooses the sample.
 
@@ -88,16 +97,19 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
     store = live_store(store)
     chosen = validate_choices(checks, HYGIENE_CHECKS, field="checks")
     size, seed = validate_sample(sample), validate_seed(seed)
+    duplicates = validate_sample(duplicates_sample, field="duplicates_sample")
     total = _memories_in_scope(store, robots, timeframe)
     checked = total if size is None else min(size, total)
-    sampled = checked < total
+    searched = checked if duplicates is None else min(duplicates, checked)
+    sampled = searched < total
     result = HygieneResult(pd.DataFrame(), total=total, checked=checked,
-                           seed=seed if sampled else None)
+                           seed=seed if sampled else None, duplicates_checked=searched)
     options: dict[str, Any] = {"robots": robots, "timeframe": timeframe,
-                               "sample": checked if sampled else None, "seed": seed}
+                               "sample": checked if checked < total else None, "seed": seed}
     rows = []
     if "near_duplicates" in chosen:
-        pairs = near_duplicates(store, min_similarity=min_similarity, **options)
+        pairs = near_duplicates(store, min_similarity=min_similarity, **{
+            **options, "sample": searched if searched < total else None})
         result.details["near_duplicates"] = pairs
         memories = len(set(pairs["node_a"]) | set(pairs["node_b"]))
         extra = memories - pairs["cluster"].nunique()
@@ -147,13 +159,10 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                 "holds, forget the older or tag it as outdated. Nothing is merged or hidden "
                 "automatically.") if len(pairs) else "Nothing to do."})
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
-    if sampled:
-        frame = _estimated(frame, result)
-    else:
-        frame["checked"] = result.total
-        frame["share"] = frame["memories"] / max(result.total, 1)
-        frame["share_low"] = frame["share_high"] = frame["share"]
-    result.summary = frame.astype(SUMMARY_COLUMNS)
+    frame["checked"] = result.total
+    frame["share"] = frame["memories"] / max(result.total, 1)
+    frame["share_low"] = frame["share_high"] = frame["share"]
+    result.summary = _estimated(frame, result).astype(SUMMARY_COLUMNS)
     return result
 
 
@@ -166,18 +175,20 @@ _ESTIMATED_SUBJECT = {
 
 
 def _estimated(frame: pd.DataFrame, result: HygieneResult) -> pd.DataFrame:
-    """The summary of a sample: each check's ``memories`` counts the sampled memories
-    involved, its share of the sample estimates the whole memory's (95% Wilson interval),
-    and ``what_it_means`` says so."""
+    """The rows of the checks that read a sample: ``memories`` counts the sampled memories
+    involved, their share estimates the whole memory's (95% Wilson interval), and
+    ``what_it_means`` says so."""
     frame = frame.copy()
     for position, row in enumerate(frame.itertuples()):
-        estimated = result.details[str(row.check)].attrs["sample"]
+        estimated = result.details[str(row.check)].attrs.get("sample")
+        if estimated is None:  # every memory was checked
+            continue
         involved, low, high = (estimated["involved"], estimated["share_low"],
                                estimated["share_high"])
         frame.loc[frame.index[position], ["memories", "checked", "share", "share_low",
                                           "share_high"]] = [
-            involved, result.checked, estimated["share"], low, high]
-        estimate = (f"{involved:,} of the {result.checked:,} sampled memories "
+            involved, estimated["checked"], estimated["share"], low, high]
+        estimate = (f"{involved:,} of the {estimated['checked']:,} sampled memories "
                     f"({estimated['share']:.2%}, 95% interval {low:.2%}-{high:.2%}) "
                     f"{_ESTIMATED_SUBJECT[str(row.check)]}: about {low * result.total:,.0f}-"
                     f"{high * result.total:,.0f} of the {result.total:,} memories.")

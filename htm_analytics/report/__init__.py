@@ -27,6 +27,7 @@ from .demo import (
     run_demo,
 )
 from .hygiene import (
+    REPORT_DUPLICATES_SAMPLE,
     REPORT_HYGIENE_SAMPLE,
     WORST_SHOWN,
     hygiene_section,
@@ -64,6 +65,7 @@ __all__ = [
     "conversation_section",
     "WORST_SHOWN",
     "REPORT_HYGIENE_SAMPLE",
+    "REPORT_DUPLICATES_SAMPLE",
     "html_table",
     "escape",
     "markdown_table",

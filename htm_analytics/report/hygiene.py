@@ -9,7 +9,7 @@ from ..analysis import HygieneResult, memory_hygiene
 from ..store import LongTermMemory
 from .render import Section, counted
 
-__all__ = ["hygiene_section", "WORST_SHOWN", "REPORT_HYGIENE_SAMPLE"]
+__all__ = ["hygiene_section", "WORST_SHOWN", "REPORT_HYGIENE_SAMPLE", "REPORT_DUPLICATES_SAMPLE"]
 
 WORST_SHOWN = 10
 """Clusters and sensitive findings shown in the report (the data files have them all)."""
@@ -18,6 +18,11 @@ REPORT_HYGIENE_SAMPLE = 10_000
 """Memories the report's hygiene checks read on a larger memory (a seeded sample, stated in
 the section), so that the report's time does not grow with the memory; ``htm-analytics
 hygiene`` checks every memory."""
+
+REPORT_DUPLICATES_SAMPLE = 1_000
+"""Of those, the memories the near-duplicate check searches for: each is a search of the
+HNSW index (milliseconds, more as the index outgrows memory), where the other checks take a
+fraction of a millisecond per memory."""
 
 
 def _headline(result: HygieneResult) -> str:
@@ -32,8 +37,11 @@ def _headline(result: HygieneResult) -> str:
             row = summary.loc[check]
             return (f"{row['share']:.1%} (95% interval {row['share_low']:.1%}-"
                     f"{row['share_high']:.1%})")
+        nested = ("" if result.duplicates_checked == result.checked else
+                  f", near-duplicates on {result.duplicates_checked:,} of them")
         return (f"Hygiene, on a sample of {result.checked:,} of {result.total:,} memories "
-                f"(seed {result.seed}): an estimated {share('near_duplicates')} of memories "
+                f"(seed {result.seed}{nested}): an estimated {share('near_duplicates')} of "
+                "memories "
                 f"have a near-duplicate; {share('sensitive')} hold credentials or personal "
                 f"data{kinds}; {share('supersession')} are in a pair where a newer memory "
                 "may supersede an older one (for review).")
@@ -49,11 +57,13 @@ def _headline(result: HygieneResult) -> str:
 
 
 def hygiene_section(store: LongTermMemory, *, min_similarity: float = 0.95,
-                    sample: int | None = None,
+                    sample: int | None = None, duplicates_sample: int | None = None,
                     seed: int = 0) -> tuple[Section, HygieneResult]:
     """Counts, the worst examples and what to do, from :func:`memory_hygiene` (on a seeded
-    sample of ``sample`` memories when the memory holds more, as the section says)."""
-    result = memory_hygiene(store, min_similarity=min_similarity, sample=sample, seed=seed)
+    sample of ``sample`` memories when the memory holds more, near-duplicates on the first
+    ``duplicates_sample`` of them, as the section says)."""
+    result = memory_hygiene(store, min_similarity=min_similarity, sample=sample,
+                            duplicates_sample=duplicates_sample, seed=seed)
     pairs, found = result.details["near_duplicates"], result.details["sensitive"]
     superseding = result.details["supersession"]
     worst = pairs.drop_duplicates("cluster").head(WORST_SHOWN)[
