@@ -18,10 +18,11 @@ the growth exponent of each step is printed: the slope of log(seconds) over log(
 
 ``--database URL`` (once per ``--rows``, in the same order) runs the analysis steps on a
 memory kept by an earlier ``--keep`` run instead of building one: no generation, load or
-anchor. The hygiene checks that read every memory (near-duplicates, sensitive data, the
-whole of ``memory_hygiene``) run up to 100,000 rows; the sampled ones, as the report runs
-them, at every size. ``unreachable_memories`` checks a sample of 2,000 (all of them is a
-search per memory: hours at a million).
+anchor, and each step runs at every size in turn (sizes of one step minutes apart, under the
+same load of the machine). The hygiene checks that read every memory (near-duplicates,
+sensitive data, the whole of ``memory_hygiene``) run up to 100,000 rows; the sampled ones,
+as the report runs them, at every size. ``unreachable_memories`` checks a sample of 2,000
+(all of them is a search per memory: hours at a million).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -122,10 +125,10 @@ def _rss(field: str) -> int:
     return 0
 
 
-def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]]
-            ) -> Any:
+def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]],
+            label: str | None = None) -> Any:
     """Run ``function`` once; record its seconds and this process's peak RSS above the RSS
-    it started with."""
+    it started with (printed as ``label``, ``name`` by default)."""
     _rss_peak_reset()
     before = _rss("VmRSS")
     started = time.perf_counter()
@@ -133,7 +136,7 @@ def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str,
     seconds = time.perf_counter() - started
     peak = max(_rss("VmHWM") - before, 0)
     results[name] = {"seconds": seconds, "peak_mib": peak / 2**20}
-    print(f"  {name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB", flush=True)
+    print(f"  {label or name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB", flush=True)
     return value
 
 
@@ -239,14 +242,33 @@ def analyse(store: ha.LongTermMemory, rows: int, with_report: bool,
         measure("build_report", lambda: ha.build_report(store), results)
 
 
-def run_kept(url: str, rows: int, with_report: bool) -> dict[str, dict[str, float]]:
-    """The analysis steps on a memory an earlier ``--keep`` run built."""
-    results: dict[str, dict[str, float]] = {}
-    with ha.LongTermMemory(url, cache_size=0) as store:
-        print(f"{rows:,} rows: the kept memory at {store.url}: "
-              f"{store.count_in_scope():,} distinct memories", flush=True)
-        analyse(store, rows, with_report, results)
-    return results
+def run_kept(kept: dict[int, str], with_report: bool) -> dict[int, dict[str, dict[str, float]]]:
+    """The analysis steps on memories earlier ``--keep`` runs built, step by step: each step
+    runs at every size in turn, so that the sizes of one step are measured minutes apart
+    under the same load of the machine (the growth exponent compares them)."""
+    measured: dict[int, dict[str, dict[str, float]]] = {rows: {} for rows in kept}
+    with ExitStack() as stack:
+        stores = {rows: stack.enter_context(ha.LongTermMemory(url, cache_size=0))
+                  for rows, url in sorted(kept.items())}
+        steps = {rows: analysis_cases(store, rows) for rows, store in stores.items()}
+        for rows, store in stores.items():
+            print(f"{rows:,} rows: the kept memory at {store.url}: "
+                  f"{store.count_in_scope():,} distinct memories", flush=True)
+        for name in dict.fromkeys(name for cases in steps.values() for name, _ in cases):
+            for rows, cases in steps.items():
+                for function in [f for n, f in cases if n == name]:
+                    measure(name, function, measured[rows], label=f"{name} [{rows:,}]")
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scale-")))
+        finals: list[tuple[str, Callable[[ha.LongTermMemory, int], Any]]] = [
+            ("export_snapshot (DuckDB)",
+             lambda store, rows: ha.export_snapshot(store, folder / f"memory-{rows}.duckdb"))]
+        if with_report:
+            finals.append(("build_report", lambda store, rows: ha.build_report(store)))
+        for name, final in finals:
+            for rows, store in stores.items():
+                measure(name, partial(final, store, rows), measured[rows],
+                        label=f"{name} [{rows:,}]")
+    return measured
 
 
 def run_size(server_url: str, rows: int, with_report: bool,
@@ -312,13 +334,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.database and len(args.database) != len(args.rows):
         parser.error("give one --database per --rows")
-    kept = dict(zip(args.rows, args.database))
-    server = resolve_database_url()
     measured: dict[int, dict[str, dict[str, float]]] = {}
-    for rows in sorted(args.rows):
+    if args.database:
+        measured = run_kept(dict(zip(args.rows, args.database)), not args.no_report)
+    server = resolve_database_url()
+    for rows in sorted(set(args.rows) - set(measured)):
         print(f"\n== {rows:,} rows", flush=True)
-        measured[rows] = (run_kept(kept[rows], rows, not args.no_report) if rows in kept
-                          else run_size(server, rows, not args.no_report, args.keep))
+        measured[rows] = run_size(server, rows, not args.no_report, args.keep)
     sizes = sorted(measured)
     for size in sizes:
         if "anchor: total" not in measured[size]:
