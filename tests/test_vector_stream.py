@@ -3,6 +3,8 @@ batches of the size asked, and a row of another shape is refused."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import psycopg
 import pytest
@@ -10,10 +12,11 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from htm_analytics import DatabaseError, LongTermMemory
-from htm_analytics.store.vector_stream import copy_ids, copy_vector_batches
+from htm_analytics.store.vector_stream import copy_ids, copy_vector_batches, one_snapshot
 from tests.test_hygiene import random_texts, random_vectors
 
-VECTORS = "SELECT id::bigint, subvector(embedding, 1, 5) FROM nodes WHERE {} ORDER BY id"
+VECTORS = ("SELECT id::bigint AS id, subvector(embedding, 1, 5) FROM nodes WHERE {} "
+           "ORDER BY id")
 
 
 def test_copied_vectors_equal_the_selected_ones(ltm: LongTermMemory,
@@ -39,8 +42,30 @@ def test_copied_vectors_equal_the_selected_ones(ltm: LongTermMemory,
             assert [len(ids) for ids, _ in exact] == [5, 5]
             assert list(copy_vector_batches(cur, sql.SQL(VECTORS.format("false")), None, 5,
                                             batch_rows=5)) == []
-            ids = copy_ids(cur, sql.SQL("SELECT id::bigint FROM nodes ORDER BY id"), None)
+            ids = copy_ids(cur, sql.SQL("SELECT id::bigint AS id FROM nodes"), None)
             np.testing.assert_array_equal(ids, expected_ids)
-            with pytest.raises(DatabaseError, match="not \\(bigint, vector\\(5\\)\\)"):
+            with pytest.raises(DatabaseError, match=r"stream ended|not \(bigint"):
                 list(copy_vector_batches(cur, sql.SQL(VECTORS.replace("::bigint", "::int")
                                                       .format("true")), None, 5, 5))
+
+
+def test_the_time_between_pages_is_not_a_statement(ltm: LongTermMemory,
+                                                   database_url: str) -> None:
+    """Each page is its own statement, in one snapshot: a caller working longer than
+    ``statement_timeout`` between pages is not cancelled, and rows added meanwhile are not
+    seen."""
+    ltm.bulk_add(random_texts(30, seed=5), robots="alpha",
+                 embeddings=random_vectors(30, seed=6, dimension=5))
+    with psycopg.connect(database_url) as conn, conn.cursor() as cur:
+        cur.execute("SET statement_timeout = '200ms'")
+        conn.commit()
+        one_snapshot(cur)
+        seen = []
+        for ids, _ in copy_vector_batches(cur, sql.SQL(VECTORS.format("true")), None, 5,
+                                          batch_rows=10):
+            seen += ids.tolist()
+            if len(seen) == 10:
+                ltm.bulk_add(["a memory added while the pages are read"], robots="alpha",
+                             embeddings=random_vectors(1, seed=7, dimension=5))
+            time.sleep(0.3)
+        assert len(seen) == 30

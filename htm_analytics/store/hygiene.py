@@ -19,7 +19,7 @@ from psycopg import sql
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
 from ._base import StoreBase
 from ._vectors import native_distance
-from .vector_stream import copy_vector_batches
+from .vector_stream import copy_vector_batches, one_snapshot
 
 __all__ = ["HygieneMixin", "scope_condition", "scope_parameters", "self_search_statement",
            "read_self_search"]
@@ -45,7 +45,7 @@ GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3"""
 # Vectors of one model: named ones by their provenance row, unnamed ones (no row) as well
 # when %(unnamed)s; the zero padding of the reference schema cut off on the server.
 _VECTORS = """
-SELECT n.id::bigint, subvector(n.embedding, 1, {d}) AS embedding
+SELECT n.id::bigint AS id, subvector(n.embedding, 1, {d}) AS embedding
 FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
 WHERE n.embedding_dimension = {d}
   AND ((m.node_id IS NULL AND %(unnamed)s)
@@ -254,7 +254,7 @@ class HygieneMixin(StoreBase):
         ``ids`` is int64 ``(n,)``, ``vectors`` float32 ``(n, dimension)`` at the model's own
         dimension. ``provider``/``model`` select vectors recorded with that model (None: those
         recorded without a name); ``unnamed`` adds the vectors stored without any record.
-        All batches come from one transaction (one binary COPY, read as it arrives): one
+        All batches come from one repeatable-read transaction (pages of binary COPY): one
         consistent picture.
         """
         dimension = validate_positive_int(dimension, field="dimension",
@@ -265,6 +265,7 @@ class HygieneMixin(StoreBase):
         params = {**scope_parameters(scope), "provider": provider, "model": model,
                   "unnamed": unnamed}
         with self._transaction() as cur:
+            one_snapshot(cur)
             statement = self._read(query)
             yield from copy_vector_batches(
                 cur, statement if isinstance(statement, sql.Composable) else sql.SQL(statement),

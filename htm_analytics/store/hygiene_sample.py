@@ -22,7 +22,7 @@ from .._sql import read_sql
 from ..validation import validate_ids, validate_number, validate_positive_int
 from ._base import StoreBase
 from .hygiene import scope_condition, scope_parameters
-from .vector_stream import copy_ids
+from .vector_stream import copy_ids, one_snapshot
 
 __all__ = ["SampledHygieneMixin"]
 
@@ -64,11 +64,12 @@ class SampledHygieneMixin(StoreBase):
         """The ids (int64, ascending) of the memories in scope holding a ``dimension``-d
         vector, whatever model made it (read through one binary COPY: ids only)."""
         dimension = validate_positive_int(dimension, field="dimension")
-        query = sql.SQL("SELECT n.id::bigint FROM nodes n WHERE n.embedding_dimension = {d} "
+        query = sql.SQL("SELECT n.id::bigint AS id FROM nodes n WHERE n.embedding_dimension = {d} "
                         "AND {scope} ORDER BY n.id").format(
             d=sql.Literal(dimension), scope=sql.SQL(scope_condition()))
         statement = self._read(query)
         with self._transaction() as cur:
+            one_snapshot(cur)
             return copy_ids(cur, statement if isinstance(statement, sql.Composable)
                             else sql.SQL(statement), scope_parameters(scope))
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 
 from ..errors import DatabaseError, ValidationError
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_tag, validate_timeframe
@@ -110,7 +110,7 @@ class TuningSession:
             params["ids"] = ids.tolist()
         vector = sql.SQL(", n.embedding" if copy else ", subvector(n.embedding, 1, {d})").format(
             d=sql.Literal(dimension))
-        return sql.SQL("SELECT n.id::bigint{} FROM {} n WHERE {} ORDER BY n.id").format(
+        return sql.SQL("SELECT n.id::bigint AS id{} FROM {} n WHERE {} ORDER BY n.id").format(
             sql.SQL("") if vectors_too is False else vector,
             sql.Identifier(self._copy or "") if copy else sql.Identifier("nodes"),
             sql.SQL(" AND ").join(conditions)), params
@@ -126,11 +126,14 @@ class TuningSession:
                        filters: Mapping[str, Any] | None = None, ids: np.ndarray | None = None,
                        batch: int = 20_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(ids, vectors)`` of the target in batches of ``batch`` rows ordered by id (only
-        ``ids`` when given): one binary COPY read as it arrives
+        ``ids`` when given): pages of binary COPY in one snapshot
         (:mod:`~htm_analytics.store.vector_stream`), so memory stays one batch whatever the
         table's size."""
         query, params = self._vectors_query(dimension, target, filters, ids=ids)
+        fresh = self._conn.info.transaction_status == pq.TransactionStatus.IDLE
         with self._conn.transaction(), self._conn.cursor() as cur:
+            if fresh:  # the pages, one picture
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             yield from copy_vector_batches(cur, query, params, dimension, batch)
 
     def stored_vectors(self, dimension: int, *, target: str = "live",
