@@ -45,7 +45,7 @@ from pgvector.psycopg import register_vector
 
 import htm_analytics as ha
 from htm_analytics.agent.datasets import read_corpus
-from htm_analytics.report import REPORT_HYGIENE_SAMPLE
+from htm_analytics.report import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE
 from htm_analytics.store import scratch_database
 from htm_analytics.store.connection import resolve_database_url
 
@@ -182,7 +182,7 @@ FULL_HYGIENE_ROWS = 100_000  # above: only the sampled hygiene checks (see the d
 
 def analysis_cases(store: ha.LongTermMemory, rows: int) -> list[tuple[str, Callable[[], Any]]]:
     """Every analysis step timed at ``rows``, in order."""
-    sample = REPORT_HYGIENE_SAMPLE
+    sample, searched = REPORT_HYGIENE_SAMPLE, REPORT_DUPLICATES_SAMPLE
     cases: list[tuple[str, Callable[[], Any]]] = [
         ("tag_cooccurrence", lambda: ha.tag_cooccurrence(store)),
         ("tag_cooccurrence level=1", lambda: ha.tag_cooccurrence(store, level=1)),
@@ -210,7 +210,8 @@ def analysis_cases(store: ha.LongTermMemory, rows: int) -> list[tuple[str, Calla
          lambda: ha.sensitive_memories(store, sample=sample)),
         (f"supersession_candidates sample={sample}",
          lambda: ha.supersession_candidates(store, sample=sample)),
-        (f"memory_hygiene sample={sample}", lambda: ha.memory_hygiene(store, sample=sample)),
+        (f"memory_hygiene sample={sample} (near-duplicates {searched}: the report's)",
+         lambda: ha.memory_hygiene(store, sample=sample, duplicates_sample=searched)),
         ("advise", lambda: ha.advise(store)),
         ("recommend_ef_search", lambda: ha.recommend_ef_search(store)),
         ("benchmark_recall (200 q, exact truth)",
