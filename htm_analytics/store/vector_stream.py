@@ -80,7 +80,7 @@ def _pages(cur: psycopg.Cursor[Any], query: sql.Composable, params: Any,
         after = int(rows["id"][-1])
 
 
-def _copied(cur: psycopg.Cursor[Any], statement: sql.Composable, params: Any,
+def _copied(cur: psycopg.Cursor[Any], statement: sql.Composed, params: Any,
             dimension: int | None) -> np.ndarray:
     """The rows of one binary COPY, checked to have the fields and lengths of
     :func:`_row_type`."""

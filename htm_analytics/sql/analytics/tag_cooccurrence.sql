@@ -1,5 +1,7 @@
 -- Pairs of topics found on the same nodes, with the sizes needed for association measures.
 -- A tag and its own ancestor always co-occur (tagging attaches ancestors): such pairs are left out.
+-- Then one row per topic in scope, topic2 NULL, with its size in nodes1: the tag graph's nodes,
+-- from the same pass.
 -- work_mem: 256MB (the node-topic pairs, held once and joined with themselves: about 40 bytes
 -- each, 4.5 million at a million memories tagged like the corpus)
 --
@@ -78,3 +80,7 @@ JOIN topics n2 ON n2.topic_id = p.id2
 JOIN sizes s1 ON s1.topic_id = p.id1
 JOIN sizes s2 ON s2.topic_id = p.id2
 CROSS JOIN universe u
+UNION ALL
+SELECT n.topic, NULL::text, 0::bigint, s.nodes, 0::bigint, u.total_nodes,
+       NULL::double precision, NULL::double precision
+FROM sizes s JOIN topics n ON n.topic_id = s.topic_id CROSS JOIN universe u
