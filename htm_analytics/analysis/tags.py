@@ -107,7 +107,7 @@ def _pairs_and_sizes(source: MemorySource, params: dict[str, Any]
     frame = source.analytics_frame("tag_cooccurrence", params, _COOCCURRENCE_DTYPES)
     sized = frame["topic2"].isna().to_numpy(dtype=bool)
     sizes = pd.DataFrame({"tag": frame.loc[sized, "topic1"], "nodes": frame.loc[sized, "nodes1"]})
-    frame = frame[~sized]
+    frame = frame[~sized].copy()
     # Each engine orders the pair by its own collation: orient by code point here.
     swap = (frame["topic1"] > frame["topic2"]).to_numpy(dtype=bool)
     for first, second in (("topic1", "topic2"), ("nodes1", "nodes2")):
