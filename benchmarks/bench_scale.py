@@ -15,6 +15,14 @@ every analysis helper, ``advise``, ``build_report``, ``export_snapshot``,
 with its wall time and the peak RSS of this process during the call (reset before each step
 through /proc/self/clear_refs; the server's memory is not included). With two sizes or more
 the growth exponent of each step is printed: the slope of log(seconds) over log(rows).
+
+``--database URL`` (once per ``--rows``, in the same order) runs the analysis steps on a
+memory kept by an earlier ``--keep`` run instead of building one: no generation, load or
+anchor, and each step runs at every size in turn (sizes of one step minutes apart, under the
+same load of the machine). The hygiene checks that read every memory (near-duplicates,
+sensitive data, the whole of ``memory_hygiene``) run up to 100,000 rows; the sampled ones,
+as the report runs them, at every size. ``unreachable_memories`` checks a sample of 2,000
+(all of them is a search per memory: hours at a million).
 """
 
 from __future__ import annotations
@@ -22,9 +30,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import json
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +45,7 @@ from pgvector.psycopg import register_vector
 
 import htm_analytics as ha
 from htm_analytics.agent.datasets import read_corpus
+from htm_analytics.report import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE
 from htm_analytics.store import scratch_database
 from htm_analytics.store.connection import resolve_database_url
 
@@ -113,10 +125,10 @@ def _rss(field: str) -> int:
     return 0
 
 
-def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]]
-            ) -> Any:
+def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]],
+            label: str | None = None) -> Any:
     """Run ``function`` once; record its seconds and this process's peak RSS above the RSS
-    it started with."""
+    it started with (printed as ``label``, ``name`` by default)."""
     _rss_peak_reset()
     before = _rss("VmRSS")
     started = time.perf_counter()
@@ -124,7 +136,7 @@ def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str,
     seconds = time.perf_counter() - started
     peak = max(_rss("VmHWM") - before, 0)
     results[name] = {"seconds": seconds, "peak_mib": peak / 2**20}
-    print(f"  {name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB", flush=True)
+    print(f"  {label or name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB", flush=True)
     return value
 
 
@@ -165,6 +177,101 @@ def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[st
         conn.execute("DROP TABLE anchor")
 
 
+FULL_HYGIENE_ROWS = 100_000  # above: only the sampled hygiene checks (see the docstring)
+
+
+def analysis_cases(store: ha.LongTermMemory, rows: int) -> list[tuple[str, Callable[[], Any]]]:
+    """Every analysis step timed at ``rows``, in order."""
+    sample, searched = REPORT_HYGIENE_SAMPLE, REPORT_DUPLICATES_SAMPLE
+    cases: list[tuple[str, Callable[[], Any]]] = [
+        ("tag_cooccurrence", lambda: ha.tag_cooccurrence(store)),
+        ("tag_cooccurrence level=1", lambda: ha.tag_cooccurrence(store, level=1)),
+        ("tag_graph", lambda: ha.tag_graph(store)),
+        ("tag_graph level=2 (the report's)",
+         lambda: ha.tag_graph(store, level=2, min_shared=3, weight="npmi")),
+        ("tag_hierarchy", lambda: ha.tag_hierarchy(store)),
+        ("popular_tags", lambda: ha.popular_tags(store)),
+        ("popular_tags M", lambda: ha.popular_tags(store, freq="M")),
+        ("remember_trends W", lambda: ha.remember_trends(store, freq="W")),
+        ("remember_trends W by robot",
+         lambda: ha.remember_trends(store, freq="W", by="robot")),
+        ("remember_count_distribution", lambda: ha.remember_count_distribution(store)),
+        ("most_reinforced", lambda: ha.most_reinforced(store)),
+        ("robot_overlap top=1000", lambda: ha.robot_overlap(store, top=1000)),
+        ("robot_activity", lambda: ha.robot_activity(store)),
+        ("index_usage", lambda: ha.index_usage(store)),
+        ("table_health", lambda: ha.table_health(store)),
+        ("memory_growth", lambda: ha.memory_growth(store)),
+        ("stale_memories", lambda: ha.stale_memories(store)),
+        ("unreachable_memories sample=2000",
+         lambda: ha.unreachable_memories(store, sample=2000)),
+        (f"near_duplicates sample={sample}", lambda: ha.near_duplicates(store, sample=sample)),
+        (f"sensitive_memories sample={sample}",
+         lambda: ha.sensitive_memories(store, sample=sample)),
+        (f"supersession_candidates sample={sample}",
+         lambda: ha.supersession_candidates(store, sample=sample)),
+        (f"memory_hygiene sample={sample} (near-duplicates {searched}: the report's)",
+         lambda: ha.memory_hygiene(store, sample=sample, duplicates_sample=searched)),
+        ("advise", lambda: ha.advise(store)),
+        ("recommend_ef_search", lambda: ha.recommend_ef_search(store)),
+        ("benchmark_recall (200 q, exact truth)",
+         lambda: ha.benchmark_recall(store, queries=200, progress=False)),
+    ]
+    if rows <= 100_000:  # the full matrix: robots squared rows
+        at = next(i for i, (name, _) in enumerate(cases) if name.startswith("robot_overlap"))
+        cases.insert(at, ("robot_overlap (full matrix)", lambda: ha.robot_overlap(store)))
+    if rows <= FULL_HYGIENE_ROWS:  # every memory read, or every pair compared
+        at = next(i for i, (name, _) in enumerate(cases) if name.startswith("near_dup"))
+        cases[at:at] = [
+            ("near_duplicates", lambda: ha.near_duplicates(store)),
+            ("sensitive_memories", lambda: ha.sensitive_memories(store)),
+            ("supersession_candidates", lambda: ha.supersession_candidates(store)),
+            ("memory_hygiene", lambda: ha.memory_hygiene(store)),
+        ]
+    return cases
+
+
+def analyse(store: ha.LongTermMemory, rows: int, with_report: bool,
+            results: dict[str, dict[str, float]]) -> None:
+    """Time every analysis step, the snapshot and the report on ``store``."""
+    for name, function in analysis_cases(store, rows):
+        measure(name, function, results)
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
+        measure("export_snapshot (DuckDB)", lambda: ha.export_snapshot(
+            store, Path(folder) / "memory.duckdb"), results)
+    if with_report:
+        measure("build_report", lambda: ha.build_report(store), results)
+
+
+def run_kept(kept: dict[int, str], with_report: bool) -> dict[int, dict[str, dict[str, float]]]:
+    """The analysis steps on memories earlier ``--keep`` runs built, step by step: each step
+    runs at every size in turn, so that the sizes of one step are measured minutes apart
+    under the same load of the machine (the growth exponent compares them)."""
+    measured: dict[int, dict[str, dict[str, float]]] = {rows: {} for rows in kept}
+    with ExitStack() as stack:
+        stores = {rows: stack.enter_context(ha.LongTermMemory(url, cache_size=0))
+                  for rows, url in sorted(kept.items())}
+        steps = {rows: analysis_cases(store, rows) for rows, store in stores.items()}
+        for rows, store in stores.items():
+            print(f"{rows:,} rows: the kept memory at {store.url}: "
+                  f"{store.count_in_scope():,} distinct memories", flush=True)
+        for name in dict.fromkeys(name for cases in steps.values() for name, _ in cases):
+            for rows, cases in steps.items():
+                for function in [f for n, f in cases if n == name]:
+                    measure(name, function, measured[rows], label=f"{name} [{rows:,}]")
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scale-")))
+        finals: list[tuple[str, Callable[[ha.LongTermMemory, int], Any]]] = [
+            ("export_snapshot (DuckDB)",
+             lambda store, rows: ha.export_snapshot(store, folder / f"memory-{rows}.duckdb"))]
+        if with_report:
+            finals.append(("build_report", lambda store, rows: ha.build_report(store)))
+        for name, final in finals:
+            for rows, store in stores.items():
+                measure(name, partial(final, store, rows), measured[rows],
+                        label=f"{name} [{rows:,}]")
+    return measured
+
+
 def run_size(server_url: str, rows: int, with_report: bool,
              keep: bool = False) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
@@ -186,41 +293,7 @@ def run_size(server_url: str, rows: int, with_report: bool,
                                 if k.startswith("anchor"))}
             memory.clear()  # the server has it now
             measure("create_native_index(384)", lambda: store.create_native_index(384), results)
-            cases: list[tuple[str, Callable[[], Any]]] = [
-                ("tag_cooccurrence", lambda: ha.tag_cooccurrence(store)),
-                ("tag_cooccurrence level=1", lambda: ha.tag_cooccurrence(store, level=1)),
-                ("tag_graph", lambda: ha.tag_graph(store)),
-                ("tag_hierarchy", lambda: ha.tag_hierarchy(store)),
-                ("popular_tags M", lambda: ha.popular_tags(store, freq="M")),
-                ("remember_trends W", lambda: ha.remember_trends(store, freq="W")),
-                ("remember_trends W by robot",
-                 lambda: ha.remember_trends(store, freq="W", by="robot")),
-                ("remember_count_distribution", lambda: ha.remember_count_distribution(store)),
-                ("most_reinforced", lambda: ha.most_reinforced(store)),
-                ("robot_overlap top=1000", lambda: ha.robot_overlap(store, top=1000)),
-                ("robot_activity", lambda: ha.robot_activity(store)),
-                ("index_usage", lambda: ha.index_usage(store)),
-                ("table_health", lambda: ha.table_health(store)),
-                ("memory_growth", lambda: ha.memory_growth(store)),
-                ("near_duplicates", lambda: ha.near_duplicates(store)),
-                ("sensitive_memories", lambda: ha.sensitive_memories(store)),
-                ("unreachable_memories", lambda: ha.unreachable_memories(store)),
-                ("stale_memories", lambda: ha.stale_memories(store)),
-                ("memory_hygiene", lambda: ha.memory_hygiene(store)),
-                ("advise", lambda: ha.advise(store)),
-                ("recommend_ef_search", lambda: ha.recommend_ef_search(store)),
-                ("benchmark_recall (200 q, exact truth)",
-                 lambda: ha.benchmark_recall(store, queries=200, progress=False)),
-            ]
-            if rows <= 100_000:  # the full matrix: robots squared rows
-                cases.insert(9, ("robot_overlap (full matrix)", lambda: ha.robot_overlap(store)))
-            for name, function in cases:
-                measure(name, function, results)
-            with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
-                measure("export_snapshot (DuckDB)", lambda: ha.export_snapshot(
-                    store, Path(folder) / "memory.duckdb"), results)
-            if with_report:
-                measure("build_report", lambda: ha.build_report(store), results)
+            analyse(store, rows, with_report, results)
     return results
 
 
@@ -254,19 +327,32 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true",
                         help="keep each size's database (its URL is printed) instead of "
                              "dropping it")
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write every measurement to this JSON file")
+    parser.add_argument("--database", action="append", default=[], metavar="URL",
+                        help="analyse this kept memory instead of building one (once per "
+                             "--rows, in the same order)")
     args = parser.parse_args()
-    server = resolve_database_url()
+    if args.database and len(args.database) != len(args.rows):
+        parser.error("give one --database per --rows")
     measured: dict[int, dict[str, dict[str, float]]] = {}
-    for rows in sorted(args.rows):
+    if args.database:
+        measured = run_kept(dict(zip(args.rows, args.database)), not args.no_report)
+    server = resolve_database_url()
+    for rows in sorted(set(args.rows) - set(measured)):
         print(f"\n== {rows:,} rows", flush=True)
         measured[rows] = run_size(server, rows, not args.no_report, args.keep)
     sizes = sorted(measured)
     for size in sizes:
+        if "anchor: total" not in measured[size]:
+            continue
         bulk = measured[size]["bulk_add (with index rebuild)"]["seconds"]
         anchor = measured[size]["anchor: total"]["seconds"]
         print(f"{size:,} rows: bulk_add loads at {anchor / bulk:.2f}x the anchor's rate "
               f"(raw COPY + the same indexes)")
     print("\n" + growth_table(sizes, measured))
+    if args.json:
+        Path(args.json).write_text(json.dumps(measured, indent=1))
 
 
 if __name__ == "__main__":

@@ -18,10 +18,11 @@ from ._sql import read_sql
 from .errors import ValidationError
 from .validation import validate_name, validate_positive_int, validate_tag, validate_timeframe
 
-__all__ = ["MemorySource", "load_analytics_query", "coerce_frame", "to_duckdb_query",
-           "period_unit", "scope_params"]
+__all__ = ["MemorySource", "load_analytics_query", "analytics_work_mem", "coerce_frame",
+           "to_duckdb_query", "period_unit", "scope_params"]
 
 _MARKER = re.compile(r"\{(scoped|remember_events)\}")
+_WORK_MEM = re.compile(r"^-- work_mem: (\d+(?:kB|MB|GB))\b", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
 
@@ -42,6 +43,15 @@ def load_analytics_query(name: str) -> str:
     return _MARKER.sub(
         lambda m: _strip_comments(read_sql("analytics", f"{fragments[m.group(1)]}.sql")).strip(),
         read_sql("analytics", f"{name}.sql"))
+
+
+@functools.cache
+def analytics_work_mem(name: str) -> str | None:
+    """The ``work_mem`` that ``sql/analytics/<name>.sql`` asks for in a ``-- work_mem: 256MB``
+    comment line (PostgreSQL only: the store sets it for that statement's transaction, never
+    below the server's own), or None."""
+    match = _WORK_MEM.search(read_sql("analytics", f"{name}.sql"))
+    return match.group(1) if match else None
 
 
 def _strip_comments(text: str) -> str:

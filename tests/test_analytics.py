@@ -192,6 +192,9 @@ def test_tag_graph_and_export(store: LongTermMemory, tmp_path: Path) -> None:
     assert data["weight"] == pytest.approx(max(edge["npmi"], 0))
     communities = {graph.nodes[n]["community"] for n in graph}
     assert communities == set(range(graph.graph["communities"]))
+    sizes = ha.popular_tags(store, limit=None, level=2)  # every tag in scope, its own query
+    assert list(graph.nodes) == sizes["tag"].tolist()
+    assert [graph.nodes[n]["nodes"] for n in graph] == sizes["nodes"].tolist()
     again = ha.tag_graph(store, level=2, min_shared=5, weight="npmi", seed=3)
     assert nx.get_node_attributes(again, "community") == \
         nx.get_node_attributes(graph, "community")

@@ -258,6 +258,11 @@ def test_the_spelt_out_defaults_are_the_library_ones() -> None:
     assert hygiene.HYGIENE_CHECKS == analysis.HYGIENE_CHECKS
     assert hygiene.SENSITIVE_KINDS == analysis.SENSITIVE_KINDS
 
+    from htm_analytics.cli import _app
+    from htm_analytics.report import REPORT_HYGIENE_SAMPLE
+
+    assert _app.HYGIENE_SAMPLE == REPORT_HYGIENE_SAMPLE
+
 
 @pytest.fixture
 def own_default_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:

@@ -172,6 +172,19 @@ def test_unreachable_memories_and_the_ef_search_that_finds_them(ltm: ha.LongTerm
     assert (summary["share_high"] < 0.15).all()
 
 
+def test_vectors_of_a_named_model_are_checked_too(ltm: ha.LongTermMemory) -> None:
+    """Every vector of the index's dimension is checked, whichever model made it (the
+    toolkit's own writes name theirs)."""
+    ltm.bulk_add(random_texts(30, seed=31), robots="alpha",
+                 embeddings=random_vectors(30, seed=32), embedding_model=("test", "one"))
+    ltm.bulk_add(random_texts(10, seed=33), robots="beta",
+                 embeddings=random_vectors(10, seed=34))
+    summary = ha.unreachable_memories(ltm).attrs["summary"]
+    assert summary["memories"].tolist() == summary["checked"].tolist() == [40]
+    assert ha.unreachable_memories(ltm, robots="beta").attrs["summary"]["checked"].tolist() \
+        == [10]
+
+
 @pytest.mark.parametrize("arguments, field", [
     ({"k": 0}, "k"), ({"k": True}, "k"), ({"ef_search": 1001}, "ef_search"),
     ({"sample": 0}, "sample"), ({"sample": 1.5}, "sample"), ({"seed": -1}, "seed"),

@@ -79,6 +79,23 @@ def test_recall_rises_with_ef_search(store: LongTermMemory) -> None:
     assert result[["m", "ef_construction", "dimension"]].iloc[0].tolist() == [16, 64, 384]
     assert result["queries"].eq(200).all() and result["rows"].eq(len_vectors(store)).all()
     assert result["pgvector"].iloc[0] == store.server_info["pgvector_version"]
+    # the mean's 95% interval over the queries holds it, and narrows as recall saturates
+    assert (result["recall_low"] <= result["recall_mean"]).all()
+    assert (result["recall_mean"] <= result["recall_high"]).all()
+    width = (result["recall_high"] - result["recall_low"]).to_numpy()
+    assert width[0] > width[-1] >= 0 and width[0] < 0.1
+
+
+def test_the_recall_interval_is_students_t_over_the_queries() -> None:
+    from scipy import stats
+
+    recall = np.array([1.0, 0.9, 0.8, 1.0, 0.7, 1.0])
+    low, high = stats.t.interval(0.95, len(recall) - 1, loc=recall.mean(),
+                                 scale=stats.sem(recall))
+    assert tuning._mean_interval(recall) == pytest.approx(
+        {"recall_low": low, "recall_high": min(high, 1.0)})
+    assert tuning._mean_interval(np.ones(5)) == {"recall_low": 1.0, "recall_high": 1.0}
+    assert np.isnan(tuning._mean_interval(np.ones(1))["recall_low"])
 
 
 def len_vectors(store: LongTermMemory) -> int:

@@ -27,7 +27,12 @@ def _forget(context: Context, ids: list[int]) -> list[str]:
 
 
 def hygiene_findings(context: Context, result: Any) -> Iterator[dict[str, str]]:
-    """Advisor findings from a :class:`~htm_analytics.HygieneResult`."""
+    """Advisor findings from a :class:`~htm_analytics.HygieneResult` (on a sample, each
+    says so: its counts are the sampled memories')."""
+    def sampled(checked: int) -> str:
+        return (f" among {checked:,} sampled of {result.total:,} memories"
+                if checked < result.total else "")
+
     found = result.details.get("sensitive")
     if found is not None and len(found):
         more = " (the first 50 ids)" if found["node_id"].nunique() > _IDS_SHOWN else ""
@@ -41,7 +46,7 @@ def hygiene_findings(context: Context, result: Any) -> Iterator[dict[str, str]]:
             yield finding(
                 f"{kind}_in_memory", severity, "nodes",
                 f"{len(ids):,} {'memory holds' if len(ids) == 1 else 'memories hold'} "
-                f"{detectors} (masked excerpts: htm-analytics "
+                f"{detectors}{sampled(result.checked)} (masked excerpts: htm-analytics "
                 "hygiene sensitive)",
                 ("Every robot can recall these. Rotate the credentials first, then forget "
                  "or redact the memories" if kind == "credential" else
@@ -57,7 +62,7 @@ def hygiene_findings(context: Context, result: Any) -> Iterator[dict[str, str]]:
         yield finding(
             "near_duplicates", "warning" if extra >= 100 else "info", "nodes",
             f"{len(clusters):,} {'group' if len(clusters) == 1 else 'groups'} of "
-            f"near-duplicate memories, {extra:,} more "
+            f"near-duplicate memories{sampled(result.duplicates_checked)}, {extra:,} more "
             f"{'memory' if extra == 1 else 'memories'} than groups; the biggest has "
             f"{int(biggest['cluster_size'])}",
             "Duplicates crowd search results and working memory with one fact said many "
@@ -70,8 +75,9 @@ def hygiene_findings(context: Context, result: Any) -> Iterator[dict[str, str]]:
         older = candidates["node_old"].unique().tolist()
         yield finding(
             "supersession_candidates", "info", "nodes",
-            f"{len(candidates):,} {'pair' if len(candidates) == 1 else 'pairs'} where a newer "
-            f"memory on the same subject says something different from an older one "
+            f"{len(candidates):,} {'pair' if len(candidates) == 1 else 'pairs'}"
+            f"{sampled(result.checked)} where "
+            "a newer memory on the same subject says something different from an older one "
             f"({len(older):,} older {'memory' if len(older) == 1 else 'memories'} may be "
             "outdated)",
             "Both are recalled, so a robot may act on the outdated one. Review the pairs "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -11,8 +12,8 @@ from scipy import stats
 from ..errors import ValidationError
 from ..store import LongTermMemory
 
-__all__ = ["live_store", "validate_fraction", "validate_sample", "wilson_interval",
-           "shorten_text", "validate_choices"]
+__all__ = ["live_store", "validate_fraction", "validate_sample", "validate_seed",
+           "wilson_interval", "shorten_text", "validate_choices", "MemorySample", "draw_sample"]
 
 
 def live_store(store: Any) -> LongTermMemory:
@@ -43,6 +44,47 @@ def validate_sample(value: Any, *, field: str = "sample") -> int | None:
         raise ValidationError(f"must be None or a positive integer, got {value!r}",
                               field=field)
     return int(value)
+
+
+def validate_seed(value: Any, *, field: str = "seed") -> int:
+    """A non-negative integer seed (at most PostgreSQL's ``bigint``)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) \
+            or not 0 <= value <= 2**63 - 1:
+        raise ValidationError(f"must be a non-negative integer, got {value!r}", field=field)
+    return int(value)
+
+
+@dataclass(frozen=True)
+class MemorySample:
+    """Memories a check reads instead of every memory in scope: ``ids`` (int64, ascending),
+    chosen in the database by a hash of each id and ``seed``, out of ``total`` in scope."""
+
+    ids: np.ndarray
+    total: int
+    seed: int
+
+    def estimate(self, involved: int) -> dict[str, Any]:
+        """What a check on the sample says about the whole scope: ``involved`` of the
+        ``checked`` sampled memories, their share and its 95% Wilson interval."""
+        checked = len(self.ids)
+        low, high = wilson_interval(involved, checked)
+        return {"checked": checked, "memories": self.total, "seed": self.seed,
+                "involved": involved, "share": involved / checked if checked else math.nan,
+                "share_low": low, "share_high": high}
+
+
+def draw_sample(store: LongTermMemory, sample: Any, seed: Any,
+                scope: dict[str, Any]) -> MemorySample | None:
+    """The seeded sample of ``sample`` memories in scope, or None when every memory is to
+    be checked (``sample`` None, or at least the memories in scope)."""
+    size = validate_sample(sample)
+    seed = validate_seed(seed)
+    if size is None:
+        return None
+    total = store.count_in_scope(scope)
+    if size >= total:
+        return None
+    return MemorySample(store.sample_ids(size, seed=seed, scope=scope), total, seed)
 
 
 def wilson_interval(hits: int, total: int, confidence: float = 0.95) -> tuple[float, float]:

@@ -16,6 +16,12 @@ case, spacing or punctuation, and paraphrases. :func:`near_duplicates` finds bot
 
 Pairs are joined into connected groups (``cluster``): a memory repeated five times is one
 cluster of five.
+
+With ``sample=``, only a seeded sample of memories is checked, each against the whole memory:
+its own vector searched through the HNSW index (and, without a vector, its text through the
+trigram index). That answers "does this memory have a near-duplicate anywhere?" for each
+sampled memory, so the share of memories that do is estimated with an interval; the groups
+and how many copies they hold are not (a group is seen only through its sampled members).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import pandas as pd
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
-from ._common import live_store, shorten_text, validate_fraction
+from ._common import MemorySample, draw_sample, live_store, shorten_text, validate_fraction
 
 __all__ = ["NEAR_DUPLICATE_COLUMNS", "near_duplicates", "normalise_text", "model_groups"]
 
@@ -47,6 +53,11 @@ _BATCH_ROWS = 4_096  # vectors per batch from the store, and rows per tile
 _RECHECK_MARGIN = 1e-4  # float32 dot products are recomputed in float64 this close
 _SKETCH_DIMENSIONS = 32  # principal coordinates kept in a sketch (see vector_pairs)
 _NOT_WORD = re.compile(r"[\W_]+")  # anything but letters and digits
+SAMPLE_NEIGHBOURS = 10
+"""Neighbours searched per sampled memory (the memory itself among them): a sampled memory
+shows at most 9 near-duplicates."""
+SAMPLE_EF_SEARCH = 100
+"""``hnsw.ef_search`` of those searches (recall's own depth)."""
 
 
 def normalise_text(text: str) -> str:
@@ -200,7 +211,8 @@ def _text_twins(store: LongTermMemory, scope: dict[str, Any]) -> pd.DataFrame:
 
 def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
                     robots: str | list[str] | None = None, timeframe: Any = None,
-                    content_width: int = 120) -> pd.DataFrame:
+                    content_width: int = 120, sample: int | None = None,
+                    seed: int = 0) -> pd.DataFrame:
     """Pairs of memories that say nearly the same thing, grouped into clusters.
 
     Parameters
@@ -217,6 +229,14 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         Only memories created in this range (inclusive, UTC).
     content_width : int
         Characters of each memory's text shown.
+    sample : int, optional
+        Check only this many memories in scope, chosen by a hash of their id and ``seed``,
+        each against the whole memory: its vector's ``SAMPLE_NEIGHBOURS`` nearest through
+        the HNSW index (approximate; a memory with more near-duplicates shows its nearest
+        ones), without a vector its text through the trigram index. Every memory (the exact
+        comparison) when None or when the scope holds no more.
+    seed : int
+        Chooses the sample; the same seed gives the same memories.
 
     Returns
     -------
@@ -236,7 +256,10 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         - ``robots_a``, ``robots_b`` (string): the robots that remember each, comma-separated.
 
         ``attrs["compared"]`` lists each model's vectors compared and ``attrs["texts"]`` the
-        memories whose texts were normalised.
+        memories whose texts were normalised. With a sample, every pair has a sampled side
+        and ``attrs["sample"]`` holds ``checked``, ``memories`` (in scope), ``seed``,
+        ``involved`` (sampled memories with a near-duplicate), ``share`` and its 95%
+        interval ``share_low``/``share_high``; ``cluster`` then groups the pairs found.
     """
     store = live_store(store)
     threshold = validate_fraction(min_similarity, field="min_similarity")
@@ -245,6 +268,9 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         raise ValidationError(f"must be an integer from 10 to 10000, got {content_width!r}",
                               field="content_width")
     scope = scope_params(timeframe=timeframe, robots=robots)
+    drawn = draw_sample(store, sample, seed, scope)
+    if drawn is not None:
+        return _sampled_near_duplicates(store, drawn, threshold, scope, content_width)
     found: list[pd.DataFrame] = []
     compared = []
     for group in model_groups(store, scope):
@@ -275,6 +301,31 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
     return frame
 
 
+def _sampled_near_duplicates(store: LongTermMemory, drawn: MemorySample, threshold: float,
+                             scope: dict[str, Any], width: int) -> pd.DataFrame:
+    """:func:`near_duplicates` on a sample: each sampled memory against the whole memory."""
+    found = []
+    groups = model_groups(store, scope)
+    for group in groups:
+        found.append(store.sampled_neighbours(
+            drawn.ids, dimension=group["dimension"], provider=group["provider"],
+            model=group["model"], unnamed=group["unnamed"], min_similarity=threshold,
+            k=SAMPLE_NEIGHBOURS, ef_search=SAMPLE_EF_SEARCH, scope=scope,
+        ).assign(basis="vector", model=group["label"]))
+    if store.server_info.get("pg_trgm_version"):
+        found.append(store.sampled_trigram_pairs(drawn.ids, min_similarity=threshold,
+                                                 scope=scope).assign(basis="trigram",
+                                                                     model=None))
+    pairs = pd.concat([f for f in found if len(f)] or [_empty_pairs()], ignore_index=True)
+    pairs = pairs.sort_values("similarity", ascending=False, kind="stable") \
+        .drop_duplicates(["node_a", "node_b"])
+    frame = _with_clusters_and_texts(store, pairs, width)
+    involved = np.isin(drawn.ids, np.concatenate([frame["node_a"], frame["node_b"]]))
+    frame.attrs.update(min_similarity=threshold, sample=drawn.estimate(int(involved.sum())),
+                       compared=[{"model": g["label"], "vectors": g["nodes"]} for g in groups])
+    return frame
+
+
 def _empty_pairs() -> pd.DataFrame:
     return pd.DataFrame({"node_a": pd.Series(dtype="int64"), "node_b": pd.Series(dtype="int64"),
                          "similarity": pd.Series(dtype="float64"),
@@ -294,6 +345,10 @@ def _with_clusters_and_texts(store: LongTermMemory, pairs: pd.DataFrame,
     pairs = pairs.assign(cluster=pairs["node_a"].map(cluster_of))
     pairs["cluster_size"] = pairs["cluster"].map(size_of)
     described = store.describe_nodes(sorted(graph.nodes)).set_index("id")
+    if "text_twin" not in pairs:  # a sample's pairs: compare the two texts themselves
+        normalised = described["content"].map(normalise_text)
+        pairs["text_twin"] = (pairs["node_a"].map(normalised).to_numpy()
+                              == pairs["node_b"].map(normalised).to_numpy())
     texts = described["content"].map(lambda t: shorten_text(t, width))
     for side in ("a", "b"):
         pairs[f"content_{side}"] = pairs[f"node_{side}"].map(texts)

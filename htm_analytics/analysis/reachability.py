@@ -101,8 +101,7 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
     summaries: list[dict[str, Any]] = []
     missing_rows: list[dict[str, Any]] = []
     for dimension in sorted(set(store.vector_groups(scope)["dimension"].tolist())):
-        ids = np.concatenate([batch for batch, _ in store.iter_vectors(
-            int(dimension), scope=scope, batch_rows=20_000)] or [np.zeros(0, np.int64)])
+        ids = store.vector_ids(int(dimension), scope=scope)
         checked = ids if sample is None or sample >= len(ids) else \
             np.sort(rng.choice(ids, size=sample, replace=False))
         for index, padded in _indexes(store, int(dimension)):

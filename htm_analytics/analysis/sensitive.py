@@ -24,7 +24,7 @@ from stdnum import iban, luhn
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
-from ._common import live_store, validate_choices
+from ._common import draw_sample, live_store, validate_choices
 
 __all__ = ["SENSITIVE_KINDS", "SENSITIVE_COLUMNS", "sensitive_memories", "find_sensitive",
            "Finding"]
@@ -158,7 +158,8 @@ def masked_excerpt(text: str, findings: list[Finding], finding: Finding,
 
 def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None = None,
                        robots: str | list[str] | None = None, timeframe: Any = None,
-                       phone_region: str | None = None) -> pd.DataFrame:
+                       phone_region: str | None = None, sample: int | None = None,
+                       seed: int = 0) -> pd.DataFrame:
     """Memories holding credentials or personal data, with masked excerpts.
 
     Parameters
@@ -176,6 +177,12 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
         A two-letter region (``"US"``, ``"DE"``) whose national phone numbers count too;
         without it only international ``+<country>`` numbers are found, as national formats
         overlap with ordinary numbers.
+    sample : int, optional
+        Read only this many memories in scope, chosen by a hash of their id and ``seed``
+        (every memory when None or when the scope holds no more). A sample estimates how
+        common sensitive memories are; it cannot show that a rare one is absent.
+    seed : int
+        Chooses the sample; the same seed gives the same memories.
 
     Returns
     -------
@@ -192,7 +199,10 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
         - ``robots`` (string): the robots that remember the memory;
         - ``created_at`` (datetime64[us, UTC]).
 
-        ``attrs["scanned"]`` is the number of memories read.
+        ``attrs["scanned"]`` is the number of memories read. With a sample,
+        ``attrs["sample"]`` holds ``checked``, ``memories`` (in scope), ``seed``,
+        ``involved`` (sampled memories with a finding), ``share`` and its 95% interval
+        ``share_low``/``share_high``.
     """
     store = live_store(store)
     chosen = validate_choices(kinds, SENSITIVE_KINDS, field="kinds")
@@ -201,9 +211,11 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
         raise ValidationError(f"must be a two-letter region code such as 'US', got "
                               f"{phone_region!r}", field="phone_region")
     scope = scope_params(timeframe=timeframe, robots=robots)
+    drawn = draw_sample(store, sample, seed, scope)
     rows: list[dict[str, Any]] = []
     scanned = 0
-    for batch in store.iter_contents(scope=scope):
+    for batch in store.iter_contents(scope=scope,
+                                     ids=None if drawn is None else drawn.ids.tolist()):
         scanned += len(batch)
         for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
             # Every kind is looked for, so that excerpts mask the kinds not asked for too.
@@ -219,5 +231,7 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
     frame["created_at"] = pd.to_datetime(frame["created_at"], utc=True)
     frame = frame.astype(SENSITIVE_COLUMNS).reset_index(drop=True)
     frame.attrs["scanned"] = scanned
+    if drawn is not None:
+        frame.attrs["sample"] = drawn.estimate(frame["node_id"].nunique())
     return frame
 

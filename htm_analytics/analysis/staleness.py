@@ -66,9 +66,8 @@ def stale_memories(store: LongTermMemory, *, not_recalled_for: Any = dt.timedelt
         raise ValidationError("reaches before year 1", field="not_recalled_for") from None
     scope = scope_params(timeframe=timeframe, robots=robots)
     rows = store.not_recalled_since(cutoff, scope=scope)
-    last = pd.to_datetime(rows["last_accessed"], utc=True).combine(
-        pd.to_datetime(rows["last_recall_event"], utc=True),
-        lambda a, b: b if pd.isna(a) else (a if pd.isna(b) else max(a, b)))
+    last = pd.concat([pd.to_datetime(rows["last_accessed"], utc=True),
+                      pd.to_datetime(rows["last_recall_event"], utc=True)], axis=1).max(axis=1)
     created = pd.to_datetime(rows["created_at"], utc=True)
     reference = last.where(last.notna(), created)
     described = store.describe_nodes(rows["node_id"].tolist()).set_index("id")

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..frames import scope_params
 from ..store import LongTermMemory
-from ._common import live_store, validate_choices
+from ._common import live_store, validate_choices, validate_sample, validate_seed
 from .hygiene import near_duplicates
 from .sensitive import sensitive_memories
 from .supersession import supersession_candidates
@@ -18,22 +18,48 @@ __all__ = ["HYGIENE_CHECKS", "HygieneResult", "memory_hygiene"]
 
 HYGIENE_CHECKS = ("near_duplicates", "sensitive", "supersession")
 SUMMARY_COLUMNS = {"check": "string", "findings": "int64", "memories": "int64",
-                   "share": "float64", "what_it_means": "string", "what_to_do": "string"}
+                   "checked": "int64", "share": "float64", "share_low": "float64",
+                   "share_high": "float64", "what_it_means": "string", "what_to_do": "string"}
 
 
 @dataclass
 class HygieneResult:
-    """What :func:`memory_hygiene` found: ``summary`` (one row per check), ``details`` (the
-    check's own DataFrame by name) and ``total`` (memories in scope)."""
+    """What :func:`memory_hygiene` found: ``summary`` (one row per check, with the memories
+    each checked), ``details`` (the check's own DataFrame by name), ``total`` (memories in
+    scope), ``checked`` (memories the sensitive and supersession checks read: ``total``
+    unless a sample was), ``duplicates_checked`` (those the near-duplicate check searched
+    for) and ``seed`` (the sample's, None when every memory was checked)."""
 
     summary: pd.DataFrame
     details: dict[str, pd.DataFrame] = field(default_factory=dict)
     total: int = 0
+    checked: int = 0
+    seed: int | None = None
+    duplicates_checked: int = 0
+
+    @property
+    def sampled(self) -> bool:
+        """Whether a check read a sample rather than every memory in scope."""
+        return min(self.checked, self.duplicates_checked) < self.total
+
+    def describe_sample(self) -> str:
+        """One sentence on what was checked ("checked 10,000 of 1,000,000 memories, chosen
+        by seed 0 ...", or "every one of the N memories")."""
+        if not self.sampled:
+            return f"Checked every one of the {self.total:,} memories."
+        nested = ("" if self.duplicates_checked == self.checked else
+                  f" (near-duplicates: the first {self.duplicates_checked:,} of them, each a "
+                  "search of the HNSW index)")
+        return (f"Checked {self.checked:,} of {self.total:,} memories{nested}, chosen by "
+                f"seed {self.seed} (the lowest hashes of their ids): shares are estimates for "
+                "the whole memory with a 95% interval (Wilson), and findings list the sampled "
+                "memories' only.")
 
 
 def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = None,
                    min_similarity: float = 0.95, robots: str | list[str] | None = None,
-                   timeframe: Any = None) -> HygieneResult:
+                   timeframe: Any = None, sample: int | None = None,
+                   duplicates_sample: int | None = None, seed: int = 0) -> HygieneResult:
     """Run the chosen hygiene checks and sum them up.
 
     Parameters
@@ -47,38 +73,63 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         similarity from which a pair is a near-duplicate rather than a supersession.
     robots, timeframe : optional
         The scope, as for every check.
+    sample : int, optional
+        Check only this many memories in scope, the same ones for every check, chosen in
+        the database by a hash of their id and ``seed`` (each check's ``sample``); shares
+        are then estimates with a 95% interval. Every memory when None or when the scope
+        holds no more.
+    duplicates_sample : int, optional
+        The near-duplicate check searches only the first this many of those memories (the
+        lowest hashes: a sample of the sample), as each is a search of the HNSW index;
+        ``sample`` by default.
+    seed : int
+        Chooses the sample.
 
     Returns
     -------
     HygieneResult
-        ``summary`` has ``check``, ``findings`` (pairs or findings), ``memories`` (distinct
-        memories involved), ``share`` (of the memories in scope), ``what_it_means`` and
-        ``what_to_do`` (strings); ``details`` the checks' DataFrames.
+        ``summary`` has ``check``, ``findings`` (pairs or findings: of the sampled memories
+        with a sample), ``memories`` (memories checked that are involved), ``checked``
+        (memories checked), ``share`` (memories / checked) and its 95% interval
+        ``share_low``/``share_high`` (equal to ``share`` when every memory was checked),
+        ``what_it_means`` and ``what_to_do`` (strings); ``details`` the checks' DataFrames.
     """
     store = live_store(store)
     chosen = validate_choices(checks, HYGIENE_CHECKS, field="checks")
-    result = HygieneResult(pd.DataFrame(), total=_memories_in_scope(store, robots, timeframe))
+    size, seed = validate_sample(sample), validate_seed(seed)
+    duplicates = validate_sample(duplicates_sample, field="duplicates_sample")
+    total = _memories_in_scope(store, robots, timeframe)
+    checked = total if size is None else min(size, total)
+    searched = checked if duplicates is None else min(duplicates, checked)
+    sampled = searched < total
+    result = HygieneResult(pd.DataFrame(), total=total, checked=checked,
+                           seed=seed if sampled else None, duplicates_checked=searched)
+    options: dict[str, Any] = {"robots": robots, "timeframe": timeframe,
+                               "sample": checked if checked < total else None, "seed": seed}
     rows = []
     if "near_duplicates" in chosen:
-        pairs = near_duplicates(store, min_similarity=min_similarity, robots=robots,
-                                timeframe=timeframe)
+        pairs = near_duplicates(store, min_similarity=min_similarity, **{
+            **options, "sample": searched if searched < total else None})
         result.details["near_duplicates"] = pairs
         memories = len(set(pairs["node_a"]) | set(pairs["node_b"]))
         extra = memories - pairs["cluster"].nunique()
         twins = int(pairs["text_twin"].sum())
+        groups = (f"{len(pairs):,} pairs with a sampled memory (cosine >= {min_similarity:g})"
+                  if sampled else
+                  f"{pairs['cluster'].nunique():,} groups of memories saying nearly the same "
+                  f"thing (cosine >= {min_similarity:g}); keeping one of each would leave "
+                  f"{extra:,} fewer memories")
         rows.append({
             "check": "near_duplicates", "findings": len(pairs), "memories": memories,
             "what_it_means": (
-                f"{pairs['cluster'].nunique():,} groups of memories saying nearly the same "
-                f"thing (cosine >= {min_similarity:g}); keeping one of each would leave "
-                f"{extra:,} fewer memories; {twins:,} pairs differ only in case, spacing or "
-                "punctuation (SHA-256 deduplication missed them)."),
+                f"{groups}; {twins:,} pairs differ only in case, spacing or punctuation "
+                "(SHA-256 deduplication missed them)."),
             "what_to_do": (
                 "Review the biggest clusters first; merge or delete the extra copies (HTM "
                 "never merges by itself). Text twins are safe to merge: keep the older node "
                 "and move its robots' links.") if len(pairs) else "Nothing to do."})
     if "sensitive" in chosen:
-        found = sensitive_memories(store, robots=robots, timeframe=timeframe)
+        found = sensitive_memories(store, **options)
         result.details["sensitive"] = found
         kinds = found["kind"].value_counts().to_dict()
         rows.append({
@@ -92,7 +143,7 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                 "(GDPR: erase what has no purpose).") if len(found) else "Nothing to do."})
     if "supersession" in chosen:
         pairs = supersession_candidates(store, max_similarity=max(min_similarity, 0.51),
-                                        robots=robots, timeframe=timeframe)
+                                        **options)
         result.details["supersession"] = pairs
         rows.append({
             "check": "supersession", "findings": len(pairs),
@@ -108,9 +159,48 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                 "holds, forget the older or tag it as outdated. Nothing is merged or hidden "
                 "automatically.") if len(pairs) else "Nothing to do."})
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+    frame["checked"] = result.total
     frame["share"] = frame["memories"] / max(result.total, 1)
-    result.summary = frame.astype(SUMMARY_COLUMNS)
+    frame["share_low"] = frame["share_high"] = frame["share"]
+    result.summary = _estimated(frame, result).astype(SUMMARY_COLUMNS)
     return result
+
+
+_ESTIMATED_SUBJECT = {
+    "near_duplicates": "have a near-duplicate somewhere in the memory (each searched through "
+                       "the HNSW index, which may miss a few)",
+    "sensitive": "hold credentials or personal data",
+    "supersession": "are in a pair where a newer memory may supersede an older one",
+}
+
+
+def _estimated(frame: pd.DataFrame, result: HygieneResult) -> pd.DataFrame:
+    """The rows of the checks that read a sample: ``memories`` counts the sampled memories
+    involved, their share estimates the whole memory's (95% Wilson interval), and
+    ``what_it_means`` says so."""
+    frame = frame.copy()
+    for position, row in enumerate(frame.itertuples()):
+        estimated = result.details[str(row.check)].attrs.get("sample")
+        if estimated is None:  # every memory was checked
+            continue
+        involved, low, high = (estimated["involved"], estimated["share_low"],
+                               estimated["share_high"])
+        frame.loc[frame.index[position], ["memories", "checked", "share", "share_low",
+                                          "share_high"]] = [
+            involved, estimated["checked"], estimated["share"], low, high]
+        estimate = (f"{involved:,} of the {estimated['checked']:,} sampled memories "
+                    f"({estimated['share']:.2%}, 95% interval {low:.2%}-{high:.2%}) "
+                    f"{_ESTIMATED_SUBJECT[str(row.check)]}: about {low * result.total:,.0f}-"
+                    f"{high * result.total:,.0f} of the {result.total:,} memories.")
+        if row.check == "near_duplicates":
+            estimate += (" Groups and the copies they hold are not estimated from a sample "
+                         "(htm-analytics hygiene duplicates compares every pair).")
+        if row.check == "sensitive" and involved == 0:
+            estimate += (" A sample cannot show that a rare credential is absent: "
+                         "htm-analytics hygiene sensitive reads every memory.")
+        frame.loc[frame.index[position], "what_it_means"] = (
+            f"{estimate} In the sample: {row.what_it_means}")
+    return frame
 
 
 def _memories_in_scope(store: LongTermMemory, robots: Any, timeframe: Any) -> int:

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
-from ._common import live_store, shorten_text, validate_fraction
+from ._common import draw_sample, live_store, shorten_text, validate_fraction
 from .hygiene import normalise_text
 
 __all__ = ["SUPERSESSION_COLUMNS", "supersession_candidates", "content_words"]
@@ -55,7 +56,8 @@ def content_words(text: str) -> set[str]:
 def supersession_candidates(store: LongTermMemory, *, min_similarity: float = 0.5,
                             max_similarity: float = 0.95, max_tag_memories: int = 100,
                             robots: str | list[str] | None = None, timeframe: Any = None,
-                            content_width: int = 120) -> pd.DataFrame:
+                            content_width: int = 120, sample: int | None = None,
+                            seed: int = 0) -> pd.DataFrame:
     """Pairs where a newer memory may supersede an older one about the same subject.
 
     Parameters
@@ -74,6 +76,12 @@ def supersession_candidates(store: LongTermMemory, *, min_similarity: float = 0.
         Only memories in this scope.
     content_width : int
         Characters of each memory's text shown.
+    sample : int, optional
+        Only the pairs touching one of this many memories in scope, chosen by a hash of
+        their id and ``seed`` (the same pairs the full check gives for those memories, read
+        through the tags' index); every memory when None or when the scope holds no more.
+    seed : int
+        Chooses the sample; the same seed gives the same memories.
 
     Returns
     -------
@@ -84,6 +92,9 @@ def supersession_candidates(store: LongTermMemory, *, min_similarity: float = 0.
         (float64: cosine), ``dropped_words`` and ``added_words`` (string: content words of
         the older one missing from the newer, and the reverse), ``content_old``,
         ``content_new`` (string, shortened) and ``robots_old``, ``robots_new`` (string).
+        With a sample, ``attrs["sample"]`` holds ``checked``, ``memories`` (in scope),
+        ``seed``, ``involved`` (sampled memories in a pair), ``share`` and its 95% interval
+        ``share_low``/``share_high``.
     """
     store = live_store(store)
     low = validate_fraction(min_similarity, field="min_similarity")
@@ -100,8 +111,13 @@ def supersession_candidates(store: LongTermMemory, *, min_similarity: float = 0.
         raise ValidationError(f"must be an integer from 10 to 10000, got {content_width!r}",
                               field="content_width")
     scope = scope_params(timeframe=timeframe, robots=robots)
-    pairs = store.shared_tag_pairs(min_similarity=low, max_tag_memories=max_tag_memories,
-                                   scope=scope)
+    drawn = draw_sample(store, sample, seed, scope)
+    if drawn is None:
+        pairs = store.shared_tag_pairs(min_similarity=low, max_tag_memories=max_tag_memories,
+                                       scope=scope)
+    else:
+        pairs = store.sampled_tag_pairs(drawn.ids, min_similarity=low,
+                                        max_tag_memories=max_tag_memories, scope=scope)
     pairs = pairs[pairs["similarity"] < high]
     described = store.describe_nodes(sorted(set(pairs["node_a"]) | set(pairs["node_b"]))) \
         .set_index("id")
@@ -130,4 +146,7 @@ def supersession_candidates(store: LongTermMemory, *, min_similarity: float = 0.
     frame = frame.astype(SUPERSESSION_COLUMNS).reset_index(drop=True)
     frame.attrs.update(min_similarity=low, max_similarity=high,
                        max_tag_memories=max_tag_memories)
+    if drawn is not None:
+        involved = np.isin(drawn.ids, np.concatenate([frame["node_old"], frame["node_new"]]))
+        frame.attrs["sample"] = drawn.estimate(int(involved.sum()))
     return frame

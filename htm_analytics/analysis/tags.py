@@ -82,12 +82,32 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
         - ``npmi`` (float64): pmi / -ln(shared / N), in [-1, 1]; 1 when the pair covers
           every node.
     """
-    params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
-    params["min_shared"] = validate_positive_int(min_shared, field="min_shared")
+    params = _cooccurrence_params(min_shared, level, prefix, timeframe, robots)
     if sort_by not in _MEASURES:
         raise ValidationError(f"must be one of {', '.join(_MEASURES)}, got {sort_by!r}",
                               field="sort_by")
+    frame, _ = _pairs_and_sizes(source, params)
+    frame = frame.sort_values([sort_by, "topic1", "topic2"], ascending=[False, True, True])
+    if limit is not None:
+        frame = frame.head(validate_positive_int(limit, field="limit"))
+    return frame.reset_index(drop=True).astype(_COOCCURRENCE_DTYPES)
+
+
+def _cooccurrence_params(min_shared: Any, level: Any, prefix: Any, timeframe: Any,
+                         robots: Any) -> dict[str, Any]:
+    params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
+    params["min_shared"] = validate_positive_int(min_shared, field="min_shared")
+    return params
+
+
+def _pairs_and_sizes(source: MemorySource, params: dict[str, Any]
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The pairs of :func:`tag_cooccurrence` with their measures (unsorted), and every topic
+    in scope with its size (``tag``, ``nodes``), from one statement."""
     frame = source.analytics_frame("tag_cooccurrence", params, _COOCCURRENCE_DTYPES)
+    sized = frame["topic2"].isna().to_numpy(dtype=bool)
+    sizes = pd.DataFrame({"tag": frame.loc[sized, "topic1"], "nodes": frame.loc[sized, "nodes1"]})
+    frame = frame[~sized].copy()
     # Each engine orders the pair by its own collation: orient by code point here.
     swap = (frame["topic1"] > frame["topic2"]).to_numpy(dtype=bool)
     for first, second in (("topic1", "topic2"), ("nodes1", "nodes2")):
@@ -96,10 +116,7 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
     frame["pmi"] = np.log(frame["lift"])
     joint = pd.Series(-np.log(frame["shared_nodes"] / frame["total_nodes"]), index=frame.index)
     frame["npmi"] = (frame["pmi"] / joint.where(joint > 0)).fillna(1.0)
-    frame = frame.sort_values([sort_by, "topic1", "topic2"], ascending=[False, True, True])
-    if limit is not None:
-        frame = frame.head(validate_positive_int(limit, field="limit"))
-    return frame.reset_index(drop=True).astype(_COOCCURRENCE_DTYPES)
+    return frame, sizes
 
 
 def tag_graph(source: MemorySource, *, min_shared: int = 2, level: int | None = None,
@@ -122,18 +139,21 @@ def tag_graph(source: MemorySource, *, min_shared: int = 2, level: int | None = 
     if weight not in _MEASURES:
         raise ValidationError(f"must be one of {', '.join(_MEASURES)}, got {weight!r}",
                               field="weight")
-    pairs = tag_cooccurrence(source, min_shared=min_shared, level=level, prefix=prefix,
-                             timeframe=timeframe, robots=robots)
-    sizes = popular_tags(source, limit=None, level=level, prefix=prefix, timeframe=timeframe,
-                         robots=robots)
+    pairs, sizes = _pairs_and_sizes(
+        source, _cooccurrence_params(min_shared, level, prefix, timeframe, robots))
+    pairs = pairs.sort_values(["shared_nodes", "topic1", "topic2"],
+                              ascending=[False, True, True])  # tag_cooccurrence's order
+    sizes = sizes.sort_values(["nodes", "tag"], ascending=[False, True])  # popular_tags' order
     graph = nx.Graph(weight=weight)
     graph.add_nodes_from((tag, {"nodes": int(n)}) for tag, n in zip(sizes["tag"], sizes["nodes"]))
-    for row in pairs.itertuples(index=False):
-        attributes = {m: (int(v) if m == "shared_nodes" else float(v))
-                      for m, v in ((m, getattr(row, m)) for m in _MEASURES)}
-        # Louvain needs positive weights; a negative PMI means "less than chance": no tie.
-        graph.add_edge(row.topic1, row.topic2, **attributes,
-                       weight=max(attributes[weight], 0.0))
+    measures = {m: pairs[m].astype(int if m == "shared_nodes" else float).tolist()
+                for m in _MEASURES}
+    # Louvain needs positive weights; a negative PMI means "less than chance": no tie.
+    weights = pairs[weight].clip(lower=0.0).astype(float).tolist()
+    graph.add_edges_from(
+        (a, b, {**dict(zip(_MEASURES, values)), "weight": w})
+        for a, b, w, *values in zip(pairs["topic1"].tolist(), pairs["topic2"].tolist(),
+                                    weights, *measures.values()))
     if graph.size(weight="weight") > 0:
         communities = nx.community.louvain_communities(graph, weight="weight",
                                                        resolution=resolution, seed=seed)
@@ -215,10 +235,7 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
         for the same top tags, periods without new nodes for a tag left out.
     """
     params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
-    params["unit"] = period_unit(freq)[0] if freq is not None else None
-    frame = source.analytics_frame(
-        "tag_sizes", params,
-        {"tag": "string", "period": "datetime64[us, UTC]", "nodes": "int64"})
+    frame = _tag_sizes(source, params, freq)
     totals = frame.groupby("tag")["nodes"].sum().reset_index()
     totals = totals.sort_values(["nodes", "tag"], ascending=[False, True])
     if limit is not None:
@@ -234,6 +251,14 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
     frame = frame[frame["tag"].isin(totals["tag"])]
     frame = frame.sort_values(["period", "tag"]).reset_index(drop=True)
     return frame[["period", "tag", "nodes"]]
+
+
+def _tag_sizes(source: MemorySource, params: dict[str, Any], freq: str | None) -> pd.DataFrame:
+    """Nodes per tag in scope (``tag``, ``period``: NaT without ``freq``, ``nodes``)."""
+    unit = period_unit(freq)[0] if freq is not None else None
+    return source.analytics_frame(
+        "tag_sizes", {**params, "unit": unit},
+        {"tag": "string", "period": "datetime64[us, UTC]", "nodes": "int64"})
 
 
 # -- plots ------------------------------------------------------------------------------------

@@ -14,7 +14,11 @@ import click
 from ._database import DEMO_DATABASE, choose_database, open_store, say_database, store_options
 from ._output import emit, emit_document, explain_empty, output_options, scope_options
 
-__all__ = ["main", "cli", "fail_on_option", "print_findings"]
+__all__ = ["main", "cli", "fail_on_option", "print_findings", "HYGIENE_SAMPLE"]
+
+# Spelt out so that --help imports nothing heavy (a test checks it against the report's
+# REPORT_HYGIENE_SAMPLE).
+HYGIENE_SAMPLE = 10_000
 
 
 def _open_store(ctx: click.Context, **options: Any) -> Any:
@@ -107,6 +111,10 @@ def _snapshot_hint(path: str) -> str:
               help="Include the ef_search recall/latency sweep.")
 @click.option("--hygiene/--no-hygiene", default=True, show_default=True,
               help="Include the memory-hygiene section (near-duplicates, secrets).")
+@click.option("--hygiene-sample", type=click.IntRange(min=0), default=HYGIENE_SAMPLE,
+              show_default=True, metavar="N",
+              help="On a larger memory, the hygiene section checks a seeded sample of N "
+                   "memories and says so (0: every memory).")
 @click.option("--conversations", "conversations_path", default=None,
               type=click.Path(exists=True, dir_okay=False),
               help="Add a section for a conversation benchmark: the JSON document of "
@@ -118,7 +126,8 @@ def _snapshot_hint(path: str) -> str:
 @click.pass_context
 def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
            data_format: str, snapshot_path: str | None, benchmark: bool, hygiene: bool,
-           conversations_path: str | None, history_path: str | None, title: str) -> None:
+           hygiene_sample: int, conversations_path: str | None, history_path: str | None,
+           title: str) -> None:
     """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve (and a
     conversation benchmark's results with --conversations, "Since last time" with
     --history)."""
@@ -153,6 +162,7 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
     else:
         with _open_store(ctx, init_schema=False, pool_size=1) as store:
             built = build_report(store, title=title, benchmark=benchmark, hygiene=hygiene,
+                                 hygiene_sample=hygiene_sample or None,
                                  conversations=conversations, history=history_path)
     path = built.write_html(out) if report_format == "html" else built.write_markdown(out)
     click.echo(f"report written to {path}")
@@ -194,12 +204,16 @@ def fail_on_option(command: Any) -> Any:
               show_default=True, help="Recall@10 the ef_search advice aims for.")
 @click.option("--hygiene/--no-hygiene", default=True, show_default=True,
               help="Check the memories themselves too (near-duplicates, credentials, "
-                   "personal data; reads every memory).")
+                   "personal data).")
+@click.option("--hygiene-sample", type=click.IntRange(min=0), default=HYGIENE_SAMPLE,
+              show_default=True, metavar="N",
+              help="On a larger memory, check a seeded sample of N memories (0: every "
+                   "memory).")
 @fail_on_option
 @output_options
 @click.pass_context
 def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
-           fail_on: str | None, fmt: str) -> None:
+           hygiene_sample: int, fail_on: str | None, fmt: str) -> None:
     """Health and tuning findings, most severe first, each with the SQL that fixes it.
 
     --json prints one document (schema_version, counts, findings...: see docs/history.md).
@@ -219,7 +233,7 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
                 ef_advice = recommend_ef_search(store, target_recall=target_recall,
                                                 queries=min(200, stored),
                                                 progress=sys.stderr.isatty())
-        content = memory_hygiene(store) if hygiene else None
+        content = memory_hygiene(store, sample=hygiene_sample or None) if hygiene else None
         findings = advise_store(store, ef_search_advice=ef_advice, hygiene=content)
     code = gate_exit_code(findings["severity"], fail_on)
     if fmt == "json":

@@ -28,11 +28,16 @@ _SIMILARITY = click.option(
 @click.option("--check", "checks", multiple=True, type=click.Choice(HYGIENE_CHECKS),
               help="Only this check (repeatable); all by default.")
 @_SIMILARITY
+@click.option("--sample", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Check a seeded sample of N memories (shares estimated with a 95% "
+                   "interval) instead of every memory.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Chooses the sample.")
 @scope_options
 @output_options
 @click.pass_context
-def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float, fmt: str,
-            **scope: Any) -> None:
+def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
+            sample: int | None, seed: int, fmt: str, **scope: Any) -> None:
     """Near-duplicates, secrets and personal data, supersessions: a summary, or one check's
     findings with a subcommand."""
     if ctx.invoked_subcommand is not None:
@@ -41,12 +46,16 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float, 
 
     with _open_store(ctx, init_schema=False) as store:
         result = memory_hygiene(store, checks=list(checks) or None,
-                                min_similarity=min_similarity, **scope)
+                                min_similarity=min_similarity, sample=sample, seed=seed,
+                                **scope)
     if fmt == "table":
-        click.echo(f"{result.total:,} memories checked")
+        click.echo(result.describe_sample())
         for row in result.summary.itertuples():
+            interval = (f", 95% interval {row.share_low:.1%}-{row.share_high:.1%}"
+                        if result.sampled else "")
             click.echo(f"\n{row.check}: {row.findings:,} findings, {row.memories:,} memories "
-                       f"({row.share:.1%})\n  {row.what_it_means}\n  -> {row.what_to_do}")
+                       f"({row.share:.1%}{interval})\n  {row.what_it_means}\n"
+                       f"  -> {row.what_to_do}")
         click.echo("\nMore: htm-analytics hygiene duplicates | sensitive | supersession | "
                    "unreachable | stale | retention | growth")
         return

@@ -27,6 +27,8 @@ from .demo import (
     run_demo,
 )
 from .hygiene import (
+    REPORT_DUPLICATES_SAMPLE,
+    REPORT_HYGIENE_SAMPLE,
     WORST_SHOWN,
     hygiene_section,
 )
@@ -62,6 +64,8 @@ __all__ = [
     "hygiene_section",
     "conversation_section",
     "WORST_SHOWN",
+    "REPORT_HYGIENE_SAMPLE",
+    "REPORT_DUPLICATES_SAMPLE",
     "html_table",
     "escape",
     "markdown_table",

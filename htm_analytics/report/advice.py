@@ -88,19 +88,22 @@ def hnsw_section(store: LongTermMemory, *, sweep_queries: int) -> tuple[Section,
         text = f"{advice.evidence}. Consider a larger m or ef_construction."
         headline = f"HNSW: no ef_search reached recall {advice.target_recall:g}."
     else:
-        spread = float(sweep.loc[sweep["ef_search"] == advice.ef_search,
-                                 "latency_p50_spread_ms"].iloc[0])
-        latency = (f"{advice.latency_p50_ms:.2f} ms p50, spread {spread:.2f} ms over "
+        chosen = sweep[sweep["ef_search"] == advice.ef_search].iloc[0]
+        latency = (f"{advice.latency_p50_ms:.2f} ms p50, spread "
+                   f"{float(chosen['latency_p50_spread_ms']):.2f} ms over "
                    f"{int(first['repeats'])} repeats")
         text = (f"The smallest ef_search reaching recall {advice.target_recall:g} is "
-                f"{advice.ef_search} ({latency}). Measured with "
+                f"{advice.ef_search} ({latency}; mean recall {advice.recall:.3f}, 95% interval "
+                f"over the {int(chosen['queries'])} queries "
+                f"{chosen['recall_low']:.3f}-{chosen['recall_high']:.3f}). Measured with "
                 f"{advice.evidence.split('; ', 1)[1]}; latency by the client on one "
                 f"connection.{_next_setting_noise(sweep, advice.ef_search)}")
         headline = (f"HNSW: ef_search {advice.ef_search} is the smallest reaching recall "
                     f"{advice.target_recall:g} ({advice.recall:.3f}, {latency}).")
     section = Section("hnsw", "HNSW recall and latency", text=text, findings=[headline],
                            tables=[("ef_search sweep", sweep[[
-                               "ef_search", "recall_mean", "recall_p5", "latency_p50_ms",
+                               "ef_search", "recall_mean", "recall_low", "recall_high",
+                               "recall_p5", "latency_p50_ms",
                                "latency_p50_spread_ms", "latency_p95_ms", "qps", "qps_spread",
                                "repeats", "returned_mean", "used_index"]])],
                            data={"recall_sweep": sweep})

@@ -37,9 +37,10 @@ from ..store import LongTermMemory, write_parquet
 from ..store.history import HistoryFolder, HistoryTable
 from ..tuning.conversations import ConversationEvaluation
 from ..tuning.evaluation import plot_retrieval_quality, retrieval_quality
+from ..validation import validate_positive_int
 from .advice import advisor_section, hnsw_section
 from .conversations import conversation_section
-from .hygiene import hygiene_section
+from .hygiene import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE, hygiene_section
 from .render import (
     REPORT_CSS,
     Figure,
@@ -198,6 +199,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
                  advice: bool = True, hygiene: bool = True,
+                 hygiene_sample: int | None = REPORT_HYGIENE_SAMPLE,
                  conversations: ConversationEvaluation | None = None,
                  history: str | os.PathLike[str] | HistoryFolder | HistoryTable | None = None
                  ) -> Report:
@@ -224,6 +226,11 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     hygiene : bool
         Add the "Memory hygiene" section near the top (near-duplicates, credentials and
         personal data; :func:`~htm_analytics.memory_hygiene`; live store only).
+    hygiene_sample : int or None
+        On a memory holding more, the hygiene checks read a seeded sample of this many
+        memories (the section says so and gives estimated shares with their interval), so
+        that the report's time stays bounded; near-duplicates are searched for the first
+        1,000 of them (``REPORT_DUPLICATES_SAMPLE``). None checks every memory.
     conversations : ConversationEvaluation, optional
         A conversation benchmark's result (:func:`~htm_analytics.evaluate_conversations`,
         or its ``--json`` document read with :meth:`ConversationEvaluation.from_json`): adds
@@ -238,6 +245,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     Report
     """
     live = isinstance(source, LongTermMemory)
+    if hygiene_sample is not None:  # checked before any work
+        hygiene_sample = validate_positive_int(hygiene_sample, field="hygiene_sample")
     facts: dict[str, str] = {}
     if isinstance(source, LongTermMemory):
         info = source.server_info
@@ -271,7 +280,9 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                          f"a recall sweep needs at least {MIN_SWEEP_VECTORS}.")
         hygiene_result = None
         if hygiene:
-            hygiene_part, hygiene_result = hygiene_section(source)
+            searched = None if hygiene_sample is None else REPORT_DUPLICATES_SAMPLE
+            hygiene_part, hygiene_result = hygiene_section(
+                source, sample=hygiene_sample, duplicates_sample=searched)
         # One reading of the statistics after every query of the report, shared by the
         # advisor and the index section, so that both give the same counts and age.
         findings = (advise(source, ef_search_advice=ef_advice, hygiene=hygiene_result)

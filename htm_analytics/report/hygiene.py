@@ -9,52 +9,89 @@ from ..analysis import HygieneResult, memory_hygiene
 from ..store import LongTermMemory
 from .render import Section, counted
 
-__all__ = ["hygiene_section", "WORST_SHOWN"]
+__all__ = ["hygiene_section", "WORST_SHOWN", "REPORT_HYGIENE_SAMPLE", "REPORT_DUPLICATES_SAMPLE"]
 
 WORST_SHOWN = 10
 """Clusters and sensitive findings shown in the report (the data files have them all)."""
 
+REPORT_HYGIENE_SAMPLE = 10_000
+"""Memories the report's hygiene checks read on a larger memory (a seeded sample, stated in
+the section), so that the report's time does not grow with the memory; ``htm-analytics
+hygiene`` checks every memory."""
 
-def hygiene_section(store: LongTermMemory, *,
-                    min_similarity: float = 0.95) -> tuple[Section, HygieneResult]:
-    """Counts, the worst examples and what to do, from :func:`memory_hygiene`."""
-    result = memory_hygiene(store, min_similarity=min_similarity)
-    summary = result.summary
-    duplicates = summary[summary["check"] == "near_duplicates"]
-    involved = int(duplicates["memories"].sum())
-    share = involved / max(result.total, 1)
+REPORT_DUPLICATES_SAMPLE = 1_000
+"""Of those, the memories the near-duplicate check searches for: each is a search of the
+HNSW index (milliseconds, more as the index outgrows memory), where the other checks take a
+fraction of a millisecond per memory."""
+
+
+def _headline(result: HygieneResult) -> str:
+    """The section's key finding: counts, or estimated shares when a sample was checked."""
+    summary = result.summary.set_index("check")
     pairs, found = result.details["near_duplicates"], result.details["sensitive"]
     superseding = result.details["supersession"]
-    clusters = pairs["cluster"].nunique()
+    kinds = (f" ({', '.join(f'{n} {k}' for k, n in found['kind'].value_counts().items())})"
+             if len(found) else "")
+    if result.sampled:
+        def share(check: str) -> str:
+            row = summary.loc[check]
+            return (f"{row['share']:.1%} (95% interval {row['share_low']:.1%}-"
+                    f"{row['share_high']:.1%})")
+        nested = ("" if result.duplicates_checked == result.checked else
+                  f", near-duplicates on {result.duplicates_checked:,} of them")
+        return (f"Hygiene, on a sample of {result.checked:,} of {result.total:,} memories "
+                f"(seed {result.seed}{nested}): an estimated {share('near_duplicates')} of "
+                "memories "
+                f"have a near-duplicate; {share('sensitive')} hold credentials or personal "
+                f"data{kinds}; {share('supersession')} are in a pair where a newer memory "
+                "may supersede an older one (for review).")
+    involved = len(set(pairs["node_a"]) | set(pairs["node_b"]))
     holding = found["node_id"].nunique()
-    headline = [
-        f"Hygiene: {counted(clusters, 'group')} of near-duplicate memories "
-        f"({counted(involved, 'memory', 'memories')}, {share:.1%} of {result.total:,}); "
-        f"{counted(holding, 'memory', 'memories')} "
-        f"{'holds' if holding == 1 else 'hold'} credentials or personal data"
-        + (f" ({', '.join(f'{n} {k}' for k, n in found['kind'].value_counts().items())})."
-           if len(found) else ".")
-        + f" {counted(len(superseding), 'pair')} where a newer memory may supersede an "
-          "older one (for review)."]
+    return (f"Hygiene: {counted(pairs['cluster'].nunique(), 'group')} of near-duplicate "
+            f"memories ({counted(involved, 'memory', 'memories')}, "
+            f"{involved / max(result.total, 1):.1%} of {result.total:,}); "
+            f"{counted(holding, 'memory', 'memories')} "
+            f"{'holds' if holding == 1 else 'hold'} credentials or personal data{kinds}. "
+            f"{counted(len(superseding), 'pair')} where a newer memory may supersede an "
+            "older one (for review).")
+
+
+def hygiene_section(store: LongTermMemory, *, min_similarity: float = 0.95,
+                    sample: int | None = None, duplicates_sample: int | None = None,
+                    seed: int = 0) -> tuple[Section, HygieneResult]:
+    """Counts, the worst examples and what to do, from :func:`memory_hygiene` (on a seeded
+    sample of ``sample`` memories when the memory holds more, near-duplicates on the first
+    ``duplicates_sample`` of them, as the section says)."""
+    result = memory_hygiene(store, min_similarity=min_similarity, sample=sample,
+                            duplicates_sample=duplicates_sample, seed=seed)
+    pairs, found = result.details["near_duplicates"], result.details["sensitive"]
+    superseding = result.details["supersession"]
     worst = pairs.drop_duplicates("cluster").head(WORST_SHOWN)[
         ["cluster", "cluster_size", "similarity", "node_a", "node_b", "content_a",
          "content_b"]]
     by_kind = found.groupby(["kind", "detector"]).agg(
         findings=("node_id", "size"), memories=("node_id", "nunique")).reset_index() \
         if len(found) else pd.DataFrame(columns=["kind", "detector", "findings", "memories"])
-    text = ("What is wrong with the memory's content (htm-analytics hygiene; read-only). "
+    how = ("each sampled memory's vector searched through the HNSW index for its nearest "
+           "memories anywhere in the memory" if result.sampled else
+           "tiled comparison of every pair of vectors of one model")
+    text = (f"What is wrong with the memory's content (htm-analytics hygiene; read-only). "
+            f"{result.describe_sample()} "
             "Near-duplicates: pairs whose stored vectors reach cosine similarity "
-            f"{min_similarity:g}, found exactly (tiled comparison of every pair of vectors "
-            "of one model), plus texts equal once case, spacing and punctuation are ignored, "
-            "which SHA-256 deduplication misses. Sensitive: credentials by detect-secrets' "
-            "plugins, e-mail addresses, phone numbers, Luhn-valid card numbers and IBANs; "
-            "excerpts are masked and the matched text is never shown.")
+            f"{min_similarity:g} ({how}), plus texts equal once case, spacing and punctuation "
+            "are ignored, which SHA-256 deduplication misses. Sensitive: credentials by "
+            "detect-secrets' plugins, e-mail addresses, phone numbers, Luhn-valid card numbers "
+            "and IBANs; excerpts are masked and the matched text is never shown.")
     for row in result.summary.itertuples():
         text += f"\n\n{row.check}: {row.what_it_means} {row.what_to_do}"
+    columns = ["check", "findings", "memories", "share"] + (
+        ["checked", "share_low", "share_high"] if result.sampled else [])
+    of = " (pairs of the sampled memories)" if result.sampled else ""
     section = Section(
-        "hygiene", "Memory hygiene", text=text, findings=headline,
-        tables=[("Hygiene checks", result.summary[["check", "findings", "memories", "share"]]),
-                (f"The {WORST_SHOWN} biggest groups of near-duplicates (one pair each)", worst),
+        "hygiene", "Memory hygiene", text=text, findings=[_headline(result)],
+        tables=[("Hygiene checks", result.summary[columns]),
+                (f"The {WORST_SHOWN} biggest groups of near-duplicates{of} (one pair each)",
+                 worst),
                 ("Sensitive findings by kind", by_kind),
                 (f"The first {WORST_SHOWN} sensitive findings (masked)",
                  found.head(WORST_SHOWN)[["node_id", "kind", "detector", "excerpt"]]),

@@ -29,7 +29,7 @@ from ..errors import (
     SchemaError,
     ValidationError,
 )
-from ..frames import coerce_frame, load_analytics_query
+from ..frames import analytics_work_mem, coerce_frame, load_analytics_query
 from ..validation import validate_number
 from ._common import LOG_EVENTS, StoredModel
 from ._errors import translate_database_error
@@ -55,6 +55,11 @@ WRITER_TIMEZONE_VARIABLE = "HTM_WRITER_TIMEZONE"
 """The environment variable naming the time zone of ``timestamp without time zone`` columns."""
 
 Rows = list[dict[str, Any]]
+
+# work_mem for one transaction: the larger of the session's and the one asked for.
+_RAISE_WORK_MEM = """
+SELECT set_config('work_mem', greatest(pg_size_bytes(current_setting('work_mem')),
+                                       pg_size_bytes(%(wanted)s)) / 1024 || 'kB', true)"""
 
 # Kinds of event the triggers of migration 7 (and 10) write for every writer.
 _TRIGGER_LOGGED = ("remember", "delete", "restore", "purge")
@@ -316,14 +321,18 @@ class StoreBase:
             return cur.fetchall() if cur.description else []
 
     def fetch_frame(self, query: str | sql.Composable, params: Any = None,
-                    *, dtypes: Mapping[str, Any] | None = None) -> pd.DataFrame:
+                    *, dtypes: Mapping[str, Any] | None = None,
+                    work_mem: str | None = None) -> pd.DataFrame:
         """Run one read-only statement and return its rows as a DataFrame.
 
         For the analysis helpers of this package; ``params`` are bound, never interpolated.
         Columns keep the statement's order even when there are no rows; ``dtypes`` is applied
-        with :meth:`pandas.DataFrame.astype`.
+        with :meth:`pandas.DataFrame.astype`. ``work_mem`` (``"256MB"``) raises the setting
+        for this statement's transaction only (``SET LOCAL``), never below the server's.
         """
         with self._transaction() as cur:
+            if work_mem is not None:
+                cur.execute(_RAISE_WORK_MEM, {"wanted": work_mem})
             cur.execute(self._read(query), params)
             columns = [c.name for c in cur.description or []]
             frame = pd.DataFrame(cur.fetchall(), columns=columns)
@@ -331,8 +340,10 @@ class StoreBase:
 
     def analytics_frame(self, name: str, params: Mapping[str, Any],
                         dtypes: Mapping[str, Any]) -> pd.DataFrame:
-        """Run the analytics query ``sql/analytics/<name>.sql``; see :mod:`htm_analytics.frames`."""
-        return self.fetch_frame(load_analytics_query(name), params, dtypes=dtypes)
+        """Run the analytics query ``sql/analytics/<name>.sql`` (with the ``work_mem`` its file
+        asks for); see :mod:`htm_analytics.frames`."""
+        return self.fetch_frame(load_analytics_query(name), params, dtypes=dtypes,
+                                work_mem=analytics_work_mem(name))
 
     def close(self) -> None:
         """Write the buffered recall writes, then close the connection pools. The embedded

@@ -18,8 +18,8 @@ from psycopg import sql
 
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
 from ._base import StoreBase
-from ._common import to_numpy
 from ._vectors import native_distance
+from .vector_stream import copy_vector_batches, one_snapshot
 
 __all__ = ["HygieneMixin", "scope_condition", "scope_parameters", "self_search_statement",
            "read_self_search"]
@@ -45,7 +45,7 @@ GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3"""
 # Vectors of one model: named ones by their provenance row, unnamed ones (no row) as well
 # when %(unnamed)s; the zero padding of the reference schema cut off on the server.
 _VECTORS = """
-SELECT n.id, subvector(n.embedding, 1, {d}) AS embedding
+SELECT n.id::bigint AS id, subvector(n.embedding, 1, {d}) AS embedding
 FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
 WHERE n.embedding_dimension = {d}
   AND ((m.node_id IS NULL AND %(unnamed)s)
@@ -56,7 +56,9 @@ ORDER BY n.id"""
 
 _CONTENTS = f"""
 SELECT n.id, n.content, n.embedding_dimension IS NOT NULL AS has_vector
-FROM nodes n WHERE {scope_condition()} ORDER BY n.id"""
+FROM nodes n WHERE {scope_condition()}
+  AND (%(ids)s::bigint[] IS NULL OR n.id = ANY(%(ids)s::bigint[]))
+ORDER BY n.id"""
 
 # Memories without a vector against every memory in scope, by pg_trgm similarity (which
 # compares lower-cased words, so case and punctuation do not count). Probing the trigram
@@ -252,7 +254,8 @@ class HygieneMixin(StoreBase):
         ``ids`` is int64 ``(n,)``, ``vectors`` float32 ``(n, dimension)`` at the model's own
         dimension. ``provider``/``model`` select vectors recorded with that model (None: those
         recorded without a name); ``unnamed`` adds the vectors stored without any record.
-        All batches come from one transaction: one consistent picture.
+        All batches come from one repeatable-read transaction (pages of binary COPY): one
+        consistent picture.
         """
         dimension = validate_positive_int(dimension, field="dimension",
                                           maximum=MAX_EMBEDDING_DIMENSION)
@@ -261,21 +264,24 @@ class HygieneMixin(StoreBase):
                                          scope=sql.SQL(scope_condition()))
         params = {**scope_parameters(scope), "provider": provider, "model": model,
                   "unnamed": unnamed}
-        with self._transaction() as cur, \
-                cur.connection.cursor(name="hygiene_vectors", binary=True) as stream:
-            stream.execute(self._read(query), params)
-            while rows := stream.fetchmany(batch_rows):
-                ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-                yield ids, np.vstack([to_numpy(r[1]) for r in rows])
+        with self._transaction() as cur:
+            one_snapshot(cur)
+            statement = self._read(query)
+            yield from copy_vector_batches(
+                cur, statement if isinstance(statement, sql.Composable) else sql.SQL(statement),
+                params, dimension, batch_rows)
 
     def iter_contents(self, *, scope: Mapping[str, Any] | None = None,
-                      batch_rows: int = 5_000) -> Iterator[pd.DataFrame]:
-        """Stream ``id`` (int64), ``content`` and ``has_vector`` of the memories in scope,
-        by id, in DataFrames of at most ``batch_rows`` rows (one transaction)."""
+                      batch_rows: int = 5_000,
+                      ids: Sequence[int] | None = None) -> Iterator[pd.DataFrame]:
+        """Stream ``id`` (int64), ``content`` and ``has_vector`` of the memories in scope
+        (only those of ``ids`` when given), by id, in DataFrames of at most ``batch_rows``
+        rows (one transaction)."""
         batch_rows = validate_positive_int(batch_rows, field="batch_rows")
+        chosen = None if ids is None else validate_ids(list(ids), field="ids")
         with self._transaction() as cur, \
                 cur.connection.cursor(name="hygiene_contents") as stream:
-            stream.execute(self._read(_CONTENTS), scope_parameters(scope))
+            stream.execute(self._read(_CONTENTS), {**scope_parameters(scope), "ids": chosen})
             while rows := stream.fetchmany(batch_rows):
                 yield pd.DataFrame(rows, columns=["id", "content", "has_vector"]).astype(
                     {"id": "int64", "content": "object", "has_vector": "bool"})

@@ -11,6 +11,7 @@ from .catalog import CatalogMixin
 from .display import SearchResults
 from .forgetting import ForgettingMixin
 from .hygiene import HygieneMixin
+from .hygiene_sample import SampledHygieneMixin
 from .imports import ImportsMixin
 from .indexing import IndexingMixin
 from .lexical import LexicalSearchMixin
@@ -26,7 +27,8 @@ __all__ = ["LongTermMemory"]
 
 class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, LexicalSearchMixin,
                      BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin, ForgettingMixin,
-                     HygieneMixin, ReindexCheckMixin, VitalsMixin, QueryLogMixin):
+                     HygieneMixin, SampledHygieneMixin, ReindexCheckMixin, VitalsMixin,
+                     QueryLogMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`, a mixin
@@ -38,8 +40,9 @@ class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, Lexic
     (:meth:`search_vector_bm25` and the bounded lexical searches), ``bulk``
     (:meth:`bulk_add`), ``catalog`` (statistics, exports), ``indexing`` (native indexes,
     tuning sessions), ``imports`` (records of imports from other memory systems),
-    ``hygiene`` (the reads of the memory-hygiene checks), ``query_log`` (the query vectors
-    recalls searched with, where ``init-db`` installed the log). No mixin inherits from another or
+    ``hygiene`` and ``hygiene_sample`` (the reads of the memory-hygiene checks, on every
+    memory or on a sample), ``query_log`` (the query vectors recalls searched with, where
+    ``init-db`` installed the log). No mixin inherits from another or
     overrides another's method; :meth:`search_by_strategy`, which needs them all, is defined
     here.
 

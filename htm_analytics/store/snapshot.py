@@ -25,6 +25,8 @@ from .schema import SCHEMA_VERSION
 __all__ = ["export_snapshot", "Snapshot", "write_parquet"]
 
 _TABLES = (*MEMORY_TABLES, "snapshot_info")
+_DUCKDB_MEMORY = "256MB"  # DuckDB's buffer while a snapshot is written
+_PARQUET_ROW_GROUP = 10_000  # rows a Parquet row group holds (one is built in memory at once)
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -61,9 +63,12 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
     target.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     try:
+        # A file even for Parquet, and a bounded buffer: DuckDB writes pages out instead of
+        # holding the whole memory (its default limit is most of the machine's RAM).
         database = work / "snapshot.duckdb"
-        with duckdb.connect(str(database) if as_database else ":memory:") as con:
+        with duckdb.connect(str(database)) as con:
             con.execute("SET TimeZone = 'UTC'")
+            con.execute(f"SET memory_limit = '{_DUCKDB_MEMORY}'")
             _create_tables(con)
             for table in MEMORY_TABLES:
                 for chunk in store.iter_table_chunks(table):
@@ -76,7 +81,8 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
                          info["server_version"], info["pgvector_version"]])
             if not as_database:
                 for table in _TABLES:
-                    con.table(table).to_parquet(str(work / f"{table}.parquet"))
+                    con.table(table).to_parquet(str(work / f"{table}.parquet"),
+                                                row_group_size=_PARQUET_ROW_GROUP)
         if as_database:
             _replace(database, target)
         else:

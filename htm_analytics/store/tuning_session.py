@@ -11,14 +11,15 @@ from typing import Any
 
 import numpy as np
 import psycopg
-from psycopg import sql
+from psycopg import pq, sql
 
 from ..errors import DatabaseError, ValidationError
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_tag, validate_timeframe
 from ._base import StoreBase
-from ._common import create_index, lift_statement_timeout, to_numpy
+from ._common import create_index, lift_statement_timeout
 from ._vectors import distance_sql
 from .schema_info import derived_dimension_sql
+from .vector_stream import copy_ids, copy_vector_batches
 
 __all__ = ["TuningSession"]
 
@@ -109,7 +110,7 @@ class TuningSession:
             params["ids"] = ids.tolist()
         vector = sql.SQL(", n.embedding" if copy else ", subvector(n.embedding, 1, {d})").format(
             d=sql.Literal(dimension))
-        return sql.SQL("SELECT n.id{} FROM {} n WHERE {} ORDER BY n.id").format(
+        return sql.SQL("SELECT n.id::bigint AS id{} FROM {} n WHERE {} ORDER BY n.id").format(
             sql.SQL("") if vectors_too is False else vector,
             sql.Identifier(self._copy or "") if copy else sql.Identifier("nodes"),
             sql.SQL(" AND ").join(conditions)), params
@@ -118,24 +119,22 @@ class TuningSession:
                    filters: Mapping[str, Any] | None = None) -> np.ndarray:
         """The int64 ids of the target's vectors (as :meth:`stored_vectors`), ordered."""
         query, params = self._vectors_query(dimension, target, filters, vectors_too=False)
-        with self._conn.transaction(), self._conn.cursor(binary=True) as cur:
-            rows = cur.execute(query, params).fetchall()
-        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            return copy_ids(cur, query, params)
 
     def vector_batches(self, dimension: int, *, target: str = "live",
                        filters: Mapping[str, Any] | None = None, ids: np.ndarray | None = None,
                        batch: int = 20_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(ids, vectors)`` of the target in batches of ``batch`` rows ordered by id (only
-        ``ids`` when given): a server-side cursor, so memory stays one batch whatever the
+        ``ids`` when given): pages of binary COPY in one snapshot
+        (:mod:`~htm_analytics.store.vector_stream`), so memory stays one batch whatever the
         table's size."""
         query, params = self._vectors_query(dimension, target, filters, ids=ids)
-        with self._conn.transaction(), self._conn.cursor(
-                name=f"htm_vectors_{secrets.token_hex(4)}", binary=True) as cur:
-            cur.itersize = batch
-            cur.execute(query, params)
-            while rows := cur.fetchmany(batch):
-                yield (np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-                       np.vstack([to_numpy(r[1]) for r in rows]).astype(np.float32, copy=False))
+        fresh = self._conn.info.transaction_status == pq.TransactionStatus.IDLE
+        with self._conn.transaction(), self._conn.cursor() as cur:
+            if fresh:  # the pages, one picture
+                cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            yield from copy_vector_batches(cur, query, params, dimension, batch)
 
     def stored_vectors(self, dimension: int, *, target: str = "live",
                        filters: Mapping[str, Any] | None = None,

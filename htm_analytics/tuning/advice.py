@@ -110,7 +110,7 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
     how = (f"{int(first['queries'])} held-out stored vectors x {repeats} repeats, k={k}, "
            f"ef_search {', '.join(str(v) for v in sweep['ef_search'])} on {first['index']} "
            f"({int(first['rows']):,} vectors of {int(first['dimension'])} dimensions), recall "
-           "against an exact ground truth")
+           "against an exact ground truth (every stored vector read once)")
     database = str(store.server_info["database"])
     if reached.empty:
         best = sweep.iloc[int(sweep["recall_mean"].to_numpy().argmax())]
@@ -125,9 +125,10 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
                           str(first["index"]), database,
                           f"ef_search {int(chosen['ef_search'])} is the smallest reaching "
                           f"recall@{k} {target_recall:g} (measured {chosen['recall_mean']:.3f},"
-                          f" p50 {chosen['latency_p50_ms']:.2f} ms, spread "
-                          f"{chosen['latency_p50_spread_ms']:.2f} ms over {repeats} repeats); "
-                          f"{how}", sweep)
+                          f" 95% interval over the queries {chosen['recall_low']:.3f}-"
+                          f"{chosen['recall_high']:.3f}, p50 {chosen['latency_p50_ms']:.2f} ms,"
+                          f" spread {chosen['latency_p50_spread_ms']:.2f} ms over {repeats} "
+                          f"repeats); {how}", sweep)
 
 
 def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from ..errors import EmbeddingError, ValidationError
 from ..store import LongTermMemory, TuningSession
@@ -185,6 +186,7 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
                 "ef_search": ef, "k": k,
                 "recall_mean": float(recall.mean()) if len(recall) else float("nan"),
                 "recall_p5": float(np.percentile(recall, 5)) if len(recall) else float("nan"),
+                **_mean_interval(recall),
                 "latency_p50_ms": float(np.percentile(milliseconds, 50)),
                 "latency_p95_ms": float(np.percentile(milliseconds, 95)),
                 "latency_p99_ms": float(np.percentile(milliseconds, 99)),
@@ -201,6 +203,17 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
                 "index": "(exact scan)" if exact else run["index"],
                 "used_index": run["used_index"], "force_index": force_index,
             }
+
+
+def _mean_interval(recall: np.ndarray) -> dict[str, float]:
+    """The 95% interval of the mean recall over the queries (Student's t): how far another
+    draw of as many queries could put it."""
+    if len(recall) < 2:
+        return {"recall_low": float("nan"), "recall_high": float("nan")}
+    half = float(stats.t.ppf(0.975, len(recall) - 1) * recall.std(ddof=1)
+                 / np.sqrt(len(recall)))
+    mean = float(recall.mean())
+    return {"recall_low": max(0.0, mean - half), "recall_high": min(1.0, mean + half)}
 
 
 @dataclass
@@ -253,6 +266,7 @@ def _finish(rows: list[dict[str, Any]], store: LongTermMemory, repeats: int,
 _RESULT_DTYPES = {
     "variant": "string", "filter": "string", "iterative_scan": "string", "ef_search": "int64",
     "k": "int64", "recall_mean": "float64", "recall_p5": "float64",
+    "recall_low": "float64", "recall_high": "float64",
     "latency_p50_ms": "float64", "latency_p95_ms": "float64", "latency_p99_ms": "float64",
     "qps": "float64", "latency_p50_spread_ms": "float64", "qps_spread": "float64",
     "returned_mean": "float64", "outside_scope": "int64",
@@ -374,6 +388,8 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
 
         - ``filter``, ``iterative_scan`` (string); ``ef_search``, ``k`` (int64);
         - ``recall_mean``, ``recall_p5`` (float64): mean and 5th percentile over queries;
+          ``recall_low``, ``recall_high`` (float64): the 95% interval of the mean over the
+          queries (Student's t), the spread another draw of as many queries could show;
         - ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p99_ms``, ``qps`` (float64):
           client-side time of one query (execute and fetch), over every repeat;
         - ``latency_p50_spread_ms``, ``qps_spread`` (float64): the range of the per-repeat

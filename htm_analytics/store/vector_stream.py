@@ -1,0 +1,104 @@
+"""Stored vectors streamed out in pages through binary ``COPY ... TO STDOUT``.
+
+A ground truth or a comparison of every stored vector reads each vector once; fetched row
+by row, most of that time is the client building a Python row and a vector object per
+memory. The binary COPY format of ``(id bigint, vector)`` rows has a fixed width for one
+dimension, so a page the server sends is read as a NumPy structured array at once. Pages
+follow each other by id (keyset), each its own statement, so ``statement_timeout`` applies
+to a page, as it does to a cursor's fetches, and never to the work the caller does between
+pages; one repeatable-read snapshot makes the pages one consistent picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import pq, sql
+
+from ..errors import DatabaseError
+
+__all__ = ["copy_vector_batches", "copy_ids", "one_snapshot"]
+
+_SIGNATURE = b"PGCOPY\n\xff\r\n\x00"
+_TRAILER = b"\xff\xff"
+_IDS_PER_PAGE = 1_000_000
+
+
+def one_snapshot(cur: psycopg.Cursor[Any]) -> None:
+    """Make the statements of ``cur``'s transaction read one snapshot (REPEATABLE READ, set
+    before its first statement; inside a transaction already under way, that one's)."""
+    if cur.connection.info.transaction_status == pq.TransactionStatus.IDLE:
+        cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+
+def _row_type(dimension: int | None) -> np.dtype:
+    """One binary COPY row of ``(id bigint, vector(dimension))`` (of ``(id bigint)`` for
+    None), big-endian as sent."""
+    fields: list[Any] = [("fields", ">i2"), ("id_length", ">i4"), ("id", ">i8")]
+    if dimension is not None:
+        fields += [("vector_length", ">i4"), ("dimension", ">i2"), ("unused", ">i2"),
+                   ("vector", ">f4", (dimension,))]
+    return np.dtype(fields)
+
+
+def copy_ids(cur: psycopg.Cursor[Any], query: sql.Composable, params: Any) -> np.ndarray:
+    """The int64 ids ``query`` selects (one bigint column named ``id``, never NULL), in
+    ascending order: 14 bytes a row on the wire, no Python object per row."""
+    parts = [rows["id"] for rows in _pages(cur, query, params, None, _IDS_PER_PAGE)]
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def copy_vector_batches(cur: psycopg.Cursor[Any], query: sql.Composable, params: Any,
+                        dimension: int, batch_rows: int
+                        ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(ids, vectors)`` of ``query`` (which selects a bigint ``id`` and a ``dimension``-d
+    vector, never NULL), ``batch_rows`` rows a page, by ascending id: int64 ``(n,)`` and
+    float32 ``(n, dimension)``. ``params`` are bound on the client (COPY takes no
+    server-side parameters), as psycopg quotes them. Call :func:`one_snapshot` first for
+    pages of one picture."""
+    for rows in _pages(cur, query, params, dimension, batch_rows):
+        yield rows["id"].astype(np.int64), rows["vector"].astype(np.float32)
+
+
+def _pages(cur: psycopg.Cursor[Any], query: sql.Composable, params: Any,
+           dimension: int | None, page_rows: int) -> Iterator[np.ndarray]:
+    """The rows of ``query`` as structured arrays of :func:`_row_type`, ``page_rows`` at a
+    time, one COPY each, after the last id of the page before."""
+    page = sql.SQL("COPY (SELECT * FROM ({}) page WHERE page.id > %(htm_after)s "
+                   "ORDER BY page.id LIMIT {}) TO STDOUT (FORMAT BINARY)").format(
+        query, sql.Literal(page_rows))
+    after = -(2**63)
+    while True:
+        rows = _copied(cur, page, {**(params or {}), "htm_after": after}, dimension)
+        if len(rows):
+            yield rows
+        if len(rows) < page_rows:
+            return
+        after = int(rows["id"][-1])
+
+
+def _copied(cur: psycopg.Cursor[Any], statement: sql.Composed, params: Any,
+            dimension: int | None) -> np.ndarray:
+    """The rows of one binary COPY, checked to have the fields and lengths of
+    :func:`_row_type`."""
+    row = _row_type(dimension)
+    with cur.copy(statement, params) as stream:
+        data = b"".join(bytes(chunk) for chunk in stream)
+    if data[:11] != _SIGNATURE:
+        raise DatabaseError("unexpected COPY stream from the server")
+    body = data[19 + int.from_bytes(data[15:19], "big"):]
+    if body[-2:] != _TRAILER or (len(body) - 2) % row.itemsize:
+        raise DatabaseError("the COPY stream ended in the middle of a row")
+    rows = np.frombuffer(body[:-2], dtype=row)
+    shaped = np.all(rows["fields"] == (1 if dimension is None else 2)) \
+        and np.all(rows["id_length"] == 8)
+    if dimension is not None:
+        shaped = shaped and np.all(rows["vector_length"] == 4 + 4 * dimension) \
+            and np.all(rows["dimension"] == dimension)
+    if not shaped:
+        what = "bigint" if dimension is None else f"bigint, vector({dimension})"
+        raise DatabaseError(f"a streamed row is not ({what})")
+    return rows

@@ -1,0 +1,258 @@
+"""The hygiene checks on a seeded sample: the sample is chosen in the database and repeats,
+each sampled check finds exactly what the full check finds for the sampled memories, the
+estimates are the sample's shares with their interval, the report says what it checked, and
+bad sample arguments name their field."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from fixtures_db import temporary_database
+from hypothesis import assume, given
+
+import htm_analytics as ha
+from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics.analysis._common import wilson_interval
+from htm_analytics.cli import cli
+from htm_analytics.report import hygiene_section
+from tests.test_hostile_input import FAST, anything
+from tests.test_hygiene import perturbed, random_texts, random_vectors
+
+DIMENSION = 32
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+SAMPLE, SEED = 60, 5
+
+
+@pytest.fixture(scope="module")
+def memory(server_url: str) -> Iterator[dict[str, Any]]:
+    """120 memories: groups of two and three near-duplicates, a case twin, memories without
+    a vector (one nearly equal to another's text), leaked credentials and e-mail addresses,
+    and subjects whose later memories change an earlier fact (shared specific tags)."""
+    with temporary_database(server_url, "htm_sample") as url, \
+            LongTermMemory(url, cache_size=0) as store:
+        texts, vectors = random_texts(90, seed=21), random_vectors(90, seed=22)
+        tags = [[f"subject:s{i % 12}", "fleet:team-01" if i % 2 else "fleet:team-02"]
+                for i in range(90)]
+        store.bulk_add(texts, robots=["alpha", "beta", "gamma"] * 30, embeddings=vectors,
+                       tags=tags, remembered_at=[START + dt.timedelta(hours=i)
+                                                 for i in range(90)])
+        extra_texts, extra_vectors = [], []
+        for i in range(0, 20, 2):  # near-duplicates: pairs, and a third for some
+            extra_texts.append(f"again: {texts[i]}")
+            extra_vectors.append(perturbed(vectors[i], 0.98, 100 + i))
+            if i % 4 == 0:
+                extra_texts.append(f"once more: {texts[i]}")
+                extra_vectors.append(perturbed(vectors[i], 0.97, 200 + i))
+        extra_texts.append(texts[30].upper() + "!")  # a text twin, vector far away
+        extra_vectors.append(random_vectors(1, seed=23)[0])
+        for i in range(40, 48):  # leaks
+            extra_texts.append(f"deploy key AKIAIOSFODNN7EXAMPL{i % 10} used by ops {i}"
+                               if i % 2 else f"write to person{i}@example.org about it")
+            extra_vectors.append(random_vectors(1, seed=300 + i)[0])
+        store.bulk_add(extra_texts, robots="delta", embeddings=np.vstack(extra_vectors),
+                       tags=[[f"subject:s{i % 12}"] for i in range(len(extra_texts))],
+                       remembered_at=[START + dt.timedelta(days=10, hours=i)
+                                      for i in range(len(extra_texts))])
+        bare = [texts[50].replace(" ", "  ") + "!", "a memory without any vector at all",
+                "another memory kept without a vector"]
+        store.bulk_add(bare, robots="alpha")
+        yield {"url": url, "bare": [int(i) for i in store.node_ids_by_content(bare)
+                                    if i is not None]}
+
+
+@pytest.fixture(scope="module")
+def store(memory: dict[str, Any]) -> Iterator[LongTermMemory]:
+    with LongTermMemory(memory["url"], cache_size=0) as live:
+        yield live
+
+
+def pairs_of(frame: pd.DataFrame, a: str, b: str) -> set[tuple[int, int]]:
+    return {(int(x), int(y)) for x, y in zip(frame[a], frame[b])}
+
+
+def touching(pairs: set[tuple[int, int]], ids: set[int]) -> set[tuple[int, int]]:
+    return {p for p in pairs if p[0] in ids or p[1] in ids}
+
+
+def test_the_sample_is_chosen_in_the_database_and_repeats(store: LongTermMemory) -> None:
+    every = {int(i) for batch in store.iter_contents() for i in batch["id"]}
+    ids = store.sample_ids(SAMPLE, seed=SEED)
+    assert len(ids) == SAMPLE and set(ids.tolist()) <= every
+    assert np.all(np.diff(ids) > 0)
+    assert ids.tolist() == store.sample_ids(SAMPLE, seed=SEED).tolist()
+    assert ids.tolist() != store.sample_ids(SAMPLE, seed=SEED + 1).tolist()
+    # a smaller sample of the same seed is part of the larger one (lowest hashes first)
+    assert set(store.sample_ids(20, seed=SEED).tolist()) <= set(ids.tolist())
+    beta = store.sample_ids(10, seed=SEED, scope=ha.frames.scope_params(robots="beta"))
+    robots = store.describe_nodes(beta.tolist())["robots"]
+    assert len(beta) == 10 and robots.str.contains("beta").all()
+    assert len(store.sample_ids(10_000, seed=SEED)) == len(every)
+
+
+def test_each_sampled_check_finds_what_the_full_check_finds_for_the_sample(
+        store: LongTermMemory, memory: dict[str, Any]) -> None:
+    full = ha.memory_hygiene(store)
+    sampled = ha.memory_hygiene(store, sample=SAMPLE, seed=SEED)
+    ids = set(store.sample_ids(SAMPLE, seed=SEED).tolist())
+    assert not full.sampled and sampled.sampled
+    assert (sampled.checked, sampled.total, sampled.seed) == (SAMPLE, full.total, SEED)
+
+    whole, part = full.details["near_duplicates"], sampled.details["near_duplicates"]
+    # A text twin whose vectors are far apart is found by the full check only (a sample
+    # searches by vector, and by text only for memories without one).
+    by_text = pairs_of(whole[whole["basis"] == "text"], "node_a", "node_b")
+    assert touching(by_text, ids)  # the planted one is in the sample
+    expected = touching(pairs_of(whole, "node_a", "node_b"), ids) - by_text
+    assert pairs_of(part, "node_a", "node_b") == expected
+    assert "vector" in set(part["basis"])
+    assert len(expected) >= 4  # the sample holds some of every kind of pair
+    merged = part.merge(whole, on=["node_a", "node_b"], suffixes=("", "_full"))
+    np.testing.assert_allclose(merged["similarity"], merged["similarity_full"], atol=1e-5)
+    assert (merged["text_twin"] == merged["text_twin_full"]).all()
+    assert (merged["basis"] == merged["basis_full"]).all()
+
+    found, leaks = sampled.details["sensitive"], full.details["sensitive"]
+    assert len(found) > 0
+    assert_frame_rows_equal(found, leaks[leaks["node_id"].isin(ids)])
+
+    # memories without a vector: through the trigram index, the same pairs as the full check
+    trigram = pairs_of(whole[whole["basis"] == "trigram"], "node_a", "node_b")
+    bare = set(memory["bare"])
+    assert touching(trigram, bare)
+    assert pairs_of(store.sampled_trigram_pairs(sorted(bare), min_similarity=0.95),
+                    "node_a", "node_b") == touching(trigram, bare)
+
+    newer, every = sampled.details["supersession"], full.details["supersession"]
+    expected = touching(pairs_of(every, "node_old", "node_new"), ids)
+    assert len(expected) > 0
+    assert pairs_of(newer, "node_old", "node_new") == expected
+    merged = newer.merge(every, on=["node_old", "node_new"], suffixes=("", "_full"))
+    assert (merged["shared_tags"] == merged["shared_tags_full"]).all()
+
+
+def assert_frame_rows_equal(left: pd.DataFrame, right: pd.DataFrame) -> None:
+    columns = ["node_id", "kind", "detector", "excerpt"]
+    pd.testing.assert_frame_equal(left[columns].sort_values(columns).reset_index(drop=True),
+                                  right[columns].sort_values(columns).reset_index(drop=True))
+
+
+def test_the_estimates_are_the_sample_shares_with_their_interval(
+        store: LongTermMemory) -> None:
+    full = ha.memory_hygiene(store)
+    sampled = ha.memory_hygiene(store, sample=SAMPLE, seed=SEED)
+    ids = set(store.sample_ids(SAMPLE, seed=SEED).tolist())
+    duplicates = full.details["near_duplicates"]
+    involved = {
+        "near_duplicates": {n for p in pairs_of(duplicates[duplicates["basis"] != "text"],
+                                                "node_a", "node_b") for n in p},
+        "sensitive": set(full.details["sensitive"]["node_id"].astype(int)),
+        "supersession": {n for p in pairs_of(full.details["supersession"],
+                                             "node_old", "node_new") for n in p},
+    }
+    for row in sampled.summary.itertuples():
+        hits = len(involved[str(row.check)] & ids)
+        assert (row.memories, row.checked) == (hits, SAMPLE)
+        assert row.share == pytest.approx(hits / SAMPLE)
+        assert (row.share_low, row.share_high) == pytest.approx(wilson_interval(hits, SAMPLE))
+        assert f"{hits:,} of the {SAMPLE:,} sampled memories" in row.what_it_means
+    assert (full.summary["share_low"] == full.summary["share"]).all()
+    assert (full.summary["checked"] == full.total).all()
+    assert sampled.describe_sample().startswith(
+        f"Checked {SAMPLE:,} of {full.total:,} memories, chosen by seed {SEED}")
+
+
+def test_near_duplicates_can_search_a_sample_of_the_sample(store: LongTermMemory) -> None:
+    full = ha.memory_hygiene(store, checks="near_duplicates")
+    nested = ha.memory_hygiene(store, sample=SAMPLE, duplicates_sample=25, seed=SEED)
+    first = set(store.sample_ids(25, seed=SEED).tolist())
+    whole = full.details["near_duplicates"]
+    expected = touching(pairs_of(whole[whole["basis"] != "text"], "node_a", "node_b"), first)
+    assert pairs_of(nested.details["near_duplicates"], "node_a", "node_b") == expected
+    rows = nested.summary.set_index("check")["checked"].to_dict()
+    assert rows == {"near_duplicates": 25, "sensitive": SAMPLE, "supersession": SAMPLE}
+    assert (nested.checked, nested.duplicates_checked) == (SAMPLE, 25)
+    assert f"of {full.total:,} memories (near-duplicates: the first 25 of them" in \
+        nested.describe_sample()
+    # on its own: the other checks read every memory
+    alone = ha.memory_hygiene(store, duplicates_sample=25, seed=SEED)
+    assert alone.sampled and alone.checked == full.total
+    assert alone.summary.set_index("check")["checked"].to_dict()["sensitive"] == full.total
+
+
+def test_a_sample_as_large_as_the_memory_is_the_full_check(store: LongTermMemory) -> None:
+    full = ha.memory_hygiene(store)
+    again = ha.memory_hygiene(store, sample=full.total, seed=3)
+    assert not again.sampled and again.seed is None
+    pd.testing.assert_frame_equal(again.summary, full.summary)
+    assert "sample" not in ha.near_duplicates(store, sample=full.total).attrs
+
+
+def test_the_report_and_the_advice_say_what_was_sampled(store: LongTermMemory) -> None:
+    report = ha.build_report(store, benchmark=False, hygiene_sample=SAMPLE)
+    section = next(s for s in report.sections if s.key == "hygiene")
+    total = store.count_in_scope()
+    assert f"Checked {SAMPLE:,} of {total:,} memories, chosen by seed 0" in section.text
+    assert any(f.startswith(f"Hygiene, on a sample of {SAMPLE:,} of {total:,} memories")
+               for f in report.findings)
+    advice = next(s for s in report.sections if s.key == "advice").data["findings"]
+    hygiene = advice[advice["check"].isin(["credential_in_memory", "personal_in_memory",
+                                            "near_duplicates", "supersession_candidates"])]
+    assert len(hygiene) and hygiene["evidence"].str.contains(
+        f"among {SAMPLE:,} sampled of {total:,} memories").all()
+    section, _ = hygiene_section(store, sample=None)
+    assert f"Checked every one of the {total:,} memories." in section.text
+
+
+def test_the_commands_take_a_sample(memory: dict[str, Any], store: LongTermMemory) -> None:
+    runner = CliRunner()
+    total = store.count_in_scope()
+    table = runner.invoke(cli, ["--db", memory["url"], "hygiene", "--sample", str(SAMPLE),
+                                "--seed", str(SEED)])
+    assert table.exit_code == 0, table.output
+    assert f"Checked {SAMPLE:,} of {total:,} memories, chosen by seed {SEED}" in table.output
+    assert "95% interval" in table.output
+    rows = json.loads(runner.invoke(cli, ["--db", memory["url"], "hygiene", "--sample",
+                                          str(SAMPLE), "--seed", str(SEED), "--json"]).stdout)
+    expected = ha.memory_hygiene(store, sample=SAMPLE, seed=SEED).summary
+    assert [r["memories"] for r in rows] == expected["memories"].tolist()
+    advice = runner.invoke(cli, ["--db", memory["url"], "advise", "--no-sweep",
+                                 "--hygiene-sample", str(SAMPLE), "--json"])
+    assert advice.exit_code == 0, advice.output
+    assert f"among {SAMPLE:,} sampled of {total:,} memories" in advice.stdout
+    refused = runner.invoke(cli, ["--db", memory["url"], "hygiene", "--sample", "0"])
+    assert refused.exit_code != 0 and "--sample" in refused.output
+
+
+@FAST
+@given(sample=anything, seed=anything, duplicates=anything)
+def test_bad_sample_arguments_name_their_field(store: LongTermMemory, sample: Any,
+                                               seed: Any, duplicates: Any) -> None:
+    for check in (ha.memory_hygiene, ha.near_duplicates, ha.sensitive_memories,
+                  ha.supersession_candidates):
+        try:
+            check(store, sample=sample, seed=seed)
+        except ValidationError as exc:
+            assert exc.field in {"sample", "seed"}
+    try:
+        ha.memory_hygiene(store, sample=sample, duplicates_sample=duplicates, seed=seed)
+    except ValidationError as exc:
+        assert exc.field in {"sample", "duplicates_sample", "seed"}
+
+
+@FAST
+@given(hygiene_sample=anything)
+def test_a_bad_report_sample_is_refused_before_any_work(store: LongTermMemory,
+                                                        hygiene_sample: Any) -> None:
+    assume(hygiene_sample is not None and not (
+        isinstance(hygiene_sample, (int, np.integer)) and not isinstance(hygiene_sample, bool)
+        and 1 <= hygiene_sample <= 2**63 - 1))
+    with pytest.raises(ValidationError) as caught:
+        ha.build_report(store, hygiene_sample=hygiene_sample)
+    assert caught.value.field == "hygiene_sample"
