@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import hashlib
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -31,6 +32,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 import htm_analytics as ha
 from htm_analytics.agent.datasets import read_corpus
@@ -113,32 +115,87 @@ def _rss(field: str) -> int:
     return 0
 
 
-def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]]
-            ) -> Any:
-    """Run ``function`` once; record its seconds and this process's peak RSS above the RSS
-    it started with."""
+def _proc_stat(pid: int | str) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()  # from the state field on
+
+
+def cpu_clock(url: str) -> Callable[[], float] | None:
+    """A clock of the CPU seconds this process and the server have used, or None for a
+    server elsewhere. The server's are its postmaster's, every process it runs (backends,
+    parallel workers, checkpointer, WAL writer, I/O workers) and the ones it has reaped. On
+    a machine others share, wall times vary with their load; CPU seconds much less."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        try:
+            postmaster = int(_proc_stat(row[0])[1])
+        except OSError:
+            return None
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds() -> float:
+        own = _proc_stat(postmaster)
+        ticks = sum(int(x) for x in own[11:15])  # utime, stime, cutime, cstime
+        for entry in Path("/proc").iterdir():
+            try:
+                stat = _proc_stat(entry.name) if entry.name.isdigit() else None
+            except OSError:  # gone meanwhile: counted in the postmaster's cutime
+                continue
+            if stat is not None and int(stat[1]) == postmaster:
+                ticks += int(stat[11]) + int(stat[12])
+        return ticks / tick + time.process_time()
+
+    return seconds
+
+
+def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]],
+            cpu: Callable[[], float] | None = None) -> Any:
+    """Run ``function`` once; record its seconds, this process's peak RSS above the RSS it
+    started with and, given a ``cpu`` clock (:func:`cpu_clock`), the CPU seconds."""
     _rss_peak_reset()
     before = _rss("VmRSS")
+    cpu_before = cpu() if cpu else 0.0
     started = time.perf_counter()
     value = function()
     seconds = time.perf_counter() - started
     peak = max(_rss("VmHWM") - before, 0)
     results[name] = {"seconds": seconds, "peak_mib": peak / 2**20}
-    print(f"  {name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB", flush=True)
+    server = ""
+    if cpu:
+        results[name]["cpu"] = cpu() - cpu_before
+        server = f"  CPU {results[name]['cpu']:8.2f} s"
+    print(f"  {name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB{server}", flush=True)
     return value
 
 
-def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[str, float]]
-                    ) -> None:
-    """The same distinct rows into a plain table with one binary COPY, then the search
-    indexes the store has (HNSW on the padded vector, full text, trigram)."""
+def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[str, float]],
+                    *, logged: bool = True, cpu: Callable[[], float] | None = None,
+                    build_memory: str = "1GB") -> None:
+    """The same distinct rows into a plain table with one binary COPY, then the indexes a
+    deferred ``bulk_add`` rebuilds: HNSW on the padded vector, the full-text expression
+    index, trigram, and GIN on a stored tsvector (``node_search_vectors``'s, here a
+    generated column filled during the COPY). The builds get the settings the store's get:
+    ``build_memory`` of ``maintenance_work_mem`` and as many workers as the server allows.
+
+    ``logged``: a table written through the WAL, as ``nodes`` is (every user's table is);
+    else an UNLOGGED table, which writes no WAL for its rows and indexes (the anchor of the
+    earlier figures, a lower bound no durable load reaches).
+    """
     seen: set[str] = set()
+    label = "anchor" if logged else "unlogged anchor"
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("SET maintenance_work_mem = '1GB'")
-        conn.execute("""CREATE UNLOGGED TABLE anchor (id bigserial PRIMARY KEY, content text,
+        conn.add_notice_handler(lambda notice: print(f"    {notice.message_primary}"))
+        conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(build_memory)))
+        # the build workers the store's builds get (create_index): vectors live in TOAST, so
+        # the heap alone would leave a 10k-row build without one
+        conn.execute("SET min_parallel_table_scan_size = 0")
+        conn.execute(sql.SQL("""CREATE {} TABLE anchor (id bigserial PRIMARY KEY, content text,
                         content_hash varchar(64) UNIQUE, embedding vector(2000),
-                        created_at timestamptz)""")
+                        created_at timestamptz, content_tsv tsvector
+                        GENERATED ALWAYS AS (to_tsvector('english', content)) STORED)""").format(
+            sql.SQL("" if logged else "UNLOGGED")))
         padding = np.zeros(2000 - memory["vectors"].shape[1], dtype=np.float32)
 
         def copy() -> None:
@@ -154,19 +211,45 @@ def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[st
                     out.write_row((text, hashlib.sha256(text.encode()).hexdigest(),
                                    np.concatenate([vector, padding]), at))
 
-        measure("anchor: binary COPY", copy, results)
-        measure("anchor: HNSW build (padded)", lambda: conn.execute(
+        measure(f"{label}: binary COPY", copy, results, cpu)
+        measure(f"{label}: HNSW build (padded)", lambda: conn.execute(
             "CREATE INDEX ON anchor USING hnsw (embedding vector_cosine_ops) "
-            "WITH (m = 16, ef_construction = 64)"), results)
-        measure("anchor: full-text + trigram GIN", lambda: (
+            "WITH (m = 16, ef_construction = 64)"), results, cpu)
+        measure(f"{label}: full-text + trigram GIN", lambda: (
             conn.execute("CREATE INDEX ON anchor USING gin "
                          "(to_tsvector('english', content))"),
-            conn.execute("CREATE INDEX ON anchor USING gin (content gin_trgm_ops)")), results)
+            conn.execute("CREATE INDEX ON anchor USING gin (content gin_trgm_ops)"),
+            conn.execute("CREATE INDEX ON anchor USING gin (content_tsv)")), results, cpu)
         conn.execute("DROP TABLE anchor")
 
 
-def run_size(server_url: str, rows: int, with_report: bool,
-             keep: bool = False) -> dict[str, dict[str, float]]:
+def load_steps(url: str, store: ha.LongTermMemory, memory: dict[str, Any],
+               results: dict[str, dict[str, float]], unlogged_anchor: bool,
+               build_memory: str | None) -> None:
+    """``bulk_add`` of the whole memory, then the anchor (and the unlogged one) on the same
+    server, each with its total (and CPU seconds where the server runs here).
+    ``build_memory``: ``bulk_add``'s ``maintenance_work_mem``, also the anchor's (default:
+    bulk_add's own choice, which is the embedded server's 1GB up to 100k rows)."""
+    cpu = cpu_clock(url)
+    option: dict[str, Any] = {} if build_memory is None else {
+        "maintenance_work_mem": build_memory}
+    measure("bulk_add (with index rebuild)", lambda: store.bulk_add(
+        memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
+        tags=memory["tags"], remembered_at=memory["remembered_at"],
+        embedding_model=("sentence-transformers", "all-MiniLM-L6-v2"), **option),
+        results, cpu)
+    for logged in (True, False) if unlogged_anchor else (True,):
+        raw_copy_anchor(url, memory, results, logged=logged, cpu=cpu,
+                        build_memory=build_memory or "1GB")
+        label = "anchor" if logged else "unlogged anchor"
+        steps = [results[k] for k in results if k.startswith(f"{label}:")]
+        results[f"{label}: total"] = {key: sum(r[key] for r in steps) for key in steps[0]}
+        results[f"{label}: total"]["peak_mib"] = max(r["peak_mib"] for r in steps)
+
+
+def run_size(server_url: str, rows: int, with_report: bool, keep: bool = False,
+             only_load: bool = False, unlogged_anchor: bool = False,
+             build_memory: str | None = None) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     memory = measure("generate the memory", lambda: fleet_memory(rows), results)
     print(f"{rows:,} rows: {memory['distinct']:,} distinct memories, "
@@ -175,16 +258,10 @@ def run_size(server_url: str, rows: int, with_report: bool,
             ha.LongTermMemory(url, init_schema=True, cache_size=0) as store:
             if keep:  # to look at one helper's plans again without a new load
                 print(f"keeping the database: {url}", flush=True)
-            measure("bulk_add (with index rebuild)", lambda: store.bulk_add(
-                memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
-                tags=memory["tags"], remembered_at=memory["remembered_at"],
-                embedding_model=("sentence-transformers", "all-MiniLM-L6-v2")), results)
-            raw_copy_anchor(url, memory, results)
-            results["anchor: total"] = {
-                "seconds": sum(results[k]["seconds"] for k in results if k.startswith("anchor")),
-                "peak_mib": max(results[k]["peak_mib"] for k in results
-                                if k.startswith("anchor"))}
+            load_steps(url, store, memory, results, unlogged_anchor, build_memory)
             memory.clear()  # the server has it now
+            if only_load:
+                return results
             measure("create_native_index(384)", lambda: store.create_native_index(384), results)
             cases: list[tuple[str, Callable[[], Any]]] = [
                 ("tag_cooccurrence", lambda: ha.tag_cooccurrence(store)),
@@ -251,6 +328,13 @@ def main() -> None:
     parser.add_argument("--rows", type=int, action="append", required=True,
                         help="memories to build (repeat for several sizes)")
     parser.add_argument("--no-report", action="store_true", help="skip build_report")
+    parser.add_argument("--only", choices=["load"],
+                        help="run only these steps (load: bulk_add and the anchor)")
+    parser.add_argument("--unlogged-anchor", action="store_true",
+                        help="also time the anchor on an UNLOGGED table (no WAL)")
+    parser.add_argument("--maintenance-work-mem", metavar="SIZE",
+                        help="bulk_add's maintenance_work_mem, and the anchor's (e.g. 11GB "
+                             "for the padded HNSW graph at 1M rows)")
     parser.add_argument("--keep", action="store_true",
                         help="keep each size's database (its URL is printed) instead of "
                              "dropping it")
@@ -259,13 +343,23 @@ def main() -> None:
     measured: dict[int, dict[str, dict[str, float]]] = {}
     for rows in sorted(args.rows):
         print(f"\n== {rows:,} rows", flush=True)
-        measured[rows] = run_size(server, rows, not args.no_report, args.keep)
+        measured[rows] = run_size(server, rows, not args.no_report, args.keep,
+                                  only_load=args.only == "load",
+                                  unlogged_anchor=args.unlogged_anchor,
+                                  build_memory=args.maintenance_work_mem)
     sizes = sorted(measured)
     for size in sizes:
         bulk = measured[size]["bulk_add (with index rebuild)"]["seconds"]
-        anchor = measured[size]["anchor: total"]["seconds"]
-        print(f"{size:,} rows: bulk_add loads at {anchor / bulk:.2f}x the anchor's rate "
-              f"(raw COPY + the same indexes)")
+        for label in ("anchor", "unlogged anchor"):
+            anchor = measured[size].get(f"{label}: total")
+            if anchor is None:
+                continue
+            cpu = ""
+            if "cpu" in anchor:
+                bulk_cpu = measured[size]["bulk_add (with index rebuild)"]["cpu"]
+                cpu = f", {anchor['cpu'] / bulk_cpu:.2f}x in CPU seconds"
+            print(f"{size:,} rows: bulk_add loads at {anchor['seconds'] / bulk:.2f}x the "
+                  f"{label}'s rate (raw COPY + the same indexes){cpu}")
     print("\n" + growth_table(sizes, measured))
 
 
