@@ -223,33 +223,59 @@ def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[st
         conn.execute("DROP TABLE anchor")
 
 
-def load_steps(url: str, store: ha.LongTermMemory, memory: dict[str, Any],
+def load_steps(server_url: str, url: str, store: ha.LongTermMemory, memory: dict[str, Any],
                results: dict[str, dict[str, float]], unlogged_anchor: bool,
-               build_memory: str | None) -> None:
-    """``bulk_add`` of the whole memory, then the anchor (and the unlogged one) on the same
-    server, each with its total (and CPU seconds where the server runs here).
-    ``build_memory``: ``bulk_add``'s ``maintenance_work_mem``, also the anchor's (default:
-    bulk_add's own choice, which is the embedded server's 1GB up to 100k rows)."""
+               build_memory: str | None, repeat: int = 1) -> None:
+    """``bulk_add`` of the whole memory into ``store``, then the anchor (and the unlogged
+    one) on the same server, each with its total (and CPU seconds where the server runs
+    here). ``build_memory``: ``bulk_add``'s ``maintenance_work_mem``, also the anchor's
+    (default: bulk_add's own choice, which is the embedded server's 1GB up to 100k rows).
+    With ``repeat``, the loads run again into fresh databases, the anchor first every other
+    time, and each step's medians are kept."""
     cpu = cpu_clock(url)
     option: dict[str, Any] = {} if build_memory is None else {
         "maintenance_work_mem": build_memory}
-    measure("bulk_add (with index rebuild)", lambda: store.bulk_add(
-        memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
-        tags=memory["tags"], remembered_at=memory["remembered_at"],
-        embedding_model=("sentence-transformers", "all-MiniLM-L6-v2"), **option),
-        results, cpu)
-    for logged in (True, False) if unlogged_anchor else (True,):
-        raw_copy_anchor(url, memory, results, logged=logged, cpu=cpu,
-                        build_memory=build_memory or "1GB")
-        label = "anchor" if logged else "unlogged anchor"
-        steps = [results[k] for k in results if k.startswith(f"{label}:")]
-        results[f"{label}: total"] = {key: sum(r[key] for r in steps) for key in steps[0]}
-        results[f"{label}: total"]["peak_mib"] = max(r["peak_mib"] for r in steps)
+    def load(target: ha.LongTermMemory, into: dict[str, dict[str, float]]) -> None:
+        measure("bulk_add (with index rebuild)", lambda: target.bulk_add(
+            memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
+            tags=memory["tags"], remembered_at=memory["remembered_at"],
+            embedding_model=("sentence-transformers", "all-MiniLM-L6-v2"), **option), into, cpu)
+
+    def anchors(into: dict[str, dict[str, float]]) -> None:
+        for logged in (True, False) if unlogged_anchor else (True,):
+            raw_copy_anchor(url, memory, into, logged=logged, cpu=cpu,
+                            build_memory=build_memory or "1GB")
+            label = "anchor" if logged else "unlogged anchor"
+            steps = [into[k] for k in into if k.startswith(f"{label}:")]
+            into[f"{label}: total"] = {key: sum(r[key] for r in steps) for key in steps[0]}
+            into[f"{label}: total"]["peak_mib"] = max(r["peak_mib"] for r in steps)
+
+    runs: list[dict[str, dict[str, float]]] = []
+    for run in range(repeat):
+        measured: dict[str, dict[str, float]] = {}
+        if repeat > 1:
+            print(f"  run {run + 1} of {repeat}", flush=True)
+        if run == 0:  # into the database the helpers read afterwards
+            load(store, measured)
+            anchors(measured)
+        else:
+            with scratch_database(server_url, "htm_bench_load") as again, \
+                    ha.LongTermMemory(again, init_schema=True, cache_size=0) as other:
+                if run % 2:
+                    anchors(measured)
+                load(other, measured)
+                if not run % 2:
+                    anchors(measured)
+        runs.append(measured)
+    for name, first in runs[0].items():
+        results[name] = {key: float(np.median([r[name][key] for r in runs])) for key in first}
+        results[name]["peak_mib"] = max(r[name]["peak_mib"] for r in runs)
 
 
 def run_size(server_url: str, rows: int, with_report: bool, keep: bool = False,
              only_load: bool = False, unlogged_anchor: bool = False,
-             build_memory: str | None = None) -> dict[str, dict[str, float]]:
+             build_memory: str | None = None, repeat: int = 1
+             ) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
     memory = measure("generate the memory", lambda: fleet_memory(rows), results)
     print(f"{rows:,} rows: {memory['distinct']:,} distinct memories, "
@@ -258,7 +284,8 @@ def run_size(server_url: str, rows: int, with_report: bool, keep: bool = False,
             ha.LongTermMemory(url, init_schema=True, cache_size=0) as store:
             if keep:  # to look at one helper's plans again without a new load
                 print(f"keeping the database: {url}", flush=True)
-            load_steps(url, store, memory, results, unlogged_anchor, build_memory)
+            load_steps(server_url, url, store, memory, results, unlogged_anchor, build_memory,
+                       repeat)
             memory.clear()  # the server has it now
             if only_load:
                 return results
@@ -332,6 +359,9 @@ def main() -> None:
                         help="run only these steps (load: bulk_add and the anchor)")
     parser.add_argument("--unlogged-anchor", action="store_true",
                         help="also time the anchor on an UNLOGGED table (no WAL)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="load N times (bulk_add and the anchor alternately first) and "
+                             "keep each load step's median")
     parser.add_argument("--maintenance-work-mem", metavar="SIZE",
                         help="bulk_add's maintenance_work_mem, and the anchor's (e.g. 11GB "
                              "for the padded HNSW graph at 1M rows)")
@@ -346,7 +376,8 @@ def main() -> None:
         measured[rows] = run_size(server, rows, not args.no_report, args.keep,
                                   only_load=args.only == "load",
                                   unlogged_anchor=args.unlogged_anchor,
-                                  build_memory=args.maintenance_work_mem)
+                                  build_memory=args.maintenance_work_mem,
+                                  repeat=args.repeat)
     sizes = sorted(measured)
     for size in sizes:
         bulk = measured[size]["bulk_add (with index rebuild)"]["seconds"]
