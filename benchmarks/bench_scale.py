@@ -3,13 +3,15 @@
 Usage:
     HTM_CORPUS_DIR=/work/shared/data/debian-memories \
         python benchmarks/bench_scale.py --rows 10000 --rows 100000 [--rows 1000000]
+    ... --only load [--repeat 3] [--trace-load] [--unlogged-anchor] [--maintenance-work-mem 11GB]
 
 Each size gets a scratch database on the embedded server (or HTM_DBURL's server), dropped at
 the end unless ``--keep`` (then its URL is printed, for EXPLAIN runs on the same memory).
 The memory is the real corpus (63,666 Debian package descriptions with their MiniLM
 vectors) multiplied with seeded variations, documented in :func:`fleet_memory`. It is loaded
-with ``bulk_add`` and, in the same run, the same rows go into a plain table with one raw
-binary COPY and the same search indexes (the anchor a hand-written loader would reach). Then
+with ``bulk_add`` and, in the same run, the same rows go into a plain logged table with one
+raw binary COPY and the indexes the load rebuilds, with the same build settings (the anchor a
+hand-written loader would reach, :func:`raw_copy_anchor`); ``--only load`` stops there. Then
 every analysis helper, ``advise``, ``build_report``, ``export_snapshot``,
 ``recommend_ef_search`` and the recall sweep (exact ground truth included) run once, each
 with its wall time and the peak RSS of this process during the call (reset before each step
@@ -149,6 +151,25 @@ def cpu_clock(url: str) -> Callable[[], float] | None:
     return seconds
 
 
+class StatementTimes:
+    """A ``tracer=`` summing the seconds of each statement while ``on`` (for ``bulk_add``)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.times: dict[str, list[float]] = {}  # statement -> [calls, seconds]
+
+    def __call__(self, text: str, params: Any, seconds: float) -> None:
+        if self.on:
+            entry = self.times.setdefault(" ".join(text.split())[:100], [0, 0.0])
+            entry[0] += 1
+            entry[1] += seconds
+
+    def report(self, top: int = 15) -> None:
+        ranked = sorted(self.times.items(), key=lambda item: -item[1][1])
+        for text, (calls, seconds) in ranked[:top]:
+            print(f"    {seconds:8.2f} s {int(calls):6d}x  {text}")
+
+
 def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]],
             cpu: Callable[[], float] | None = None) -> Any:
     """Run ``function`` once; record its seconds, this process's peak RSS above the RSS it
@@ -225,13 +246,15 @@ def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[st
 
 def load_steps(server_url: str, url: str, store: ha.LongTermMemory, memory: dict[str, Any],
                results: dict[str, dict[str, float]], unlogged_anchor: bool,
-               build_memory: str | None, repeat: int = 1) -> None:
+               build_memory: str | None, repeat: int = 1,
+               statements: StatementTimes | None = None) -> None:
     """``bulk_add`` of the whole memory into ``store``, then the anchor (and the unlogged
     one) on the same server, each with its total (and CPU seconds where the server runs
     here). ``build_memory``: ``bulk_add``'s ``maintenance_work_mem``, also the anchor's
     (default: bulk_add's own choice, which is the embedded server's 1GB up to 100k rows).
     With ``repeat``, the loads run again into fresh databases, the anchor first every other
-    time, and each step's medians are kept."""
+    time, and each step's medians are kept. ``statements``: ``store``'s tracer, to print the
+    first load's statements by time."""
     cpu = cpu_clock(url)
     option: dict[str, Any] = {} if build_memory is None else {
         "maintenance_work_mem": build_memory}
@@ -256,7 +279,12 @@ def load_steps(server_url: str, url: str, store: ha.LongTermMemory, memory: dict
         if repeat > 1:
             print(f"  run {run + 1} of {repeat}", flush=True)
         if run == 0:  # into the database the helpers read afterwards
+            if statements:
+                statements.on = True
             load(store, measured)
+            if statements:
+                statements.on = False
+                statements.report()
             anchors(measured)
         else:
             with scratch_database(server_url, "htm_bench_load") as again, \
@@ -274,18 +302,19 @@ def load_steps(server_url: str, url: str, store: ha.LongTermMemory, memory: dict
 
 def run_size(server_url: str, rows: int, with_report: bool, keep: bool = False,
              only_load: bool = False, unlogged_anchor: bool = False,
-             build_memory: str | None = None, repeat: int = 1
+             build_memory: str | None = None, repeat: int = 1, trace_load: bool = False
              ) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
+    statements = StatementTimes() if trace_load else None
     memory = measure("generate the memory", lambda: fleet_memory(rows), results)
     print(f"{rows:,} rows: {memory['distinct']:,} distinct memories, "
           f"{memory['robot_count']:,} robots", flush=True)
     with scratch_database(server_url, "htm_bench_scale", keep=keep) as url, \
-            ha.LongTermMemory(url, init_schema=True, cache_size=0) as store:
+            ha.LongTermMemory(url, init_schema=True, cache_size=0, tracer=statements) as store:
             if keep:  # to look at one helper's plans again without a new load
                 print(f"keeping the database: {url}", flush=True)
             load_steps(server_url, url, store, memory, results, unlogged_anchor, build_memory,
-                       repeat)
+                       repeat, statements)
             memory.clear()  # the server has it now
             if only_load:
                 return results
@@ -362,6 +391,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
                         help="load N times (bulk_add and the anchor alternately first) and "
                              "keep each load step's median")
+    parser.add_argument("--trace-load", action="store_true",
+                        help="print the first bulk_add's statements, slowest first")
     parser.add_argument("--maintenance-work-mem", metavar="SIZE",
                         help="bulk_add's maintenance_work_mem, and the anchor's (e.g. 11GB "
                              "for the padded HNSW graph at 1M rows)")
@@ -377,7 +408,7 @@ def main() -> None:
                                   only_load=args.only == "load",
                                   unlogged_anchor=args.unlogged_anchor,
                                   build_memory=args.maintenance_work_mem,
-                                  repeat=args.repeat)
+                                  repeat=args.repeat, trace_load=args.trace_load)
     sizes = sorted(measured)
     for size in sizes:
         bulk = measured[size]["bulk_add (with index rebuild)"]["seconds"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -98,7 +99,7 @@ def test_a_deferred_load_sizes_its_builds_and_leaves_indexes_and_settings_as_the
     db.execute(sql.SQL("ALTER DATABASE {} SET maintenance_work_mem = '1MB'").format(
         sql.Identifier(db.info.dbname)))
     frame, vectors = read_corpus(rows=300)
-    traced: list[tuple[str, object]] = []
+    traced: list[tuple[str, Any]] = []
     with LongTermMemory(database_url, pool_size=1,
                         tracer=lambda text, params, _: traced.append((text, params))) as store:
         store.create_native_index(384)
@@ -110,10 +111,9 @@ def test_a_deferred_load_sizes_its_builds_and_leaves_indexes_and_settings_as_the
         assert store.fetch_frame(_LOAD_SETTINGS).equals(settings)  # the same connection
         assert store.search(embedding=vectors[5], limit=1)[0]["content"] == \
             frame["content"].iloc[5]
-    raised = [params for text, params in traced
+    raised = [params[0] for text, params in traced
               if "set_config('maintenance_work_mem'" in text]
-    assert len(raised) == 1
-    assert int(str(raised[0][0]).removesuffix("kB")) * 1024 >= 300 * 9_300  # type: ignore[index]
+    assert len(raised) == 1 and int(raised[0].removesuffix("kB")) * 1024 >= 300 * 9_300
 
 
 def test_a_load_failing_in_its_index_rebuild_writes_nothing_and_keeps_the_indexes(
