@@ -304,12 +304,14 @@ def _drop_search_indexes(cur: psycopg.Cursor[dict[str, Any]]) -> list[_DeferredI
         JOIN pg_type t ON t.oid = a.atttypid
         WHERE i.schemaname = 'public' AND i.tablename IN ('nodes', 'node_search_vectors')
           AND i.indexname ~ %s ORDER BY i.indexname""", (_DEFERRABLE_INDEXES,)).fetchall()
+    deferred = []
     for row in rows:
         cur.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(row["indexname"])))
-    return [_DeferredIndex(row["indexdef"], hnsw_graph_bytes(
-        row["dimensions"], row["m"], _VALUE_BYTES[row["typname"]])
-        if row["amname"] == "hnsw" and row["typname"] in _VALUE_BYTES
-        and row["dimensions"] > 0 else 0) for row in rows]
+        sized = row["amname"] == "hnsw" and row["typname"] in _VALUE_BYTES \
+            and row["dimensions"] > 0
+        deferred.append(_DeferredIndex(row["indexdef"], hnsw_graph_bytes(
+            row["dimensions"], row["m"], _VALUE_BYTES[row["typname"]]) if sized else 0))
+    return deferred
 
 
 def _rebuild(cur: psycopg.Cursor[dict[str, Any]], deferred: list[_DeferredIndex],
@@ -320,6 +322,7 @@ def _rebuild(cur: psycopg.Cursor[dict[str, Any]], deferred: list[_DeferredIndex]
     the planner's statistics."""
     if build_memory is None:
         graph = max(index.graph_bytes_per_row for index in deferred) * table_rows
+        # a tenth more, and 16MB for small graphs (a parallel build keeps 1MB spare)
         needed = min(int(graph * 1.1) // 1024 + 16 * 1024, _AUTO_BUILD_MEMORY_KB)
         current = cur.execute("SELECT setting::bigint AS kb FROM pg_settings "
                               "WHERE name = 'maintenance_work_mem'").fetchone()
