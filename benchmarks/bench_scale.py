@@ -3,13 +3,15 @@
 Usage:
     HTM_CORPUS_DIR=/work/shared/data/debian-memories \
         python benchmarks/bench_scale.py --rows 10000 --rows 100000 [--rows 1000000]
+    ... --only load [--repeat 3] [--trace-load] [--unlogged-anchor] [--maintenance-work-mem 11GB]
 
 Each size gets a scratch database on the embedded server (or HTM_DBURL's server), dropped at
 the end unless ``--keep`` (then its URL is printed, for EXPLAIN runs on the same memory).
 The memory is the real corpus (63,666 Debian package descriptions with their MiniLM
 vectors) multiplied with seeded variations, documented in :func:`fleet_memory`. It is loaded
-with ``bulk_add`` and, in the same run, the same rows go into a plain table with one raw
-binary COPY and the same search indexes (the anchor a hand-written loader would reach). Then
+with ``bulk_add`` and, in the same run, the same rows go into a plain logged table with one
+raw binary COPY and the indexes the load rebuilds, with the same build settings (the anchor a
+hand-written loader would reach, :func:`raw_copy_anchor`); ``--only load`` stops there. Then
 every analysis helper, ``advise``, ``build_report``, ``export_snapshot``,
 ``recommend_ef_search`` and the recall sweep (exact ground truth included) run once, each
 with its wall time and the peak RSS of this process during the call (reset before each step
@@ -31,6 +33,7 @@ import argparse
 import datetime as dt
 import hashlib
 import json
+import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -42,6 +45,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 import htm_analytics as ha
 from htm_analytics.agent.datasets import read_corpus
@@ -125,32 +129,108 @@ def _rss(field: str) -> int:
     return 0
 
 
+def _proc_stat(pid: int | str) -> list[str]:
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()  # from the state field on
+
+
+def cpu_clock(url: str) -> Callable[[], float] | None:
+    """A clock of the CPU seconds this process and the server have used, or None for a
+    server elsewhere. The server's are its postmaster's, every process it runs (backends,
+    parallel workers, checkpointer, WAL writer, I/O workers) and the ones it has reaped. On
+    a machine others share, wall times vary with their load; CPU seconds much less."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        try:
+            postmaster = int(_proc_stat(row[0])[1])
+        except OSError:
+            return None
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def seconds() -> float:
+        own = _proc_stat(postmaster)
+        ticks = sum(int(x) for x in own[11:15])  # utime, stime, cutime, cstime
+        for entry in Path("/proc").iterdir():
+            try:
+                stat = _proc_stat(entry.name) if entry.name.isdigit() else None
+            except OSError:  # gone meanwhile: counted in the postmaster's cutime
+                continue
+            if stat is not None and int(stat[1]) == postmaster:
+                ticks += int(stat[11]) + int(stat[12])
+        return ticks / tick + time.process_time()
+
+    return seconds
+
+
+class StatementTimes:
+    """A ``tracer=`` summing the seconds of each statement while ``on`` (for ``bulk_add``)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.times: dict[str, list[float]] = {}  # statement -> [calls, seconds]
+
+    def __call__(self, text: str, params: Any, seconds: float) -> None:
+        if self.on:
+            entry = self.times.setdefault(" ".join(text.split())[:100], [0, 0.0])
+            entry[0] += 1
+            entry[1] += seconds
+
+    def report(self, top: int = 15) -> None:
+        ranked = sorted(self.times.items(), key=lambda item: -item[1][1])
+        for text, (calls, seconds) in ranked[:top]:
+            print(f"    {seconds:8.2f} s {int(calls):6d}x  {text}")
+
+
 def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]],
-            label: str | None = None) -> Any:
-    """Run ``function`` once; record its seconds and this process's peak RSS above the RSS
-    it started with (printed as ``label``, ``name`` by default)."""
+            cpu: Callable[[], float] | None = None, label: str | None = None) -> Any:
+    """Run ``function`` once; record its seconds, this process's peak RSS above the RSS it
+    started with and, given a ``cpu`` clock (:func:`cpu_clock`), the CPU seconds (printed as
+    ``label``, ``name`` by default)."""
     _rss_peak_reset()
     before = _rss("VmRSS")
+    cpu_before = cpu() if cpu else 0.0
     started = time.perf_counter()
     value = function()
     seconds = time.perf_counter() - started
     peak = max(_rss("VmHWM") - before, 0)
     results[name] = {"seconds": seconds, "peak_mib": peak / 2**20}
-    print(f"  {label or name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB", flush=True)
+    server = ""
+    if cpu:
+        results[name]["cpu"] = cpu() - cpu_before
+        server = f"  CPU {results[name]['cpu']:8.2f} s"
+    print(f"  {label or name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB{server}",
+          flush=True)
     return value
 
 
-def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[str, float]]
-                    ) -> None:
-    """The same distinct rows into a plain table with one binary COPY, then the search
-    indexes the store has (HNSW on the padded vector, full text, trigram)."""
+def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[str, float]],
+                    *, logged: bool = True, cpu: Callable[[], float] | None = None,
+                    build_memory: str = "1GB") -> None:
+    """The same distinct rows into a plain table with one binary COPY, then the indexes a
+    deferred ``bulk_add`` rebuilds: HNSW on the padded vector, the full-text expression
+    index, trigram, and GIN on a stored tsvector (``node_search_vectors``'s, here a
+    generated column filled during the COPY). The builds get the settings the store's get:
+    ``build_memory`` of ``maintenance_work_mem`` and as many workers as the server allows.
+
+    ``logged``: a table written through the WAL, as ``nodes`` is (every user's table is);
+    else an UNLOGGED table, which writes no WAL for its rows and indexes (the anchor of the
+    earlier figures, a lower bound no durable load reaches).
+    """
     seen: set[str] = set()
+    label = "anchor" if logged else "unlogged anchor"
     with psycopg.connect(url, autocommit=True) as conn:
         register_vector(conn)
-        conn.execute("SET maintenance_work_mem = '1GB'")
-        conn.execute("""CREATE UNLOGGED TABLE anchor (id bigserial PRIMARY KEY, content text,
+        conn.add_notice_handler(lambda notice: print(f"    {notice.message_primary}"))
+        conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(build_memory)))
+        # the build workers the store's builds get (create_index): vectors live in TOAST, so
+        # the heap alone would leave a 10k-row build without one
+        conn.execute("SET min_parallel_table_scan_size = 0")
+        conn.execute(sql.SQL("""CREATE {} TABLE anchor (id bigserial PRIMARY KEY, content text,
                         content_hash varchar(64) UNIQUE, embedding vector(2000),
-                        created_at timestamptz)""")
+                        created_at timestamptz, content_tsv tsvector
+                        GENERATED ALWAYS AS (to_tsvector('english', content)) STORED)""").format(
+            sql.SQL("" if logged else "UNLOGGED")))
         padding = np.zeros(2000 - memory["vectors"].shape[1], dtype=np.float32)
 
         def copy() -> None:
@@ -166,14 +246,15 @@ def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[st
                     out.write_row((text, hashlib.sha256(text.encode()).hexdigest(),
                                    np.concatenate([vector, padding]), at))
 
-        measure("anchor: binary COPY", copy, results)
-        measure("anchor: HNSW build (padded)", lambda: conn.execute(
+        measure(f"{label}: binary COPY", copy, results, cpu)
+        measure(f"{label}: HNSW build (padded)", lambda: conn.execute(
             "CREATE INDEX ON anchor USING hnsw (embedding vector_cosine_ops) "
-            "WITH (m = 16, ef_construction = 64)"), results)
-        measure("anchor: full-text + trigram GIN", lambda: (
+            "WITH (m = 16, ef_construction = 64)"), results, cpu)
+        measure(f"{label}: full-text + trigram GIN", lambda: (
             conn.execute("CREATE INDEX ON anchor USING gin "
                          "(to_tsvector('english', content))"),
-            conn.execute("CREATE INDEX ON anchor USING gin (content gin_trgm_ops)")), results)
+            conn.execute("CREATE INDEX ON anchor USING gin (content gin_trgm_ops)"),
+            conn.execute("CREATE INDEX ON anchor USING gin (content_tsv)")), results, cpu)
         conn.execute("DROP TABLE anchor")
 
 
@@ -272,26 +353,80 @@ def run_kept(kept: dict[int, str], with_report: bool) -> dict[int, dict[str, dic
     return measured
 
 
-def run_size(server_url: str, rows: int, with_report: bool,
-             keep: bool = False) -> dict[str, dict[str, float]]:
+def load_steps(server_url: str, url: str, store: ha.LongTermMemory, memory: dict[str, Any],
+               results: dict[str, dict[str, float]], unlogged_anchor: bool,
+               build_memory: str | None, repeat: int = 1,
+               statements: StatementTimes | None = None) -> None:
+    """``bulk_add`` of the whole memory into ``store``, then the anchor (and the unlogged
+    one) on the same server, each with its total (and CPU seconds where the server runs
+    here). ``build_memory``: ``bulk_add``'s ``maintenance_work_mem``, also the anchor's
+    (default: bulk_add's own choice, which is the embedded server's 1GB up to 100k rows).
+    With ``repeat``, the loads run again into fresh databases, the anchor first every other
+    time, and each step's medians are kept. ``statements``: ``store``'s tracer, to print the
+    first load's statements by time."""
+    cpu = cpu_clock(url)
+    option: dict[str, Any] = {} if build_memory is None else {
+        "maintenance_work_mem": build_memory}
+    def load(target: ha.LongTermMemory, into: dict[str, dict[str, float]]) -> None:
+        measure("bulk_add (with index rebuild)", lambda: target.bulk_add(
+            memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
+            tags=memory["tags"], remembered_at=memory["remembered_at"],
+            embedding_model=("sentence-transformers", "all-MiniLM-L6-v2"), **option), into, cpu)
+
+    def anchors(into: dict[str, dict[str, float]]) -> None:
+        for logged in (True, False) if unlogged_anchor else (True,):
+            raw_copy_anchor(url, memory, into, logged=logged, cpu=cpu,
+                            build_memory=build_memory or "1GB")
+            label = "anchor" if logged else "unlogged anchor"
+            steps = [into[k] for k in into if k.startswith(f"{label}:")]
+            into[f"{label}: total"] = {key: sum(r[key] for r in steps) for key in steps[0]}
+            into[f"{label}: total"]["peak_mib"] = max(r["peak_mib"] for r in steps)
+
+    runs: list[dict[str, dict[str, float]]] = []
+    for run in range(repeat):
+        measured: dict[str, dict[str, float]] = {}
+        if repeat > 1:
+            print(f"  run {run + 1} of {repeat}", flush=True)
+        if run == 0:  # into the database the helpers read afterwards
+            if statements:
+                statements.on = True
+            load(store, measured)
+            if statements:
+                statements.on = False
+                statements.report()
+            anchors(measured)
+        else:
+            with scratch_database(server_url, "htm_bench_load") as again, \
+                    ha.LongTermMemory(again, init_schema=True, cache_size=0) as other:
+                if run % 2:
+                    anchors(measured)
+                load(other, measured)
+                if not run % 2:
+                    anchors(measured)
+        runs.append(measured)
+    for name, first in runs[0].items():
+        results[name] = {key: float(np.median([r[name][key] for r in runs])) for key in first}
+        results[name]["peak_mib"] = max(r[name]["peak_mib"] for r in runs)
+
+
+def run_size(server_url: str, rows: int, with_report: bool, keep: bool = False,
+             only_load: bool = False, unlogged_anchor: bool = False,
+             build_memory: str | None = None, repeat: int = 1, trace_load: bool = False
+             ) -> dict[str, dict[str, float]]:
     results: dict[str, dict[str, float]] = {}
+    statements = StatementTimes() if trace_load else None
     memory = measure("generate the memory", lambda: fleet_memory(rows), results)
     print(f"{rows:,} rows: {memory['distinct']:,} distinct memories, "
           f"{memory['robot_count']:,} robots", flush=True)
     with scratch_database(server_url, "htm_bench_scale", keep=keep) as url, \
-            ha.LongTermMemory(url, init_schema=True, cache_size=0) as store:
+            ha.LongTermMemory(url, init_schema=True, cache_size=0, tracer=statements) as store:
             if keep:  # to look at one helper's plans again without a new load
                 print(f"keeping the database: {url}", flush=True)
-            measure("bulk_add (with index rebuild)", lambda: store.bulk_add(
-                memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
-                tags=memory["tags"], remembered_at=memory["remembered_at"],
-                embedding_model=("sentence-transformers", "all-MiniLM-L6-v2")), results)
-            raw_copy_anchor(url, memory, results)
-            results["anchor: total"] = {
-                "seconds": sum(results[k]["seconds"] for k in results if k.startswith("anchor")),
-                "peak_mib": max(results[k]["peak_mib"] for k in results
-                                if k.startswith("anchor"))}
+            load_steps(server_url, url, store, memory, results, unlogged_anchor, build_memory,
+                       repeat, statements)
             memory.clear()  # the server has it now
+            if only_load:
+                return results
             measure("create_native_index(384)", lambda: store.create_native_index(384), results)
             analyse(store, rows, with_report, results)
     return results
@@ -324,6 +459,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, action="append", required=True,
                         help="memories to build (repeat for several sizes)")
     parser.add_argument("--no-report", action="store_true", help="skip build_report")
+    parser.add_argument("--only", choices=["load"],
+                        help="run only these steps (load: bulk_add and the anchor)")
+    parser.add_argument("--unlogged-anchor", action="store_true",
+                        help="also time the anchor on an UNLOGGED table (no WAL)")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="load N times (bulk_add and the anchor alternately first) and "
+                             "keep each load step's median")
+    parser.add_argument("--trace-load", action="store_true",
+                        help="print the first bulk_add's statements, slowest first")
+    parser.add_argument("--maintenance-work-mem", metavar="SIZE",
+                        help="bulk_add's maintenance_work_mem, and the anchor's (e.g. 11GB "
+                             "for the padded HNSW graph at 1M rows)")
     parser.add_argument("--keep", action="store_true",
                         help="keep each size's database (its URL is printed) instead of "
                              "dropping it")
@@ -341,15 +488,26 @@ def main() -> None:
     server = resolve_database_url()
     for rows in sorted(set(args.rows) - set(measured)):
         print(f"\n== {rows:,} rows", flush=True)
-        measured[rows] = run_size(server, rows, not args.no_report, args.keep)
+        measured[rows] = run_size(server, rows, not args.no_report, args.keep,
+                                  only_load=args.only == "load",
+                                  unlogged_anchor=args.unlogged_anchor,
+                                  build_memory=args.maintenance_work_mem,
+                                  repeat=args.repeat, trace_load=args.trace_load)
     sizes = sorted(measured)
     for size in sizes:
         if "anchor: total" not in measured[size]:
             continue
         bulk = measured[size]["bulk_add (with index rebuild)"]["seconds"]
-        anchor = measured[size]["anchor: total"]["seconds"]
-        print(f"{size:,} rows: bulk_add loads at {anchor / bulk:.2f}x the anchor's rate "
-              f"(raw COPY + the same indexes)")
+        for label in ("anchor", "unlogged anchor"):
+            anchor = measured[size].get(f"{label}: total")
+            if anchor is None:
+                continue
+            cpu = ""
+            if "cpu" in anchor:
+                bulk_cpu = measured[size]["bulk_add (with index rebuild)"]["cpu"]
+                cpu = f", {anchor['cpu'] / bulk_cpu:.2f}x in CPU seconds"
+            print(f"{size:,} rows: bulk_add loads at {anchor['seconds'] / bulk:.2f}x the "
+                  f"{label}'s rate (raw COPY + the same indexes){cpu}")
     print("\n" + growth_table(sizes, measured))
     if args.json:
         Path(args.json).write_text(json.dumps(measured, indent=1))

@@ -3,12 +3,14 @@ schema's zero-padded vector(2000), vector(384) at the native dimension, and half
 
 Usage:
     HTM_CORPUS_DIR=/work/shared/data/debian-memories python benchmarks/bench_storage.py \
-        [--rows 10000]
+        [--rows 10000] [--maintenance-work-mem 1GB]
 
 The first ``--rows`` corpus vectors go into three unlogged tables of a scratch database (one
 binary COPY each); for each: the average ``pg_column_size`` of a vector, the heap and TOAST
 bytes per row, then an HNSW index (m=16, ef_construction=64, cosine) built and timed, with its
 size per row. The figures per million rows in docs/scaling.md are these, times 1e6 / rows.
+pgvector's notice that a graph no longer fits ``--maintenance-work-mem`` is printed with the
+number of vectors it held (PostgreSQL's default, 64MB, shows what a build costs past it).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ LAYOUTS = {
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--maintenance-work-mem", default="1GB", metavar="SIZE")
     args = parser.parse_args()
     _, vectors = read_corpus(rows=args.rows)
     assert vectors is not None
@@ -45,7 +48,9 @@ def main() -> None:
             psycopg.connect(url, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         register_vector(conn)
-        conn.execute("SET maintenance_work_mem = '1GB'")
+        conn.add_notice_handler(lambda notice: print(f"  ({notice.message_primary})"))
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)",
+                     (args.maintenance_work_mem,))
         conn.execute("SET max_parallel_maintenance_workers = 0")  # one core: comparable
         for number, (label, (column_type, width)) in enumerate(LAYOUTS.items()):
             table = f"layout_{number}"

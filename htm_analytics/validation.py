@@ -21,6 +21,7 @@ __all__ = [
     "validate_tag",
     "tag_ancestors",
     "validate_positive_int",
+    "validate_memory_size",
     "validate_id",
     "validate_ids",
     "validate_timeframe",
@@ -138,6 +139,24 @@ def validate_number(value: Any, *, field: str, minimum: float | None = None,
 def validate_positive_int(value: Any, *, field: str, maximum: int | None = None) -> int:
     """:func:`validate_number` for an integer from 1 to ``maximum`` (default ``bigint``)."""
     return int(validate_number(value, field=field, minimum=1, maximum=maximum, integer=True))
+
+
+_MEMORY_UNITS = {"kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3}
+
+
+def validate_memory_size(value: Any, *, field: str) -> int:
+    """A PostgreSQL memory setting written with its unit (``"512MB"``, ``"8GB"``: ``kB``,
+    ``MB``, ``GB`` or ``TB``, as the server spells them), from 1MB to the server's maximum;
+    returned in kB."""
+    match = re.fullmatch(r"\s*([0-9]{1,13})\s*(kB|MB|GB|TB)\s*", value) \
+        if isinstance(value, str) else None
+    if match is None:
+        raise ValidationError(f"must be a size such as '512MB' or '8GB', got {value!r}",
+                              field=field)
+    kilobytes = int(match[1]) * _MEMORY_UNITS[match[2]]
+    if not 1024 <= kilobytes <= MAX_INT:
+        raise ValidationError(f"must be from 1MB to {MAX_INT}kB, got {value!r}", field=field)
+    return kilobytes
 
 
 def validate_token_count(value: Any, *, field: str = "token_count") -> int:

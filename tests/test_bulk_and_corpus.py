@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -10,7 +11,7 @@ import pytest
 from fixtures_db import temporary_database
 from psycopg import sql
 
-from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics import DatabaseError, LongTermMemory, ValidationError
 from htm_analytics.agent.datasets import normalize_tag, read_corpus, read_dev_queries
 
 
@@ -52,6 +53,9 @@ def test_bulk_add_rejects_bad_rows_and_writes_nothing(ltm: LongTermMemory,
         ltm.bulk_add(["a", "b"], robots="r", embeddings=np.array([[1.0, 0], [0, 0]]))
     with pytest.raises(ValidationError, match="one entry per content"):
         ltm.bulk_add(["a", "b"], robots=["r"])
+    with pytest.raises(ValidationError) as info:
+        ltm.bulk_add(["a"], robots="r", maintenance_work_mem="1.5GB")
+    assert info.value.field == "maintenance_work_mem"
     assert db.execute("SELECT (SELECT count(*) FROM nodes) + (SELECT count(*) FROM robots)"
                       ).fetchone() == (0,)
 
@@ -67,6 +71,74 @@ def test_bulk_add_with_deferred_indexes_rebuilds_them(ltm: LongTermMemory,
                        "WHERE tablename = 'nodes' ORDER BY 1").fetchall()
     assert after == before
     assert ltm.search(embedding=vectors[3], limit=1)[0]["content"] == "row 3"
+
+
+def test_the_first_remember_creates_the_node_and_ids_follow_time(
+        ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    day = [dt.datetime(2026, 3, d, tzinfo=dt.UTC) for d in (1, 2, 3)]
+    result = ltm.bulk_add(["late", "early", "late"], robots="r",
+                          remembered_at=[day[2], day[0], day[1]])
+    assert result["is_new"].tolist() == [False, True, True]  # row 2 remembered "late" first
+    assert db.execute("SELECT content, created_at FROM nodes ORDER BY id").fetchall() == [
+        ("early", day[0]), ("late", day[1])]
+
+
+# Every index of the database with its definition, and what a load sets for itself.
+_INDEXES = ("SELECT tablename, indexname, indexdef FROM pg_indexes "
+            "WHERE schemaname = 'public' ORDER BY 1, 2")
+_LOAD_SETTINGS = ("SELECT name, coalesce(current_setting(name, true), '') AS value "
+                  "FROM unnest(ARRAY['maintenance_work_mem', 'min_parallel_table_scan_size', "
+                  "'max_parallel_maintenance_workers', 'statement_timeout', "
+                  "'htm_analytics.events_written']) AS name ORDER BY 1")
+
+
+def test_a_deferred_load_sizes_its_builds_and_leaves_indexes_and_settings_as_they_were(
+        database_url: str, db: psycopg.Connection) -> None:
+    # A server with little maintenance memory: 300 padded vectors take about 2.8MB as an
+    # HNSW graph, so the load raises the setting for its own transaction.
+    db.execute(sql.SQL("ALTER DATABASE {} SET maintenance_work_mem = '1MB'").format(
+        sql.Identifier(db.info.dbname)))
+    frame, vectors = read_corpus(rows=300)
+    traced: list[tuple[str, Any]] = []
+    with LongTermMemory(database_url, pool_size=1,
+                        tracer=lambda text, params, _: traced.append((text, params))) as store:
+        store.create_native_index(384)
+        indexes = db.execute(_INDEXES).fetchall()
+        settings = store.fetch_frame(_LOAD_SETTINGS)
+        store.bulk_add(frame["content"].tolist(), robots="r", embeddings=vectors,
+                       defer_indexes=True)
+        assert db.execute(_INDEXES).fetchall() == indexes
+        assert store.fetch_frame(_LOAD_SETTINGS).equals(settings)  # the same connection
+        assert store.search(embedding=vectors[5], limit=1)[0]["content"] == \
+            frame["content"].iloc[5]
+    raised = [params[0] for text, params in traced
+              if "set_config('maintenance_work_mem'" in text]
+    assert len(raised) == 1 and int(raised[0].removesuffix("kB")) * 1024 >= 300 * 9_300
+
+
+def test_a_load_failing_in_its_index_rebuild_writes_nothing_and_keeps_the_indexes(
+        ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    ltm.bulk_add(["stored before"], robots="r", embeddings=np.ones((1, 4), np.float32))
+    indexes = db.execute(_INDEXES).fetchall()
+    counts = ("SELECT (SELECT count(*) FROM nodes), (SELECT count(*) FROM robot_nodes), "
+              "(SELECT count(*) FROM node_tags), (SELECT count(*) FROM memory_events), "
+              "(SELECT count(*) FROM node_search_vectors), (SELECT count(*) FROM robots)")
+    before = db.execute(counts).fetchone()
+    # The last step of a deferred load fails: every row is in, the indexes are dropped.
+    db.execute("""CREATE FUNCTION refuse_index() RETURNS event_trigger LANGUAGE plpgsql AS
+                  $$ BEGIN RAISE EXCEPTION 'no index today'; END $$""")
+    db.execute("CREATE EVENT TRIGGER refuse_index ON ddl_command_end "
+               "WHEN TAG IN ('CREATE INDEX') EXECUTE FUNCTION refuse_index()")
+    vectors = np.random.default_rng(3).normal(size=(40, 4)).astype(np.float32)
+    with pytest.raises(DatabaseError, match="no index today"):
+        ltm.bulk_add([f"row {i}" for i in range(40)], robots=["r", "s"] * 20,
+                     embeddings=vectors, tags=[["a:b"]] * 40, defer_indexes=True,
+                     maintenance_work_mem="64MB")
+    db.execute("DROP EVENT TRIGGER refuse_index")
+    assert db.execute(counts).fetchone() == before
+    assert db.execute(_INDEXES).fetchall() == indexes
+    assert ltm.search(embedding=np.ones(4, np.float32), limit=1)[0]["content"] == \
+        "stored before"
 
 
 def test_index_builds_fall_back_to_serial_without_shared_memory(server_url: str) -> None:

@@ -356,6 +356,22 @@ def test_bulk_add_loads_all_or_nothing(store, hostile_url, contents, robots, emb
 
 
 @FAST
+@given(size=st.one_of(anything, st.builds(lambda n, unit: f"{n}{unit}", big_ints, st.sampled_from(
+    ["kB", "MB", "GB", "TB", "gb", " MB", ".5GB", ""]))))
+@example(size="2047GB")
+@example(size="64MB")
+def test_bulk_add_takes_a_build_memory_or_rejects_it(store, hostile_url, size):
+    before = counts(hostile_url)
+    frame = outcome(lambda: store.bulk_add(["build memory"], robots="r", defer_indexes=True,
+                                           maintenance_work_mem=size),
+                    {"maintenance_work_mem"})
+    if frame is None:
+        assert counts(hostile_url) == before
+    else:
+        assert store.retrieve(int(frame["node_id"][0]))["content"] == "build memory"
+
+
+@FAST
 @given(timeframe=hostile_timeframe, limit=hostile_limit,
        robots=st.one_of(st.none(), hostile_text, st.lists(hostile_text, max_size=3), anything))
 @example(timeframe="last 99999999 years", limit=2**70, robots="robot")

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..store import DEFAULT_EF_SEARCH, quote_identifier, quote_literal
+from ..store import DEFAULT_EF_SEARCH, hnsw_graph_bytes, quote_identifier, quote_literal
 from ..tuning.advice import compare_latency
 from ._common import (
     Context,
@@ -47,9 +47,7 @@ def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
                 ["CREATE EXTENSION IF NOT EXISTS pg_prewarm",
                  f"SELECT pg_prewarm({quote_literal(name)}::regclass)"])
         dimension = int(index["dimension"]) if pd.notna(index["dimension"]) else 0
-        # One graph element: the vector (4d + 8 bytes), its layer-0 neighbours (2m candidates
-        # of 16 bytes) and about 100 bytes of header (pgvector's hnsw.h).
-        needed = int(index["indexed_rows"]) * (4 * dimension + 8 + 32 * int(index["m"]) + 100)
+        needed = int(index["indexed_rows"]) * hnsw_graph_bytes(dimension, int(index["m"]))
         if needed > int(index["maintenance_work_mem_bytes"]):
             megabytes = -(-needed * 5 // 4 // 2**20)  # a quarter more as margin
             yield finding(

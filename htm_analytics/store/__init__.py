@@ -38,6 +38,7 @@ from .databases import (
     with_database,
 )
 from .forgetting import CONFIRMATION
+from .indexing import hnsw_graph_bytes
 from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION, apply_migrations, create_statement_statistics
 from .schema_info import SchemaInfo
@@ -92,6 +93,7 @@ __all__ = [
     "translate_database_error",
     "quote_identifier",
     "quote_literal",
+    "hnsw_graph_bytes",
     "write_parquet",
     "server_overview",
     "server_sessions",

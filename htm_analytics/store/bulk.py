@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,7 @@ from ..validation import (
     tag_ancestors,
     validate_content,
     validate_datetime,
+    validate_memory_size,
     validate_name,
     validate_tag,
     validate_tag_list,
@@ -34,6 +35,7 @@ from ._common import (
     lift_statement_timeout,
 )
 from .activity import lock_robot_name
+from .indexing import hnsw_graph_bytes
 from .tagging import ensure_tags
 
 __all__ = ["BulkMixin"]
@@ -54,6 +56,7 @@ class BulkMixin(StoreBase):
         tag_ancestors_too: bool = True,
         defer_indexes: bool | None = None,
         embedding_model: tuple[str, str] | None = None,
+        maintenance_work_mem: str | None = None,
     ) -> pd.DataFrame:
         """Remember many memories at once, with the same deduplication as :meth:`add`.
 
@@ -86,15 +89,24 @@ class BulkMixin(StoreBase):
         embedding_model : (provider, model), optional
             Which model produced ``embeddings``, recorded for the new nodes (see
             :meth:`check_embedding_model`).
+        maintenance_work_mem : str, optional
+            Memory for rebuilding the deferred indexes (``"8GB"``), for this load's
+            transaction only. By default a load raises the server's setting to what the
+            HNSW graphs of its rebuilt indexes need (about 9.3 kB per memory for the padded
+            2000-dimension index), up to 1GB: pgvector builds a graph larger than this
+            memory on disk, several times slower. Give more for loads past about 100,000
+            memories, if the server has it.
 
         Returns
         -------
         pandas.DataFrame
             One row per input row: ``node_id`` (int64) and ``is_new`` (bool: this row created
-            the node).
+            the node, being its content's first remember).
         """
         rows = _validate_bulk(contents, robots, embeddings, tags, token_counts, remembered_at,
                               tag_ancestors_too)
+        build_memory = None if maintenance_work_mem is None else validate_memory_size(
+            maintenance_work_mem, field="maintenance_work_mem")
         provider, model = embedding_model_names(embedding_model)
         n = len(rows.contents)
         if n == 0:
@@ -103,105 +115,68 @@ class BulkMixin(StoreBase):
         with self._transaction() as cur, nodes_deleted_meanwhile():
             lift_statement_timeout(cur)
             robot_ids = _find_or_create_robots(cur, rows.robot_names, rows.remembered_at)
+            stored = _table_rows(cur)
             if defer_indexes is None:
-                existing = cur.execute("SELECT reltuples::bigint AS n FROM pg_class "
-                                       "WHERE oid = 'public.nodes'::regclass").fetchone()
-                defer_indexes = n > max(int(existing["n"] if existing else 0), 0) and n >= 1000
-            rebuild = _drop_search_indexes(cur) if defer_indexes else []
-            cur.execute("""CREATE TEMP TABLE htm_bulk_staging (
-                               ord int, content text, content_hash text, token_count int,
-                               embedding vector, dimension int, robot_id bigint,
-                               remembered_at timestamptz) ON COMMIT DROP""")
-            with cur.copy("COPY htm_bulk_staging FROM STDIN (FORMAT BINARY)") as copy:
-                copy.set_types(["int4", "text", "text", "int4", "vector", "int4", "int8",
-                                "timestamptz"])
-                for i in range(n):
-                    vector = rows.embeddings[i] if rows.embeddings is not None else None
-                    copy.write_row((i, rows.contents[i], rows.hashes[i], rows.token_counts[i],
-                                    vector, rows.dimension if vector is not None else None,
-                                    robot_ids[rows.robot_names[i]], rows.remembered_at[i]))
-            cur.execute("CREATE INDEX ON htm_bulk_staging (content_hash)")
-            cur.execute("ANALYZE htm_bulk_staging")
+                defer_indexes = n > stored and n >= 1000
+            deferred = _drop_search_indexes(cur) if defer_indexes else []
+            firsts = rows.first_remembers()
+            _copy_contents(cur, rows, firsts)
             try:
-                new = _insert_new_nodes(cur)
+                new = cur.execute(_INSERT_NEW_NODES).fetchall()
             except psycopg.errors.ProgramLimitExceeded as exc:
                 raise content_too_large(exc, "contents") from exc
-            created = {r["content_hash"] for r in new}
             if provider is not None and rows.embeddings is not None \
                     and self.schema_info.has_table("node_embedding_models"):
                 cur.execute("""INSERT INTO node_embedding_models (node_id, provider, model,
                                                                   dimension)
                                SELECT unnest(%s::bigint[]), %s, %s, %s""",
                             ([r["id"] for r in new], provider, model, rows.dimension))
-            mapping = cur.execute("""
-                SELECT s.ord, n.id FROM htm_bulk_staging s
-                JOIN nodes n ON n.content_hash = s.content_hash ORDER BY s.ord""").fetchall()
-            if len(mapping) != n:
+            node_of_hash = {r["content_hash"]: int(r["id"]) for r in new}
+            known = [rows.hashes[i] for i in firsts if rows.hashes[i] not in node_of_hash]
+            if known:
+                node_of_hash.update((r["content_hash"], int(r["id"])) for r in cur.execute(
+                    "SELECT id, content_hash FROM nodes WHERE content_hash = ANY(%s)",
+                    (known,)))
+            if len(node_of_hash) != len(firsts):
                 raise ConcurrencyError(_DELETED_DURING_LOAD)
+            node_of_row = [node_of_hash[digest] for digest in rows.hashes]
             # This load logs each remember at its own time below; the log triggers (migration
             # 7) would place them at first/last remember times only.
             cur.execute("SELECT set_config('htm_analytics.events_written', 'on', true)")
+            cur.execute("""CREATE TEMP TABLE htm_bulk_rows (ord int, robot_id bigint,
+                               node_id bigint, remembered_at timestamptz) ON COMMIT DROP""")
+            with cur.copy("COPY htm_bulk_rows FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["int4", "int8", "int8", "timestamptz"])
+                for i in range(n):
+                    copy.write_row((i, robot_ids[rows.robot_names[i]], node_of_row[i],
+                                    rows.remembered_at[i]))
             cur.execute("""
                 INSERT INTO robot_nodes AS rn (robot_id, node_id, first_remembered_at,
                     last_remembered_at, remember_count, created_at, updated_at)
-                SELECT s.robot_id, n.id, min(s.remembered_at), max(s.remembered_at), count(*),
-                       min(s.remembered_at), max(s.remembered_at)
-                FROM htm_bulk_staging s JOIN nodes n ON n.content_hash = s.content_hash
-                GROUP BY s.robot_id, n.id
+                SELECT robot_id, node_id, min(remembered_at), max(remembered_at), count(*),
+                       min(remembered_at), max(remembered_at)
+                FROM htm_bulk_rows GROUP BY robot_id, node_id
                 ON CONFLICT (robot_id, node_id) DO UPDATE
                    SET remember_count = rn.remember_count + EXCLUDED.remember_count,
                        last_remembered_at = greatest(rn.last_remembered_at,
                                                      EXCLUDED.last_remembered_at),
                        updated_at = CURRENT_TIMESTAMP""")
-            node_of_row = [int(r["id"]) for r in mapping]
             if rows.tag_rows:
-                tag_names = sorted({name for _, name in rows.tag_rows})
-                tag_ids = ensure_tags(cur, tag_names)
-                # (node, tag) pairs are resolved here rather than with a join on the staging
-                # table: ten times faster on 100k links.
-                first_tagged: dict[tuple[int, int], dt.datetime] = {}
-                for i, name in rows.tag_rows:
-                    pair = (node_of_row[i], tag_ids[name])
-                    when = rows.remembered_at[i]
-                    if pair not in first_tagged or when < first_tagged[pair]:
-                        first_tagged[pair] = when
-                cur.execute("""CREATE TEMP TABLE htm_bulk_tags (node_id bigint, tag_id bigint,
-                                   created_at timestamptz) ON COMMIT DROP""")
-                with cur.copy("COPY htm_bulk_tags FROM STDIN (FORMAT BINARY)") as copy:
-                    copy.set_types(["int8", "int8", "timestamptz"])
-                    for (node, tag), when in first_tagged.items():
-                        copy.write_row((node, tag, when))
-                cur.execute("""INSERT INTO node_tags (node_id, tag_id, created_at)
-                               SELECT node_id, tag_id, created_at FROM htm_bulk_tags
-                               ON CONFLICT (node_id, tag_id) DO NOTHING""")
+                _insert_tags(cur, rows, node_of_row)
             if self.schema_info.has_event_log:
                 cur.execute("""
                     INSERT INTO memory_events (occurred_at, kind, robot_id, node_id)
-                    SELECT s.remembered_at, 'remember', s.robot_id, n.id
-                    FROM htm_bulk_staging s JOIN nodes n ON n.content_hash = s.content_hash
-                    ORDER BY s.remembered_at, s.ord""")
-            for statement in rebuild:
-                create_index(cur, statement)
-            if rebuild:
-                # A load larger than the table leaves the planner's statistics stale, and the
-                # bounded lexical searches estimate word frequencies from them.
-                analyzed = cur.execute(
-                    "SELECT t FROM unnest(ARRAY['public.nodes', 'public.node_search_vectors', "
-                    "'public.node_lexicon']) t "
-                    "WHERE to_regclass(t) IS NOT NULL").fetchall()
-                for row in analyzed:
-                    cur.execute(sql.SQL("ANALYZE {}.{}").format(
-                        *(sql.Identifier(part) for part in row["t"].split("."))))
+                    SELECT remembered_at, 'remember', robot_id, node_id
+                    FROM htm_bulk_rows ORDER BY remembered_at, ord""")
+            if deferred:
+                _rebuild(cur, deferred, stored + len(new), build_memory)
         self._cache.clear()
         self._vectors_added()
-        node_ids = np.array(node_of_row, dtype=np.int64)
-        first_seen: set[str] = set()
+        created = {r["content_hash"] for r in new}
         is_new = np.zeros(n, dtype=bool)
-        for i, digest in enumerate(rows.hashes):
-            if digest in created and digest not in first_seen:
-                is_new[i] = True
-                first_seen.add(digest)
-        return pd.DataFrame({"node_id": node_ids, "is_new": is_new})
+        is_new[[i for i in firsts if rows.hashes[i] in created]] = True
+        return pd.DataFrame({"node_id": np.array(node_of_row, dtype=np.int64),
+                             "is_new": is_new})
 
 
 _DELETED_DURING_LOAD = ("a stored node this load refers to was deleted by another session "
@@ -217,23 +192,67 @@ def nodes_deleted_meanwhile() -> Iterator[None]:
         raise ConcurrencyError(_DELETED_DURING_LOAD) from exc
 
 
+# New contents as staged, in the order of their first remember (a temporary table just
+# written is read in that order), so that node ids follow time and the indexes on the time
+# columns grow at their end; vectors padded to the seed's 2000 dimensions.
 _INSERT_NEW_NODES = f"""
                 INSERT INTO nodes (content, content_hash, token_count, embedding,
                                    embedding_dimension, created_at, updated_at, last_accessed)
-                SELECT DISTINCT ON (content_hash) content, content_hash, token_count,
+                SELECT content, content_hash, token_count,
                        CASE WHEN embedding IS NOT NULL THEN
                            (embedding::real[] || array_fill(0::real,
                                ARRAY[{MAX_EMBEDDING_DIMENSION} - dimension]))::vector
                        END,
                        dimension, remembered_at, remembered_at, remembered_at
-                FROM htm_bulk_staging ORDER BY content_hash, remembered_at, ord
+                FROM htm_bulk_contents
                 ON CONFLICT (content_hash) DO NOTHING
-                RETURNING id, content_hash, embedding_dimension"""
+                RETURNING id, content_hash"""
 
 
-def _insert_new_nodes(cur: psycopg.Cursor[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Insert the staged contents not stored yet; return their rows."""
-    return cur.execute(_INSERT_NEW_NODES).fetchall()
+def _copy_contents(cur: psycopg.Cursor[dict[str, Any]], rows: _BulkRows,
+                   firsts: list[int]) -> None:
+    """Stage each distinct content once, with the row of its first remember: deduplicated
+    here rather than sorted by the server with every row's text and vector."""
+    cur.execute("""CREATE TEMP TABLE htm_bulk_contents (
+                       content text, content_hash text, token_count int, embedding vector,
+                       dimension int, remembered_at timestamptz)
+                   ON COMMIT DROP""")
+    with cur.copy("COPY htm_bulk_contents FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["text", "text", "int4", "vector", "int4", "timestamptz"])
+        for i in firsts:
+            vector = rows.embeddings[i] if rows.embeddings is not None else None
+            copy.write_row((rows.contents[i], rows.hashes[i], rows.token_counts[i],
+                            vector, rows.dimension if vector is not None else None,
+                            rows.remembered_at[i]))
+
+
+def _insert_tags(cur: psycopg.Cursor[dict[str, Any]], rows: _BulkRows,
+                 node_of_row: list[int]) -> None:
+    tag_ids = ensure_tags(cur, sorted({name for _, name in rows.tag_rows}))
+    # (node, tag) pairs are resolved here rather than with a join on a staging table: ten
+    # times faster on 100k links.
+    first_tagged: dict[tuple[int, int], dt.datetime] = {}
+    for i, name in rows.tag_rows:
+        pair = (node_of_row[i], tag_ids[name])
+        when = rows.remembered_at[i]
+        if pair not in first_tagged or when < first_tagged[pair]:
+            first_tagged[pair] = when
+    cur.execute("""CREATE TEMP TABLE htm_bulk_tags (node_id bigint, tag_id bigint,
+                       created_at timestamptz) ON COMMIT DROP""")
+    with cur.copy("COPY htm_bulk_tags FROM STDIN (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "int8", "timestamptz"])
+        for (node, tag), when in first_tagged.items():
+            copy.write_row((node, tag, when))
+    cur.execute("""INSERT INTO node_tags (node_id, tag_id, created_at)
+                   SELECT node_id, tag_id, created_at FROM htm_bulk_tags
+                   ON CONFLICT (node_id, tag_id) DO NOTHING""")
+
+
+def _table_rows(cur: psycopg.Cursor[dict[str, Any]]) -> int:
+    """The planner's count of ``nodes`` rows (0 before its first ANALYZE)."""
+    row = cur.execute("SELECT reltuples::bigint AS n FROM pg_class "
+                      "WHERE oid = 'public.nodes'::regclass").fetchone()
+    return max(int(row["n"]) if row else 0, 0)
 
 
 def _find_or_create_robots(cur: psycopg.Cursor[dict[str, Any]], names: Sequence[str],
@@ -261,18 +280,66 @@ def _find_or_create_robots(cur: psycopg.Cursor[dict[str, Any]], names: Sequence[
 # Indexes that make row-by-row loading slow and are cheaper to rebuild after a bulk load.
 _DEFERRABLE_INDEXES = (r"^(idx_nodes_(embedding(_[0-9]+)?|content_gin|content_trgm)"
                        r"|idx_node_search_vectors_content_tsv)$")
+# A load raises maintenance_work_mem by itself up to this many kB, for its HNSW graphs.
+_AUTO_BUILD_MEMORY_KB = 1024 * 1024
+_VALUE_BYTES = {"vector": 4, "halfvec": 2}  # per dimension, in an HNSW graph
 
 
-def _drop_search_indexes(cur: psycopg.Cursor[dict[str, Any]]) -> list[str]:
-    """Drop the deferrable indexes; return their definitions (from the catalog) to rebuild."""
-    rows = cur.execute("""SELECT indexname, indexdef FROM pg_indexes
-                          WHERE schemaname = 'public'
-                            AND tablename IN ('nodes', 'node_search_vectors')
-                            AND indexname ~ %s ORDER BY indexname""",
-                       (_DEFERRABLE_INDEXES,)).fetchall()
+class _DeferredIndex(NamedTuple):
+    definition: str
+    graph_bytes_per_row: int  # 0: not an HNSW index (or of a type not sized here)
+
+
+def _drop_search_indexes(cur: psycopg.Cursor[dict[str, Any]]) -> list[_DeferredIndex]:
+    """Drop the deferrable indexes; return their definitions (from the catalog) to rebuild,
+    with the memory each row takes in an HNSW graph."""
+    rows = cur.execute("""
+        SELECT i.indexname, i.indexdef, am.amname, t.typname, a.atttypmod AS dimensions,
+               coalesce((SELECT o.option_value::int FROM pg_options_to_table(c.reloptions) o
+                         WHERE o.option_name = 'm'), 16) AS m
+        FROM pg_indexes i
+        JOIN pg_class c ON c.oid = format('%%I.%%I', i.schemaname, i.indexname)::regclass
+        JOIN pg_am am ON am.oid = c.relam
+        JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = 1
+        JOIN pg_type t ON t.oid = a.atttypid
+        WHERE i.schemaname = 'public' AND i.tablename IN ('nodes', 'node_search_vectors')
+          AND i.indexname ~ %s ORDER BY i.indexname""", (_DEFERRABLE_INDEXES,)).fetchall()
+    deferred = []
     for row in rows:
         cur.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(row["indexname"])))
-    return [row["indexdef"] for row in rows]
+        sized = row["amname"] == "hnsw" and row["typname"] in _VALUE_BYTES \
+            and row["dimensions"] > 0
+        deferred.append(_DeferredIndex(row["indexdef"], hnsw_graph_bytes(
+            row["dimensions"], row["m"], _VALUE_BYTES[row["typname"]]) if sized else 0))
+    return deferred
+
+
+def _rebuild(cur: psycopg.Cursor[dict[str, Any]], deferred: list[_DeferredIndex],
+             table_rows: int, build_memory: int | None) -> None:
+    """Build the dropped indexes again, with enough memory for their HNSW graphs (up to
+    :data:`_AUTO_BUILD_MEMORY_KB` unless ``build_memory`` says: pgvector builds the part of
+    a graph past ``maintenance_work_mem`` on disk, about three times slower), and refresh
+    the planner's statistics."""
+    if build_memory is None:
+        graph = max(index.graph_bytes_per_row for index in deferred) * table_rows
+        # a tenth more, and 16MB for small graphs (a parallel build keeps 1MB spare)
+        needed = min(int(graph * 1.1) // 1024 + 16 * 1024, _AUTO_BUILD_MEMORY_KB)
+        current = cur.execute("SELECT setting::bigint AS kb FROM pg_settings "
+                              "WHERE name = 'maintenance_work_mem'").fetchone()
+        build_memory = needed if current is None or needed > current["kb"] else None
+    if build_memory is not None:
+        cur.execute("SELECT set_config('maintenance_work_mem', %s, true)",
+                    (f"{build_memory}kB",))
+    for index in deferred:
+        create_index(cur, index.definition)
+    # A load larger than the table leaves the planner's statistics stale, and the bounded
+    # lexical searches estimate word frequencies from them.
+    analyzed = cur.execute(
+        "SELECT t FROM unnest(ARRAY['public.nodes', 'public.node_search_vectors', "
+        "'public.node_lexicon']) t WHERE to_regclass(t) IS NOT NULL").fetchall()
+    for row in analyzed:
+        cur.execute(sql.SQL("ANALYZE {}.{}").format(
+            *(sql.Identifier(part) for part in row["t"].split("."))))
 
 
 class _BulkRows:
@@ -287,6 +354,15 @@ class _BulkRows:
         self.embeddings: np.ndarray | None = None
         self.dimension: int | None = None
         self.tag_rows: list[tuple[int, str]] = []
+
+    def first_remembers(self) -> list[int]:
+        """The row of each distinct content's first remember (the earliest; of equal times,
+        the first given), in time order: the rows whose content a new node gets."""
+        first: dict[str, int] = {}
+        for i in sorted(range(len(self.hashes)), key=self.remembered_at.__getitem__):
+            if self.hashes[i] not in first:
+                first[self.hashes[i]] = i
+        return list(first.values())
 
 
 def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token_counts: Any,
@@ -319,25 +395,8 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
         for i, when in enumerate(per_row(remembered_at, "remembered_at")):
             rows.remembered_at.append(validate_datetime(when, field=f"remembered_at[{i}]"))
     if embeddings is not None:
-        array = real_matrix(embeddings, field="embeddings")
-        if array.shape[0] != n:
-            raise ValidationError(f"must be an (n={n}, d) array, got shape {array.shape}",
-                                  field="embeddings")
-        if not 0 < array.shape[1] <= MAX_EMBEDDING_DIMENSION:
-            raise ValidationError(f"must have 1 to {MAX_EMBEDDING_DIMENSION} columns, got "
-                                  f"{array.shape[1]}", field="embeddings")
-        finite = np.isfinite(array).all(axis=1)
-        nonzero = np.abs(array).max(axis=1) > 0 if finite.all() else finite
-        bad = np.flatnonzero(~(finite & nonzero))
-        if bad.size:
-            raise ValidationError(f"row {int(bad[0])} is all zeros or not finite",
-                                  field="embeddings")
-        if np.abs(array).max() > np.finfo(np.float32).max:
-            raise ValidationError("has values too large for float32", field="embeddings")
-        array = array.astype(np.float32)
-        check_norms(array, field="embeddings")
-        rows.embeddings = np.ascontiguousarray(array)
-        rows.dimension = int(array.shape[1])
+        rows.embeddings = _checked_embeddings(embeddings, n)
+        rows.dimension = int(rows.embeddings.shape[1])
     if tags is not None:
         for i, row_tags in enumerate(per_row(tags, "tags")):
             names_for_row: set[str] = set()
@@ -346,3 +405,37 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
                 names_for_row.update(tag_ancestors(tag) if with_ancestors else [tag])
             rows.tag_rows.extend((i, name) for name in sorted(names_for_row))
     return rows
+
+
+_CHECKED_ROWS = 16_384  # vectors checked and converted at a time
+
+
+def _checked_embeddings(embeddings: Any, n: int) -> np.ndarray:
+    """``embeddings`` as C-contiguous float32 ``(n, d)`` vectors, finite, none all zeros,
+    none past float32. A numeric array is checked a block of rows at a time, with no float64
+    copy (a million 384-dimension vectors would need 3 GB for one); a float32 array is used
+    as it is."""
+    if isinstance(embeddings, np.ndarray) and embeddings.dtype.kind in "iuf":
+        array = embeddings
+    else:
+        array = real_matrix(embeddings, field="embeddings")
+    if array.ndim != 2 or array.shape[0] != n:
+        raise ValidationError(f"must be an (n={n}, d) array, got shape {array.shape}",
+                              field="embeddings")
+    if not 0 < array.shape[1] <= MAX_EMBEDDING_DIMENSION:
+        raise ValidationError(f"must have 1 to {MAX_EMBEDDING_DIMENSION} columns, got "
+                              f"{array.shape[1]}", field="embeddings")
+    same = array.dtype == np.float32 and array.flags.c_contiguous
+    vectors = array if same else np.empty(array.shape, dtype=np.float32)
+    for start in range(0, n, _CHECKED_ROWS):
+        block = array[start:start + _CHECKED_ROWS]
+        bad = np.flatnonzero(~(np.isfinite(block).all(axis=1) & (block != 0).any(axis=1)))
+        if bad.size:
+            raise ValidationError(f"row {start + int(bad[0])} is all zeros or not finite",
+                                  field="embeddings")
+        if np.abs(block).max() > np.finfo(np.float32).max:
+            raise ValidationError("has values too large for float32", field="embeddings")
+        if not same:
+            vectors[start:start + _CHECKED_ROWS] = block
+    check_norms(vectors, field="embeddings")
+    return vectors
