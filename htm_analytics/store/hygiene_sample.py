@@ -114,9 +114,10 @@ class SampledHygieneMixin(StoreBase):
 
     def sampled_trigram_pairs(self, ids: Sequence[int] | np.ndarray, *, min_similarity: float,
                               scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
-        """The memories of ``ids`` that hold no vector against every memory in scope, by
-        pg_trgm similarity at least ``min_similarity``, through the trigram index:
-        ``node_a < node_b`` (int64) and ``similarity`` (float64)."""
+        """Pairs of a memory of ``ids`` and a memory without a vector in scope (the memories
+        of ``ids`` without a vector against every memory in scope, those with one against
+        the memories without), by pg_trgm similarity at least ``min_similarity``, through
+        the trigram index: ``node_a < node_b`` (int64) and ``similarity`` (float64)."""
         chosen = validate_ids(list(ids), field="ids") if len(ids) else []
         if not chosen:
             return _ordered_pairs([])
