@@ -83,6 +83,26 @@ def test_the_first_remember_creates_the_node_and_ids_follow_time(
         ("early", day[0]), ("late", day[1])]
 
 
+def test_a_fleet_of_robots_in_one_load(ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    # More robots than the server's lock table holds for one transaction (64 locks per
+    # connection): find-or-create locks a bounded number of name buckets, not each name.
+    start = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    known = ltm.register_robot("robot-00000")
+    robots = [f"robot-{i % 20000:05d}" for i in range(20400)]
+    times = [start + dt.timedelta(minutes=i) for i in range(20400)]
+    result = ltm.bulk_add([f"note {i}" for i in range(20400)], robots=robots,
+                          remembered_at=times)
+    assert result["is_new"].all()
+    assert db.execute("SELECT count(*), count(DISTINCT name) FROM robots").fetchone() \
+        == (20000, 20000)
+    assert db.execute("SELECT min(id) FROM robots WHERE name = 'robot-00000'").fetchone() \
+        == (known,)
+    # created at its first remember, active at its last (robot 7 remembered rows 7 and 20007)
+    assert db.execute("SELECT created_at, last_active FROM robots WHERE name = 'robot-00007'"
+                      ).fetchone() == (times[7], times[20007])
+    assert db.execute("""SELECT count(*) FROM robot_nodes rn JOIN robots r
+                         ON r.id = rn.robot_id""").fetchone() == (20400,)
+
 # Every index of the database with its definition, and what a load sets for itself.
 _INDEXES = ("SELECT tablename, indexname, indexdef FROM pg_indexes "
             "WHERE schemaname = 'public' ORDER BY 1, 2")

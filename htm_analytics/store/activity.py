@@ -13,7 +13,7 @@ from ..errors import NotFoundError, ValidationError
 from ..validation import validate_id, validate_ids, validate_json, validate_name
 from ._base import StoreBase
 
-__all__ = ["ActivityMixin", "lock_robot_name", "validate_step"]
+__all__ = ["ActivityMixin", "ROBOT_LOCKS", "lock_robot_names", "validate_step"]
 
 # Counts recalls and sets working-memory flags in one rewrite per node, skipping rows that
 # would not change (a NULL held flag leaves the flag as it is).
@@ -38,12 +38,20 @@ WHERE rn.node_id = c.id AND (rn.robot_id = %(robot_id)s OR %(robot_id)s::bigint 
   AND c.held IS NOT NULL AND rn.working_memory IS DISTINCT FROM c.held"""
 
 
-def lock_robot_name(cur: psycopg.Cursor[Any], name: str) -> None:
-    """Serialise find-or-create of one robot name until the transaction ends."""
-    # robots.name has no unique index in the reference schema; an advisory lock on the name
-    # makes find-or-create safe under concurrency.
-    cur.execute("SELECT pg_advisory_xact_lock(hashtext('htm_robot:' || %s))", (name,))
+ROBOT_LOCKS = 256
+"""Advisory locks that serialise find-or-create of robots: a name takes the lock of its hash's
+bucket, so that a load of thousands of robots holds at most this many."""
 
+
+def lock_robot_names(cur: psycopg.Cursor[Any], names: Sequence[str]) -> None:
+    """Serialise find-or-create of these robot names until the transaction ends."""
+    # robots.name has no unique index in the reference schema; an advisory lock per name
+    # bucket makes find-or-create safe under concurrency. Buckets are locked in one order,
+    # so that two loads never wait for each other in a cycle.
+    cur.execute("""SELECT count(pg_advisory_xact_lock(hashtext('htm_robot'), bucket))
+                   FROM (SELECT DISTINCT hashtext(n) & %s AS bucket
+                         FROM unnest(%s::text[]) AS n ORDER BY bucket) AS buckets""",
+                (ROBOT_LOCKS - 1, list(names)))
 
 
 def validate_step(robot_id: Any, held: Any, evicted: Any, recalled: Any
@@ -72,7 +80,7 @@ class ActivityMixin(StoreBase):
         if metadata is not None:
             metadata = validate_json(dict(metadata), field="metadata")
         with self._transaction() as cur:
-            lock_robot_name(cur, name)
+            lock_robot_names(cur, [name])
             row = cur.execute("""UPDATE robots SET last_active = CURRENT_TIMESTAMP
                                  WHERE id = (SELECT min(id) FROM robots WHERE name = %s)
                                  RETURNING id""", (name,)).fetchone()

@@ -34,7 +34,7 @@ from ._common import (
     embedding_model_names,
     lift_statement_timeout,
 )
-from .activity import lock_robot_name
+from .activity import lock_robot_names
 from .indexing import hnsw_graph_bytes
 from .tagging import ensure_tags
 
@@ -257,23 +257,28 @@ def _table_rows(cur: psycopg.Cursor[dict[str, Any]]) -> int:
 
 def _find_or_create_robots(cur: psycopg.Cursor[dict[str, Any]], names: Sequence[str],
                            times: Sequence[dt.datetime]) -> dict[str, int]:
+    """Each robot name's id, set-based: the known robots' ``last_active`` raised to their
+    last remember of the load, the others created (``created_at`` their first)."""
     first: dict[str, dt.datetime] = {}
     last: dict[str, dt.datetime] = {}
     for name, when in zip(names, times):
         first[name] = min(first.get(name, when), when)
         last[name] = max(last.get(name, when), when)
-    ids: dict[str, int] = {}
-    for name in sorted(first):
-        lock_robot_name(cur, name)
-        row = cur.execute("""UPDATE robots SET last_active = greatest(last_active, %s)
-                             WHERE id = (SELECT min(id) FROM robots WHERE name = %s)
-                             RETURNING id""", (last[name], name)).fetchone()
-        if row is None:
-            row = cur.execute("""INSERT INTO robots (name, created_at, last_active)
-                                 VALUES (%s, %s, %s) RETURNING id""",
-                              (name, first[name], last[name])).fetchone()
-        assert row is not None
-        ids[name] = int(row["id"])
+    ordered = sorted(first)
+    lock_robot_names(cur, ordered)
+    ids = {r["name"]: int(r["id"]) for r in cur.execute(
+        """UPDATE robots r SET last_active = greatest(r.last_active, v.last)
+           FROM (SELECT v.name, v.last, (SELECT min(id) FROM robots WHERE name = v.name) AS id
+                 FROM unnest(%s::text[], %s::timestamptz[]) AS v(name, last)) v
+           WHERE r.id = v.id
+           RETURNING v.name, r.id""", (ordered, [last[n] for n in ordered]))}
+    missing = [name for name in ordered if name not in ids]
+    if missing:
+        ids.update((r["name"], int(r["id"])) for r in cur.execute(
+            """INSERT INTO robots (name, created_at, last_active)
+               SELECT * FROM unnest(%s::text[], %s::timestamptz[], %s::timestamptz[])
+               RETURNING name, id""",
+            (missing, [first[n] for n in missing], [last[n] for n in missing])))
     return ids
 
 
