@@ -333,6 +333,39 @@ def test_eval_conversations_command(server_url: str, database_url: str,
     assert "is not longmemeval" in str(bad.exception)
 
 
+def test_eval_conversations_writes_its_chart_and_keeps_on_request(server_url: str,
+                                                                   tmp_path: Path) -> None:
+    before = _scratch_databases(server_url)
+    runner = CliRunner()
+    chart = tmp_path / "chart.svg"
+    result = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
+                                 str(DATA / "locomo_mini.json"), "--strategies",
+                                 "fulltext_any,vector_bm25", "--k", "5", "--keep", "--csv",
+                                 "--plot", str(chart)])
+    assert result.exit_code == 0, result.output
+    kept = set(_scratch_databases(server_url)) - before
+    try:
+        assert len(kept) == 1
+        assert f"kept scratch database {next(iter(kept))}" in result.stderr
+        assert f"chart written to {chart}" in result.stderr
+        svg = chart.read_text()
+        # matplotlib's SVG names each text it draws: the categories and the strategies.
+        for label in ("single-hop", "multi-hop", "all", "fulltext_any", "vector_bm25",
+                      "recall any@5"):
+            assert f"<!-- {label} -->" in svg, label
+        assert result.stdout.startswith("strategy,category,questions,recall_any_at_1,")
+    finally:
+        for name in kept:
+            ha.store.drop_database(server_url, name)
+    for plot, message in [(tmp_path / "chart.gif", "must end in .png, .svg, .pdf"),
+                          (tmp_path / "missing" / "chart.png", "no folder")]:
+        refused = runner.invoke(cli, ["--db", server_url, "eval", "conversations",
+                                      str(DATA / "locomo_mini.json"), "--plot", str(plot)])
+        assert refused.exit_code == 2 and message in refused.output, refused.output
+        assert not plot.exists()
+    assert _scratch_databases(server_url) == before  # refused before any database
+
+
 class _BareEmbedder:
     """Only ``embed``: no provider or model name to record."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import click
 
@@ -55,6 +56,7 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str | None, k: int
 BENCHMARK_FORMATS = ("locomo", "longmemeval", "jsonl")
 EVALUATED_STRATEGIES = ("vector", "fulltext", "fulltext_any", "hybrid", "rrf", "vector_bm25")
 CONVERSATION_SCOPES = ("conversation", "benchmark")
+_CHART_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 @eval_group.command("conversations")
@@ -83,20 +85,31 @@ CONVERSATION_SCOPES = ("conversation", "benchmark")
                                            "conversations"]),
               default="summary", show_default=True,
               help="Which result to print (--json prints them all as one document).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+              help="Also write the chart of recall_any@k per question category and strategy "
+                   "to this image (.png, .svg or .pdf).")
 @output_options
 @click.pass_context
 def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | None,
                        strategies: str, k: int, embedder: str | None, scope: str,
                        only: tuple[str, ...], speaker_prefix: bool, keep: bool, show: str,
-                       fmt: str) -> None:
+                       plot_path: str | None, fmt: str) -> None:
     """Replay a conversation benchmark (LoCoMo, LongMemEval or JSON Lines of turns and
     questions; a file, a folder of per-sample files or LoCoMo's published zip) into scratch
     databases on the server and score every strategy on the evidence turns:
     recall_any/recall_all@k, nDCG@k, MRR@k and latency per question category; abstention
     questions apart. Ctrl-C stops and drops the scratch database."""
     from ..agent.embeddings import get_embedder
-    from ..tuning.conversations import evaluate_conversations
+    from ..tuning.conversations import evaluate_conversations, plot_conversations
 
+    if plot_path:  # refused before the run, not after it
+        chart = Path(plot_path)
+        if chart.suffix.lower() not in _CHART_SUFFIXES:
+            raise click.BadParameter(f"{plot_path!r} must end in "
+                                     f"{', '.join(_CHART_SUFFIXES)}", param_hint="--plot")
+        if not chart.absolute().parent.is_dir():
+            raise click.BadParameter(f"no folder {str(chart.absolute().parent)!r} to write "
+                                     "the chart in", param_hint="--plot")
     result = evaluate_conversations(
         path, format=benchmark_format, k=k,
         strategies=[s.strip() for s in strategies.split(",") if s.strip()],
@@ -107,6 +120,13 @@ def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | No
     if keep:
         for name in result.conversations["database"].dropna():
             click.echo(f"kept scratch database {name}", err=True)
+    if plot_path:
+        import matplotlib.pyplot as plt
+
+        figure = plot_conversations(result.summary).figure
+        figure.savefig(plot_path)
+        plt.close(figure)
+        click.echo(f"chart written to {plot_path}", err=True)
     if fmt == "json":
         click.echo(json.dumps(result.to_json(), indent=2))
         return
