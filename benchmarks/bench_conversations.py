@@ -1,14 +1,17 @@
 """Retrieval on a conversational benchmark (LoCoMo, LongMemEval, JSON Lines), every strategy.
 
 Usage: python benchmarks/bench_conversations.py FILE [--embedder minilm] [--split held-out]
-       [--strategies vector,fulltext_any,rrf,vector_bm25] [--k 10] [--out docs/benchmarks]
+       [--strategies vector,fulltext_any,rrf,vector_bm25] [--k 10]
+       [--out bench-results/conversations]
 
 FILE is the user's own copy of the benchmark (LoCoMo's ``data/locomo10.json`` from
 snap-research/locomo is CC BY-NC 4.0 and is not shipped). Each conversation is replayed into a
 scratch database on the embedded server (or HTM_DBURL's server) by
-``htm_analytics.evaluate_conversations`` and dropped afterwards. ``--split tune`` keeps the
-first three conversations of the file (LoCoMo: conv-26, conv-30, conv-41, the ones tuned on),
-``--split held-out`` the others.
+``htm_analytics.evaluate_conversations`` and dropped afterwards. ``--split tune`` keeps
+LoCoMo's conv-26, conv-30 and conv-41 (the conversations the default was tuned on; in a file
+without those names, its first three conversations), ``--split held-out`` the others.
+``--out`` writes the per-question frame, which holds the benchmark's questions: keep it out of
+the repository (``bench-results/`` is ignored by git).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from htm_analytics.tuning.conversations import evaluate_conversations, plot_conv
 
 matplotlib.use("Agg")
 STRATEGIES = "vector,fulltext_any,rrf,vector_bm25"
-TUNE = 3
+TUNE = ("conv-26", "conv-30", "conv-41")
 
 
 def main() -> None:
@@ -43,10 +46,11 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="folder for the CSV files and the plot")
     args = parser.parse_args()
     conversations = read_conversations(args.file, format=args.format)
-    if args.split == "tune":
-        conversations = conversations[:TUNE]
-    elif args.split == "held-out":
-        conversations = conversations[TUNE:]
+    names = [c.conversation_id for c in conversations]
+    tuning = set(TUNE) if set(TUNE) <= set(names) else set(names[:len(TUNE)])
+    if args.split != "all":
+        conversations = [c for c in conversations
+                         if (c.conversation_id in tuning) == (args.split == "tune")]
     started = time.perf_counter()
     embedder = get_embedder(args.embedder)
     print(f"{mask_url(resolve_database_url())}; {len(conversations)} conversations "
