@@ -55,7 +55,7 @@ def test_history_across_restarts(own_server, tmp_path) -> None:
     crash (immediate shutdown) discards them: usage is the counters since, marked reset."""
     url, server = own_server
     path = tmp_path / "history.duckdb"
-    scans = []
+    scans, direct = [], []
     for mode in ("fast", "immediate"):
         with LongTermMemory(url, pool_size=1) as store:
             collect_sample(store, path)
@@ -68,9 +68,27 @@ def test_history_across_restarts(own_server, tmp_path) -> None:
             conn.execute("SELECT 1")
             scans.append(conn.execute("SELECT idx_scan FROM pg_stat_user_indexes "
                                       "WHERE indexrelname = 'robots_pkey'").fetchone()[0])
+            direct.append({name: (scan, read) for name, scan, read in conn.execute(
+                "SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes "
+                "WHERE schemaname = 'public'")})
     with LongTermMemory(url, pool_size=1) as store:
         collect_sample(store, path)
     frames = history(path)
+    # Every index's counters as read directly after the restart's workload, and each
+    # period's usage: their difference from the sample before, or after the crash (which
+    # discarded the counters) the counters themselves.
+    raw = read_history(path)["sample_indexes"].set_index(["sample_id", "index_name"])
+    periods = frames.index_usage.set_index(["sample_id", "index_name"])
+    for sample_id, counters in zip((2, 3), direct, strict=True):
+        for name, (scan, read) in counters.items():
+            assert tuple(raw.loc[(sample_id, name), ["idx_scan", "idx_tup_read"]]) == \
+                (scan, read), name
+            if sample_id == 2:
+                scan -= raw.loc[(1, name), "idx_scan"]
+                read -= raw.loc[(1, name), "idx_tup_read"]
+            period = periods.loc[(sample_id, name)]
+            assert (period["idx_scan"], period["idx_tup_read"]) == (scan, read), name
+            assert period["counters_reset"] == (sample_id == 3)
     stored = frames.samples.set_index("sample_id")
     assert stored["server_started_at"].nunique() == 3
     assert frames.samples["counters_reset"].tolist() == [False, False, True]

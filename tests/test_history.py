@@ -8,6 +8,8 @@ import json
 import time
 
 import duckdb
+import numpy as np
+import pandas as pd
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -111,6 +113,7 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path):
     assert checked.exit_code == 4, checked.output
     document = json.loads(checked.stdout)
     assert document["kind"] == "collect" and document["sample"]["sample_id"] == 4
+    assert document["sample"]["memories"] == 120  # numbers stay numbers
     assert [f["check"] for f in document["findings"]] == ["recall_drift"]
     frames = history(path)
     assert frames.samples["ef_search"].iloc[-1] == 1
@@ -155,6 +158,11 @@ def test_history_in_a_schema_of_your_choice(database_url, db):
         done = runner.invoke(cli, ["--db", database_url, "collect", "--history-schema",
                                    "memory history", "--history-db", database_url])
         assert done.exit_code == 0, done.output
+        # An empty memory: nothing to sample, and why.
+        assert ": 0 memories," in done.stdout
+        assert "no sampled recall (10 or fewer stored vectors)" in done.stdout
+        assert "no logged queries (none in the log of the stored vectors' dimension)" in \
+            done.stdout  # the log is there (init-db made it), and empty
     target = HistoryTable(database_url, "memory history")
     frames = history(target)
     assert frames.samples["sample_id"].tolist() == [1, 2]
@@ -169,3 +177,85 @@ def test_history_in_a_schema_of_your_choice(database_url, db):
         HISTORY_SCHEMA_VERSION + 1)])
     with pytest.raises(HistoryVersionError, match="upgrade htm-analytics"):
         read_history(target)
+
+
+def _scan_created_at(db: psycopg.Connection) -> None:
+    """One scan of idx_nodes_created_at (a non-unique index), flushed for other sessions."""
+    db.execute("SET enable_seqscan = off")
+    db.execute("SELECT id FROM nodes WHERE created_at > now() - interval '1 day'").fetchall()
+    db.execute("RESET enable_seqscan")
+    db.execute("SELECT pg_stat_force_next_flush()")
+    db.execute("SELECT 1")
+
+
+def test_unused_indexes_and_fast_growth_are_verdicts_over_the_history(
+        history_reader_url, database_url, db, tmp_path):
+    """unused_index needs --unused-samples periods without a scan (an index scanned in one
+    of them is not unused); fast_growth flags a period that added memories at more than
+    twice the rate of the periods before it, and not a period that added none."""
+    path = tmp_path / "history.duckdb"
+    thresholds = DriftThresholds(unused_samples=2)
+
+    def drift() -> pd.DataFrame:
+        return drift_findings(history(path, thresholds=thresholds), thresholds)
+
+    def unused() -> set[str]:
+        found = drift()
+        return set(found.loc[found["check"] == "unused_index", "object"])
+
+    _collect(history_reader_url, path)
+    _scan_created_at(db)
+    _collect(history_reader_url, path)
+    assert not unused()  # one period: too few for a verdict
+    _collect(history_reader_url, path)
+    # Unused: the non-unique indexes whose cumulative scans did not move over both periods.
+    raw = read_history(path)["sample_indexes"]
+    raw = raw[~raw["is_unique"]].set_index(["index_name", "sample_id"])["idx_scan"].unstack()
+    expected = {f"public.{name}" for name in raw.index[raw[3] == raw[1]]}
+    assert expected and unused() == expected
+    assert "public.idx_nodes_created_at" not in expected  # scanned in the first period
+    assert "fast_growth" not in set(drift()["check"])  # nothing was added
+
+    rng = np.random.default_rng(8)
+    with LongTermMemory(database_url) as store:
+        robot = store.register_robot("grower")
+        for i in range(150):
+            store.add(content=f"new memory {i}", robot_id=robot, embedding=rng.normal(size=16))
+    _collect(history_reader_url, path)
+    found = drift().set_index("check")
+    # Not scanned in either of the last two periods: now unused.
+    assert "public.idx_nodes_created_at" in unused()
+    growth = found.loc[["fast_growth"]]
+    assert growth["severity"].tolist() == ["warning"]
+    assert growth["evidence"].iloc[0].startswith("150 memories in the last period")
+    assert "270 where the trend said 120" in growth["evidence"].iloc[0]
+
+    _collect(history_reader_url, path)  # a period that added nothing
+    assert "fast_growth" not in set(drift()["check"])
+
+
+def test_steady_growth_is_not_flagged(history_reader_url, database_url, tmp_path):
+    """Two periods adding 150 memories each, the second at most as fast as the first (it
+    lasts at least as long): growth at the trend's rate, not flagged."""
+    path = tmp_path / "history.duckdb"
+    rng = np.random.default_rng(9)
+
+    def grow(store: LongTermMemory, robot: int) -> None:
+        for _ in range(150):
+            store.add(content=f"steady memory {rng.integers(1 << 62)}", robot_id=robot,
+                      embedding=rng.normal(size=16))
+
+    with LongTermMemory(database_url) as store:
+        robot = store.register_robot("steady")
+        first = _collect(history_reader_url, path)["samples"]["collected_at"].iloc[0]
+        grow(store, robot)
+        second = _collect(history_reader_url, path)["samples"]["collected_at"].iloc[0]
+        grow(store, robot)
+        time.sleep((second - first).total_seconds())  # the second period lasts longer
+        _collect(history_reader_url, path)
+    frames = history(path)
+    assert frames.growth.query("table_name == 'nodes'")["row_count"].tolist() == [120, 270, 420]
+    assert "fast_growth" not in set(drift_findings(frames)["check"])
+    # The same periods judged by a stricter factor: the last one's rate is flagged.
+    strict = DriftThresholds(growth_factor=0.1)
+    assert "fast_growth" in set(drift_findings(frames, strict)["check"])

@@ -47,6 +47,11 @@ def test_concurrency_sentence_says_when_more_threads_did_not_help() -> None:
     noisy = flat.assign(qps=[100.0, 104.0, 103.0], qps_spread=[3.0, 2.0, 6.0])
     assert "more threads did not add throughput (at most 104 with 2 threads, within the " \
         "noise of 3 repeats)" in ha.describe_concurrency(noisy)
+    # One repeat: no spread to judge by, so the gain is shown and not claimed.
+    once = scaling.assign(repeats=1, qps_spread=0.0)
+    text = ha.describe_concurrency(once)
+    assert "at most 350 with 4 threads (3.5x) in one run: with one repeat the noise was not " \
+        "measured, so no gain is claimed" in text and "beyond the noise" not in text
 
 
 def test_recall_axis_fits_the_values() -> None:
@@ -141,6 +146,18 @@ def test_latency_claims_say_when_they_are_within_the_noise():
     assert "within the noise" in compare_latency(noisy, 20, 40)
     slower = sweep.assign(latency_p50_ms=[1.5, 1.1, 2.0])
     assert "20 is 0.40 ms slower" in compare_latency(slower, 20, 40)
+    # The table beside the sentence shows QPS: a p50 gap that QPS contradicts is no verdict.
+    with_qps = sweep.assign(latency_p50_ms=[0.6, 0.9, 2.0], qps=[900.0, 1000.0, 400.0])
+    text = compare_latency(with_qps, 20, 40)
+    assert "faster" in text and "neither is faster" in text and " is 0." not in text
+    assert "20 has the lower p50 (0.60 against 0.90 ms) but 40 the higher QPS (1,000 " \
+        "against 900)" in text
+    agreeing = with_qps.assign(qps=[1100.0, 1000.0, 400.0])
+    assert "20 is 0.30 ms faster at p50 than 40" in compare_latency(agreeing, 20, 40)
+    # One repeat measures no noise: no setting is called faster, however large the gap.
+    once = agreeing.assign(latency_p50_spread_ms=0.0, repeats=1)
+    assert "with one repeat the noise was not measured, so neither is called faster" in \
+        compare_latency(once, 20, 80)
 
 
 def test_the_ef_search_finding_claims_speed_only_as_measured():

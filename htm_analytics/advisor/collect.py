@@ -49,7 +49,9 @@ def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, 
         "logged_recall_low": None, "logged_recall_high": None, "logged_recall_queries": 0}
     with store.tuning_session() as session:
         stored = session.vector_dimensions()
-        if not stored:
+        if not stored:  # no dimension to measure: none logged of it, where there is a log
+            if store.schema_info.has_table("memory_query_vectors"):
+                result["logged_queries"] = 0
             return result
         dimension = max(stored, key=lambda d: (stored[d], d))  # as benchmark_recall chooses
         log = store.logged_query_vectors(dimension) if logged else None

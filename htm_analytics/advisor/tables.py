@@ -149,7 +149,8 @@ def slow_queries(context: Context) -> Iterator[dict[str, str]]:
     for _, statement in slow.iterrows():
         yield finding(
             "slow_queries", "warning", f"queryid {statement['queryid']}",
-            f"{statement['mean_ms']:.1f} ms on average over {statement['calls']:,} calls "
+            f"{statement['mean_ms']:.1f} ms on average (standard deviation "
+            f"{statement['stddev_ms']:.1f} ms) over {statement['calls']:,} calls "
             f"({statement['total_ms'] / 1000:.1f} s in all): {statement['query']}",
             "EXPLAIN (ANALYZE, BUFFERS) it with typical parameters and index what it filters.",
             ["SELECT query, calls, mean_exec_time FROM pg_stat_statements "

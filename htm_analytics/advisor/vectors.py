@@ -129,7 +129,7 @@ def ef_search(advice: Any) -> Iterator[dict[str, str]]:
     severity = "warning" if chosen > in_use else "info"
     swept = set(advice.sweep["ef_search"]) if "latency_p50_spread_ms" in advice.sweep else set()
     if {chosen, in_use} <= swept:
-        speed = f" ({compare_latency(advice.sweep, chosen, in_use)})"
+        speed = f" ({compare_latency(advice.sweep, chosen, in_use).rstrip('.')})"
     else:  # no measured claim about speed
         speed = f" (ef_search {in_use} was not swept: its latency was not measured)"
     why = (f"ef_search {in_use} misses the target recall {target:g}" if chosen > in_use else

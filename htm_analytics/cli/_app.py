@@ -210,7 +210,8 @@ def fail_on_option(command: Any) -> Any:
               help="On a larger memory, check a seeded sample of N memories (0: every "
                    "memory).")
 @fail_on_option
-@output_options
+@output_options(json_help="Print one JSON document: schema_version, exit_code, counts, "
+                          "findings... (docs/history.md).")
 @click.pass_context
 def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
            hygiene_sample: int, fail_on: str | None, fmt: str) -> None:

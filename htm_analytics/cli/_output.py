@@ -18,19 +18,29 @@ __all__ = ["output_options", "scope_options", "emit", "emit_document", "explain_
            "human_bytes"]
 
 
-def output_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Shared ``--table/--csv/--json`` options: how a command prints its DataFrame."""
+_JSON_ROWS = "Print one JSON document (an array of objects, one per row)."
 
-    @click.option("--table", "fmt", flag_value="table", default=True,
-                  help="Print an aligned table (default).")
-    @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
-    @click.option("--json", "fmt", flag_value="json",
-                  help="Print one JSON document (an array of objects, one per row).")
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return command(*args, **kwargs)
 
-    return wrapper
+def output_options(command: Callable[..., Any] | None = None, *,
+                   json_help: str = _JSON_ROWS) -> Any:
+    """Shared ``--table/--csv/--json`` options: how a command prints its DataFrame.
+
+    Used bare (``@output_options``), or as ``@output_options(json_help=...)`` by a command
+    whose ``--json`` prints something else than the frame's rows.
+    """
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @click.option("--table", "fmt", flag_value="table", default=True,
+                      help="Print an aligned table (default).")
+        @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
+        @click.option("--json", "fmt", flag_value="json", help=json_help)
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return command(*args, **kwargs)
+
+        return wrapper
+
+    return decorate if command is None else decorate(command)
 
 
 def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -86,10 +86,12 @@ def _recall_text(row: Any, prefix: str) -> str:
                 f"{row[f'{prefix}recall_high']:.3f}, {row[f'{prefix}recall_queries']} "
                 f"{what}) at ef_search {row['ef_search']}")
     if not prefix:
-        return "no vectors to sample"
+        return f"no sampled recall ({row['recall_k']} or fewer stored vectors)"
     if _missing(row["logged_queries"]):
         return "no logged queries (no query log here: htm-analytics init-db installs it)"
-    return "no logged queries"
+    if not row["logged_queries"]:
+        return "no logged queries (none in the log of the stored vectors' dimension)"
+    return f"{row['logged_queries']} logged queries, not searched either"
 
 
 @cli.command()
@@ -125,7 +127,8 @@ def collect(ctx: click.Context, history_path: str, history_format: str | None,
         url = store.url
     history_path = str(target)
     row = sample["samples"].iloc[0]
-    nodes = sample["sample_tables"].set_index("table_name")["row_count"].get("nodes")
+    counted = sample["sample_tables"].set_index("table_name")["row_count"].get("nodes")
+    nodes = None if counted is None or _missing(counted) else int(counted)  # JSON: a number
     recall = f"{_recall_text(row, '')}; {_recall_text(row, 'logged_')}"
     summary = {"history": history_path, "sample_id": int(row["sample_id"]), "memories": nodes,
                "indexes": len(sample["sample_indexes"]), "recall": recall}

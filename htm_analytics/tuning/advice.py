@@ -58,19 +58,45 @@ class EfSearchAdvice:
 
 
 def compare_latency(sweep: pd.DataFrame, ef_search: int, other: int) -> str:
-    """One sentence comparing the p50 latency of two swept ``ef_search`` settings of a
-    :func:`~htm_analytics.benchmark_recall` result, saying when the difference is within the
-    noise: no larger than the two settings' spreads over repeats together."""
+    """One sentence comparing the speed of two swept ``ef_search`` settings of a
+    :func:`~htm_analytics.benchmark_recall` result.
+
+    One setting is called faster only when its p50 latency is lower by more than the two
+    settings' spreads over repeats together, when it ran at least two repeats (one run has no
+    spread to judge the noise by), and when its QPS (where the sweep has it: the table beside
+    the sentence shows it) is not lower: p50 and QPS pointing opposite ways on a noisy run is
+    noise, not a conclusion.
+
+    >>> sweep = pd.DataFrame({"ef_search": [20, 40], "latency_p50_ms": [0.60, 0.80],
+    ...     "latency_p50_spread_ms": [0.05, 0.05], "qps": [900.0, 1000.0],
+    ...     "repeats": [2, 2]})
+    >>> print(compare_latency(sweep, 20, 40))  # doctest: +NORMALIZE_WHITESPACE
+    ef_search 20 has the lower p50 (0.60 against 0.80 ms) but 40 the higher QPS (1,000
+    against 900): the two measures disagree, so neither is faster beyond the noise of 2
+    repeats.
+    """
     first = sweep.drop_duplicates("ef_search")
     this = first[first["ef_search"] == ef_search].iloc[0]
     that = first[first["ef_search"] == other].iloc[0]
-    gap = float(that["latency_p50_ms"] - this["latency_p50_ms"])
+    gap = float(that["latency_p50_ms"] - this["latency_p50_ms"])  # > 0: ef_search faster
     noise = float(this["latency_p50_spread_ms"] + that["latency_p50_spread_ms"])
-    runs = f"{int(this['repeats'])} repeats"
+    repeats = int(this["repeats"])
+    runs = f"{repeats} repeat{'s' if repeats != 1 else ''}"
+    if repeats < 2:
+        return (f"ef_search {ef_search} and {other} differ by {abs(gap):.2f} ms at p50 in "
+                "one run: with one repeat the noise was not measured, so neither is called "
+                "faster.")
     if abs(gap) <= noise:
         return (f"ef_search {ef_search} and {other} differ by {abs(gap):.2f} ms at p50, "
                 f"within the noise of {runs} (their medians spread over {noise:.2f} ms "
                 "together).")
+    lower, higher = (this, that) if gap > 0 else (that, this)
+    if "qps" in first and float(lower["qps"]) < float(higher["qps"]):
+        return (f"ef_search {int(lower['ef_search'])} has the lower p50 "
+                f"({float(lower['latency_p50_ms']):.2f} against "
+                f"{float(higher['latency_p50_ms']):.2f} ms) but {int(higher['ef_search'])} the "
+                f"higher QPS ({float(higher['qps']):,.0f} against {float(lower['qps']):,.0f}): "
+                f"the two measures disagree, so neither is faster beyond the noise of {runs}.")
     return (f"ef_search {ef_search} is {abs(gap):.2f} ms {'faster' if gap > 0 else 'slower'} "
             f"at p50 than {other}, beyond the {noise:.2f} ms the {runs} spread over.")
 
@@ -197,7 +223,8 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
 def describe_concurrency(df: pd.DataFrame) -> str:
     """One sentence on a :func:`concurrency_sweep` result: throughput with one client, the
     best and with how many threads, each with its spread over the repeats, and whether the
-    gain is beyond that noise (the report and the notebooks print this one text).
+    gain is beyond that noise (the report and the notebooks print this one text). A gain is
+    claimed only when it exceeds the two spreads together over at least two repeats.
 
     >>> print(describe_concurrency(pd.DataFrame({"threads": [1, 2], "qps": [100.0, 180.0],
     ...     "qps_spread": [4.0, 6.0], "repeats": [3, 3], "speedup": [1.0, 1.8],
@@ -218,6 +245,11 @@ def describe_concurrency(df: pd.DataFrame) -> str:
                 f"{float(first['qps_spread']):,.0f})")
     gap = float(best["qps"] - first["qps"])
     noise = float(best["qps_spread"] + first["qps_spread"])
+    if repeats < 2 and int(best["threads"]) > 1:
+        return (f"{baseline}, at most {float(best['qps']):,.0f} with {int(best['threads'])} "
+                f"threads ({float(best['speedup']):.1f}x) in one run: with one repeat the "
+                "noise was not measured, so no gain is claimed; p95 "
+                f"{float(first['latency_p95_ms']):.2f} ms with one thread.")
     if int(best["threads"]) == 1 or gap <= noise:
         within = "" if int(best["threads"]) == 1 else (
             f" (at most {float(best['qps']):,.0f} with {int(best['threads'])} threads, "
