@@ -157,3 +157,20 @@ print(json.dumps(found))
     for old, (same, warnings, attribute) in found.items():
         assert same and attribute, old
         assert len(warnings) == 1 and "moved to htm_analytics." in warnings[0], old
+
+
+def test_docstring_examples_run() -> None:
+    # numpydoc "Examples" sections that need no database are doctests: run them, so that the
+    # sentences they show stay the ones the code writes.
+    import doctest
+    import importlib
+
+    attempted = 0
+    for name, path in _modules().items():
+        if ">>>" not in path.read_text():
+            continue
+        result = doctest.testmod(importlib.import_module(name), report=False,
+                                 optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+        assert result.failed == 0, name
+        attempted += result.attempted
+    assert attempted >= 4
