@@ -17,6 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from htm_analytics import HistoryVersionError, LongTermMemory, build_report
+from htm_analytics.advisor import split_statements
 from htm_analytics.advisor.collect import collect_sample
 from htm_analytics.advisor.history import DriftThresholds, drift_findings, history
 from htm_analytics.cli import cli
@@ -25,6 +26,11 @@ from htm_analytics.store.history import HISTORY_SCHEMA_VERSION, HistoryTable, re
 INDEX_COUNTERS = """SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes
                     WHERE schemaname = 'public' ORDER BY indexrelname"""
 
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of a finding's ``sql``, without their semicolons."""
+    return [statement.rstrip(";") for statement in split_statements(text)]
 
 def _settled(db: psycopg.Connection, url: str) -> None:
     """Wait until the sessions of ``url``'s role have ended: a backend flushes its statistics
@@ -65,6 +71,8 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path):
     assert first["sample_robots"]["memories"].tolist() == [120]
     assert first["samples"]["ef_search"].iloc[0] == 40
     assert first["samples"]["statements_available"].iloc[0]
+    # No native index for the 16-d vectors: the recall searched the padded one.
+    assert first["samples"]["recall_index"].tolist() == ["idx_nodes_embedding"]
 
     _settled(db, history_reader_url)
     _workload(db, 3)
@@ -115,6 +123,10 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path):
     assert document["kind"] == "collect" and document["sample"]["sample_id"] == 4
     assert document["sample"]["memories"] == 120  # numbers stay numbers
     assert [f["check"] for f in document["findings"]] == ["recall_drift"]
+    # The rebuild it suggests is of the index the sample searched, schema-qualified.
+    assert _statements(document["findings"][0]["sql"]) == [
+        "SHOW hnsw.ef_search", 'REINDEX INDEX CONCURRENTLY "public"."idx_nodes_embedding"']
+    assert document["findings"][0]["object"] == "public.idx_nodes_embedding"
     frames = history(path)
     assert frames.samples["ef_search"].iloc[-1] == 1
     assert frames.recall["recall"].iloc[-1] < frames.recall["baseline_low"].iloc[-1]

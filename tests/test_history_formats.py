@@ -1,6 +1,7 @@
 """Where a history is kept: a folder of Parquet files gives the same frames and drift findings
 as a DuckDB file, a history of an older schema version is read and brought up to date, one of
-this version is read by the next, and bad places get typed errors naming the field."""
+this version is read by the next and refused by the previous one, and bad places get typed
+errors naming the field."""
 
 from __future__ import annotations
 
@@ -16,7 +17,14 @@ from click.testing import CliRunner
 from psycopg import sql
 
 from htm_analytics import HistoryVersionError, LongTermMemory, ValidationError
-from htm_analytics.advisor import HistoryFolder, collect_sample, drift_findings, history
+from htm_analytics.advisor import (
+    HistoryFolder,
+    collect_sample,
+    drift_findings,
+    history,
+    split_statements,
+)
+from htm_analytics.advisor.history import _HNSW_INDEXES
 from htm_analytics.cli import cli
 from htm_analytics.store import history as history_module
 from htm_analytics.store.history import (
@@ -29,7 +37,14 @@ from htm_analytics.store.history import (
 
 LOGGED = ["logged_queries", "logged_recall", "logged_recall_low", "logged_recall_high",
           "logged_recall_queries"]
+# The columns of samples each schema version added.
+ADDED = {2: LOGGED, 3: ["recall_index"]}
 
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of a finding's ``sql``, without their semicolons."""
+    return [statement.rstrip(";") for statement in split_statements(text)]
 
 def _collect(url: str, path) -> dict[str, pd.DataFrame]:
     with LongTermMemory(url, read_only=True) as store:
@@ -41,10 +56,14 @@ def _as_input(sample: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return {name: frame.drop(columns="sample_id") for name, frame in sample.items()}
 
 
-def test_a_parquet_folder_reads_as_the_duckdb_file(history_reader_url, db, tmp_path):
+def test_a_parquet_folder_reads_as_the_duckdb_file(history_reader_url, database_url, db,
+                                                   tmp_path):
     """The same three samples (the last with recall degraded for real) in a DuckDB file and
-    in a Parquet folder: the same frames and the same drift findings."""
+    in a Parquet folder: the same frames and the same drift findings, whose rebuild is of the
+    native index the searches walked; a version-2 sample names none, and none is guessed."""
     file, folder = tmp_path / "history.duckdb", tmp_path / "history"
+    with LongTermMemory(database_url) as store:
+        native = store.create_native_index(16)
     for step in range(3):
         if step == 2:
             db.execute(sql.SQL("ALTER DATABASE {} SET hnsw.ef_search = 1").format(
@@ -57,6 +76,30 @@ def test_a_parquet_folder_reads_as_the_duckdb_file(history_reader_url, db, tmp_p
     drift = drift_findings(from_folder)
     pd.testing.assert_frame_equal(drift_findings(from_file), drift)
     assert "recall_drift" in set(drift["check"])
+    assert from_folder.samples["recall_index"].tolist() == [native] * 3
+    # The live search walks the native index (EXPLAIN), and the rebuild names it.
+    with LongTermMemory(history_reader_url, read_only=True) as store, \
+            store.tuning_session() as session:
+        _, vectors = session.stored_vectors(16)
+        walked = session.knn(vectors[:3], dimension=16, k=10, ef_search=40)
+    assert walked["used_index"] and walked["index"] == native == "idx_nodes_embedding_16"
+    rebuild = drift.set_index("check").loc["recall_drift"]
+    assert rebuild["object"] == f"public.{native}"
+    assert _statements(rebuild["sql"]) == [
+        "SHOW hnsw.ef_search", 'REINDEX INDEX CONCURRENTLY "public"."idx_nodes_embedding_16"']
+    db.execute(_statements(rebuild["sql"])[-1])  # it runs as written
+    # The same history as version 2 wrote it: the sample does not say which index it
+    # searched, so the finding lists the HNSW indexes instead of naming one.
+    old_file = tmp_path / "old.duckdb"
+    shutil.copyfile(file, old_file)
+    _downgrade(old_file, 2)
+    old_drift = drift_findings(history(old_file)).set_index("check")
+    assert _statements(old_drift.loc["recall_drift", "sql"]) == [
+        "SHOW hnsw.ef_search", _HNSW_INDEXES]
+    assert old_drift.loc["recall_drift", "object"] == "vector index"
+    assert not old_drift["sql"].str.contains("REINDEX").any()
+    listed = [row[0] for row in db.execute(_HNSW_INDEXES)]
+    assert listed == ["idx_nodes_embedding", "idx_nodes_embedding_16"]
     # Plain Parquet, one folder per sample, readable by any Parquet reader.
     assert sorted(p.name for p in folder.iterdir()) == [
         "history_meta.parquet", "sample_000001", "sample_000002", "sample_000003"]
@@ -87,38 +130,51 @@ def test_a_parquet_folder_reads_as_the_duckdb_file(history_reader_url, db, tmp_p
     assert [row["sample_id"] for row in json.loads(shown.stdout)] == [1, 2]
 
 
-def _downgrade(location) -> None:
-    """Make a history written by this release look as schema version 1 wrote it: without
-    the columns version 2 added."""
+def _added_since(version: int) -> list[str]:
+    """The columns of samples added by the versions after ``version``."""
+    return [column for added, columns in ADDED.items() if added > version
+            for column in columns]
+
+
+def _downgrade(location, version: int) -> None:
+    """Make a history written by this release look as schema ``version`` wrote it: without
+    the columns the later versions added."""
+    dropped = _added_since(version)
     if isinstance(location, HistoryFolder):
         with duckdb.connect() as con:
             for home in location.path.glob("sample_*"):
                 target, old = home / "samples.parquet", home / "old.parquet"
                 con.read_parquet(str(target)).project(
-                    f"* EXCLUDE ({', '.join(LOGGED)})").to_parquet(str(old))
+                    f"* EXCLUDE ({', '.join(dropped)})").to_parquet(str(old))
                 old.replace(target)
-            con.sql("SELECT 'schema_version' AS key, '1' AS value").to_parquet(
+            con.sql(f"SELECT 'schema_version' AS key, '{version}' AS value").to_parquet(
                 str(location.path / "history_meta.parquet"))
         return
     with duckdb.connect(str(location)) as con:
-        for column in LOGGED:
+        for column in dropped:
             con.execute(f"ALTER TABLE samples DROP COLUMN {column}")
-        con.execute("UPDATE history_meta SET value = '1' WHERE key = 'schema_version'")
+        con.execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'",
+                    [str(version)])
 
 
+@pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("where", ["history.duckdb", "history/"])
-def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp_path, where):
+def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp_path, where,
+                                                         version):
     location = history_location(f"{tmp_path}/{where}")
     _collect(history_reader_url, location)
-    _downgrade(location)
+    _downgrade(location, version)
     old = read_history(location)["samples"]
-    assert old[LOGGED].isna().all().all()  # read, the added columns NULL
+    assert old[_added_since(version)].isna().all().all()  # read, the added columns NULL
     assert len(history(location).recall) == 1
     _collect(history_reader_url, location)  # this release's collect adds the columns
     frames = history(location)
     assert frames.samples["sample_id"].tolist() == [1, 2]
-    assert frames.samples["logged_queries"].isna().tolist() == [True, False]
+    assert frames.samples["logged_queries"].isna().tolist() == [version < 2, False]
     assert frames.samples["logged_queries"].iloc[-1] == 0  # the log is there, and empty
+    # The older sample does not say which index its recall searched; the new one does.
+    assert frames.samples["recall_index"].isna().tolist() == [True, False]
+    assert frames.recall["recall_index"].iloc[-1] == "idx_nodes_embedding"
     assert frames.recall["recall"].notna().all()
     if isinstance(location, HistoryFolder):
         meta = pq.read_table(location.path / "history_meta.parquet").to_pylist()
@@ -126,6 +182,8 @@ def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp
         with duckdb.connect(str(location), read_only=True) as con:
             meta = [{"key": k, "value": v}
                     for k, v in con.execute("SELECT * FROM history_meta").fetchall()]
+    # Brought up to this release's version: the one that added the last columns.
+    assert max(ADDED) == HISTORY_SCHEMA_VERSION
     assert meta == [{"key": "schema_version", "value": str(HISTORY_SCHEMA_VERSION)}]
 
 
@@ -134,8 +192,15 @@ def test_a_history_of_this_version_is_read_by_the_next(history_reader_url, tmp_p
                                                        monkeypatch, where):
     location = history_location(f"{tmp_path}/{where}")
     sample = _collect(history_reader_url, location)
+    assert sample["samples"]["recall_index"].tolist() == ["idx_nodes_embedding"]
+    monkeypatch.setattr(history_module, "HISTORY_SCHEMA_VERSION", HISTORY_SCHEMA_VERSION - 1)
+    with pytest.raises(HistoryVersionError, match=f"holds history schema version "
+                       f"{HISTORY_SCHEMA_VERSION}; this release reads up to "
+                       f"{HISTORY_SCHEMA_VERSION - 1}"):
+        read_history(location)  # the previous release refuses it
     monkeypatch.setattr(history_module, "HISTORY_SCHEMA_VERSION", HISTORY_SCHEMA_VERSION + 1)
-    assert len(read_history(location)["samples"]) == 1  # the next release reads it
+    read = read_history(location)["samples"]  # the next release reads it
+    assert read["recall_index"].tolist() == ["idx_nodes_embedding"]
     append_sample(location, _as_input(sample))  # and writes its own version there
     monkeypatch.undo()
     with pytest.raises(HistoryVersionError, match="upgrade htm-analytics"):
@@ -174,8 +239,9 @@ def test_bad_places_are_refused_by_name(history_reader_url, tmp_path):
     assert not (tmp_path / "missing").exists()  # reads create nothing
 
 
+@pytest.mark.parametrize("version", [1, 2])
 def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, database_url,
-                                                            db):
+                                                            db, version):
     runner = CliRunner()
 
     def collect() -> None:
@@ -185,15 +251,18 @@ def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, 
         assert done.exit_code == 0, done.output
 
     collect()
-    for column in LOGGED:
+    dropped = _added_since(version)
+    for column in dropped:
         db.execute(sql.SQL("ALTER TABLE kept.samples DROP COLUMN {}").format(
             sql.Identifier(column)))
-    db.execute("UPDATE kept.history_meta SET value = '1'")
+    db.execute("UPDATE kept.history_meta SET value = %s", [str(version)])
     target = history_module.HistoryTable(database_url, "kept")
-    assert read_history(target)["samples"][LOGGED].isna().all().all()
+    assert read_history(target)["samples"][dropped].isna().all().all()
     collect()
     frames = history(target)
-    assert frames.samples["logged_queries"].isna().tolist() == [True, False]
+    assert frames.samples["logged_queries"].isna().tolist() == [version < 2, False]
+    assert frames.samples["recall_index"].isna().tolist() == [True, False]
+    assert frames.samples["recall_index"].iloc[-1] == "idx_nodes_embedding"
     assert db.execute("SELECT value FROM kept.history_meta").fetchone()[0] == \
         str(HISTORY_SCHEMA_VERSION)
 

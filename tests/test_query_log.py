@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from psycopg import sql
 
 from htm_analytics import HTM, LongTermMemory, ValidationError, benchmark_recall
-from htm_analytics.advisor import collect_sample, drift_findings, history
+from htm_analytics.advisor import collect_sample, drift_findings, history, split_statements
 from htm_analytics.advisor.collect import _sampled_recall
 from htm_analytics.cli import cli
 from htm_analytics.store.query_log import QUERY_LOG_SLOTS
@@ -25,6 +25,11 @@ from htm_analytics.tuning import stable_sample
 
 LOGGED_ROWS = "SELECT count(*) FROM memory_query_vectors"
 
+
+
+def _statements(text: str) -> list[str]:
+    """The statements of a finding's ``sql``, without their semicolons."""
+    return [statement.rstrip(";") for statement in split_statements(text)]
 
 def _logged(db: psycopg.Connection) -> int:
     return int(db.execute(LOGGED_ROWS).fetchone()[0])
@@ -130,6 +135,13 @@ def test_collect_measures_recall_on_logged_queries(history_reader_url, database_
     assert "logged queries" in document["sample"]["recall"]
     checks = {f["check"]: f["severity"] for f in document["findings"]}
     assert checks == {"recall_drift": "critical", "logged_recall_drift": "warning"}
+    # Both searched the padded index (no native one here): the rebuild names it; the
+    # logged-query warning suggests no rebuild of its own.
+    statements = {f["check"]: _statements(f["sql"]) for f in document["findings"]}
+    assert statements == {
+        "recall_drift": ["SHOW hnsw.ef_search",
+                         'REINDEX INDEX CONCURRENTLY "public"."idx_nodes_embedding"'],
+        "logged_recall_drift": ["SHOW hnsw.ef_search"]}
     last = history(path).recall.iloc[-1]
     assert last["logged_recall"] <= 0.1 + 1e-9 < last["logged_baseline_low"]
     # Both samples are searched in one pass, by the rules of benchmark_recall: the same

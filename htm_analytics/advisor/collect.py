@@ -42,11 +42,14 @@ def _interval(recall: np.ndarray, k: int, prefix: str) -> dict[str, Any]:
 def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, k: int,
                     seed: int, *, logged: bool = True) -> dict[str, Any]:
     """Recall on held-out stored vectors and on logged query vectors (``logged``: where the
-    memory has them), both searched in one read of the stored vectors."""
+    memory has them), both searched in one read of the stored vectors, and the name of the
+    index searched (``recall_index``: the native index of the measured dimension where there
+    is one, else the padded one; None when nothing was searched)."""
     result: dict[str, Any] = {
         "recall": None, "recall_low": None, "recall_high": None, "recall_queries": 0,
         "recall_k": k, "recall_seed": seed, "logged_queries": None, "logged_recall": None,
-        "logged_recall_low": None, "logged_recall_high": None, "logged_recall_queries": 0}
+        "logged_recall_low": None, "logged_recall_high": None, "logged_recall_queries": 0,
+        "recall_index": None}
     with store.tuning_session() as session:
         stored = session.vector_dimensions()
         if not stored:  # no dimension to measure: none logged of it, where there is a log
@@ -59,6 +62,7 @@ def _sampled_recall(store: LongTermMemory, ef_search: int | None, queries: int, 
             result["logged_queries"] = len(log[0])
         if ef_search is None or stored[dimension] <= k:
             return result
+        result["recall_index"] = session.live_index(dimension)  # what recall_per_query walks
         ids = session.stored_ids(dimension)
         chosen = stable_sample(ids, min(queries, len(ids) - 1), seed)
         fetched, vectors = session.stored_vectors(dimension, ids=np.sort(chosen))

@@ -16,14 +16,21 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..store import quote_identifier
 from ..store.history import HistoryFolder, HistoryTable, read_history
 from ._common import FINDING_COLUMNS, finding
 
 __all__ = ["DriftThresholds", "MemoryHistory", "history", "drift_findings"]
 
-_RECALL_COLUMNS = ["recall", "recall_low", "recall_high", "recall_queries", "logged_queries",
-                   "logged_recall", "logged_recall_low", "logged_recall_high",
-                   "logged_recall_queries"]
+_RECALL_COLUMNS = ["recall", "recall_low", "recall_high", "recall_queries", "recall_index",
+                   "logged_queries", "logged_recall", "logged_recall_low",
+                   "logged_recall_high", "logged_recall_queries"]
+# Where a sample does not say which index its recall searched (history version 2 and
+# older): the HNSW indexes of the nodes table, for the user to pick the measured dimension's.
+_HNSW_INDEXES = (
+    "SELECT i.indexrelid::regclass AS index_name, pg_get_indexdef(i.indexrelid) AS definition "
+    "FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am a ON a.oid = c.relam "
+    "WHERE i.indrelid = 'public.nodes'::regclass AND a.amname = 'hnsw' ORDER BY c.relname")
 
 
 @dataclass(frozen=True)
@@ -117,10 +124,11 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
         - ``index_usage``: per period (ending at ``sample_id``) and index: ``idx_scan``,
           ``idx_tup_read``, ``idx_tup_fetch`` used in the period, ``counters_reset``;
         - ``recall``: per sample: ``recall`` on stored vectors with its interval
-          (``recall_low``, ``recall_high``, ``recall_queries``) and the baseline's
-          (``baseline``, ``baseline_low``, ``baseline_high``); the same on logged query
-          vectors (``logged_recall``... ``logged_baseline_high``; NULL where none were
-          logged) with ``logged_queries`` (how many the log held; NULL: no log);
+          (``recall_low``, ``recall_high``, ``recall_queries``), the index it searched
+          (``recall_index``; NULL in samples of history version 2 or older) and the
+          baseline's (``baseline``, ``baseline_low``, ``baseline_high``); the same on
+          logged query vectors (``logged_recall``... ``logged_baseline_high``; NULL where
+          none were logged) with ``logged_queries`` (how many the log held; NULL: no log);
         - ``robots``: per sample and robot: ``memories``;
         - ``statements``: per period and statement: ``calls``, ``total_ms`` in the period.
     """
@@ -157,7 +165,9 @@ def drift_findings(memory_history: MemoryHistory,
     ``evidence``, ``recommendation``, ``sql``):
 
     - ``recall_drift`` (critical): the last sample's recall interval lies wholly below the
-      baseline's (a drop larger than both intervals);
+      baseline's (a drop larger than both intervals); its SQL rebuilds the index that sample
+      searched, or, for a sample that does not name it (history version 2 or older), lists
+      the HNSW indexes of ``public.nodes`` rather than guess;
     - ``logged_recall_drift`` (warning): the same on the logged query vectors, whose sample
       changes as new recalls replace the oldest in the log;
     - ``unused_index`` (warning): a non-unique index not scanned in the last
@@ -207,11 +217,22 @@ def _recall_drift(recall: pd.DataFrame, prefix: str) -> dict[str, str] | None:
             "baseline: if recall on stored vectors held, the questions changed; else check "
             "hnsw.ef_search and the index as for recall_drift.",
             ["SHOW hnsw.ef_search"])
+    index = last["recall_index"]
+    if isinstance(index, str) and index:
+        return finding(
+            "recall_drift", "critical", f"public.{index}", f"recall@10 {figures}",
+            "Searches miss memories they found before: check hnsw.ef_search (ALTER "
+            f"DATABASE ... SET), then rebuild {index}, the index searched, if its graph "
+            "degraded.",
+            ["SHOW hnsw.ef_search",
+             f"REINDEX INDEX CONCURRENTLY {quote_identifier('public', index)}"])
     return finding(
         "recall_drift", "critical", "vector index", f"recall@10 {figures}",
         "Searches miss memories they found before: check hnsw.ef_search (ALTER "
-        "DATABASE ... SET), then rebuild the index if the graph degraded.",
-        ["SHOW hnsw.ef_search", "REINDEX INDEX CONCURRENTLY idx_nodes_embedding"])
+        "DATABASE ... SET), then rebuild the index if the graph degraded: the one of the "
+        "measured dimension (idx_nodes_embedding_<d> where it exists, else "
+        "idx_nodes_embedding), as this sample predates history version 3 and does not name "
+        "it.", ["SHOW hnsw.ef_search", _HNSW_INDEXES])
 
 
 def _growth(growth: pd.DataFrame, thresholds: DriftThresholds) -> list[dict[str, str]]:

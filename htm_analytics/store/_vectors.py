@@ -22,8 +22,9 @@ from ._common import StoredModel
 if TYPE_CHECKING:
     from ._base import StoreBase
 
-__all__ = ["EMBEDDING_MODELS", "StoredModel", "VectorQuery", "check_model", "distance_sql",
-           "native_distance", "query_vector", "service_key", "stored_embedding_models"]
+__all__ = ["EMBEDDING_MODELS", "PADDED_INDEX", "StoredModel", "VectorQuery", "check_model",
+           "distance_sql", "native_distance", "query_vector", "service_key",
+           "stored_embedding_models", "vector_index_name"]
 
 
 EMBEDDING_MODELS = """
@@ -31,6 +32,9 @@ SELECT m.provider, m.model, n.embedding_dimension AS dimension, count(*) AS node
 FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
 WHERE n.embedding_dimension IS NOT NULL
 GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3"""
+
+# The reference schema's HNSW index on the vectors zero-padded to 2000 dimensions.
+PADDED_INDEX = "idx_nodes_embedding"
 
 
 def native_distance(dimension: int) -> sql.Composed:
@@ -48,6 +52,28 @@ def distance_sql(native_dimension: int | None) -> tuple[sql.Composable, sql.Comp
         return sql.SQL("n.embedding <=> %(q)s"), sql.SQL("n.embedding IS NOT NULL")
     return (native_distance(native_dimension),
             sql.SQL("n.embedding_dimension = {}").format(sql.Literal(native_dimension)))
+
+
+def vector_index_name(native_dimension: int | None) -> str:
+    """The HNSW index a search through ``distance_sql(native_dimension)`` walks.
+
+    Parameters
+    ----------
+    native_dimension : int or None
+        A dimension searched through its native index, or None for the padded index.
+
+    Returns
+    -------
+    str
+        ``idx_nodes_embedding_<d>`` (native), else :data:`PADDED_INDEX`, unqualified (both
+        are on ``public.nodes``).
+
+    Examples
+    --------
+    >>> vector_index_name(384), vector_index_name(None)
+    ('idx_nodes_embedding_384', 'idx_nodes_embedding')
+    """
+    return PADDED_INDEX if native_dimension is None else f"{PADDED_INDEX}_{native_dimension}"
 
 
 def service_key(service: Any) -> tuple[str, str]:

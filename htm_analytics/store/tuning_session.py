@@ -17,7 +17,7 @@ from ..errors import DatabaseError, ValidationError
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_tag, validate_timeframe
 from ._base import StoreBase
 from ._common import create_index, lift_statement_timeout
-from ._vectors import distance_sql
+from ._vectors import distance_sql, vector_index_name
 from .schema_info import derived_dimension_sql
 from .vector_stream import copy_ids, copy_vector_batches
 
@@ -57,9 +57,9 @@ class TuningSession:
                 raise ValidationError("filters apply to the live target only", field="filters")
             return sql.SQL("SELECT v.id FROM {} v ORDER BY v.embedding <=> %(q)s LIMIT {}").format(
                 sql.Identifier(self._copy), sql.Literal(k)), self._copy_index or "", {}
-        native = target == "live" and dimension in self._store.native_dimensions
-        distance, _ = distance_sql(dimension if native else None)
-        index = f"idx_nodes_embedding_{dimension}" if native else "idx_nodes_embedding"
+        native = self._native(target, dimension)
+        distance, _ = distance_sql(native)
+        index = vector_index_name(native)
         conditions, params = _filter_conditions(filters)
         conditions.insert(0, self._has_dimension(dimension))
         conditions += self._live()
@@ -67,8 +67,19 @@ class TuningSession:
             sql.SQL(" AND ").join(conditions), distance, sql.Literal(k))
         return statement, index, params
 
+    def _native(self, target: str, dimension: int) -> int | None:
+        """``dimension`` when the target searches it through its native index, else None."""
+        native = target == "live" and dimension in self._store.native_dimensions
+        return dimension if native else None
+
+    def live_index(self, dimension: int) -> str:
+        """The index a search of the ``"live"`` target walks for vectors of ``dimension``:
+        its native index (``idx_nodes_embedding_<d>``) where there is one, else the padded
+        ``idx_nodes_embedding`` (the name :meth:`knn` reports as ``index``)."""
+        return vector_index_name(self._native("live", dimension))
+
     def _query_parameter(self, target: str, vector: np.ndarray, dimension: int) -> np.ndarray:
-        if target == "copy" or (target == "live" and dimension in self._store.native_dimensions):
+        if target == "copy" or self._native(target, dimension) is not None:
             return np.ascontiguousarray(vector[:dimension], dtype=np.float32)
         padded = np.zeros(MAX_EMBEDDING_DIMENSION, dtype=np.float32)
         padded[:dimension] = vector[:dimension]

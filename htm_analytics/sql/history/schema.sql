@@ -1,4 +1,4 @@
--- The history of a memory's vital signs, schema version 2 (docs/history.md): DuckDB, PostgreSQL,
+-- The history of a memory's vital signs, schema version 3 (docs/history.md): DuckDB, PostgreSQL,
 -- and the tables of a Parquet folder. A new version only adds (each statement is idempotent, so a
 -- history of an older version is brought up to date by running them all), and a reader refuses
 -- a history of a newer version than its own.
@@ -30,3 +30,7 @@ ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall DOUBLE PRECISION;
 ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall_low DOUBLE PRECISION;
 ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall_high DOUBLE PRECISION;
 ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall_queries BIGINT;
+-- Version 3: the HNSW index the sampled recall searched (idx_nodes_embedding_<d> where the
+-- measured dimension has a native index, else idx_nodes_embedding), NULL where no recall was
+-- measured.
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS recall_index TEXT;
