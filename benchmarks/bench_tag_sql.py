@@ -8,9 +8,9 @@ Usage:
 The earlier statements are read from ``--before`` (git show), so both run on the same data in
 the same process, alternately, best of three each; each with the ``work_mem`` its file asks
 for (the store sets it per statement), the earlier ones with the server's. Their answers are
-compared row by row (pairs oriented alike; the size rows the co-occurrence statement now adds
-for the tag graph are left out), then both plans are printed at level None. ``--database``
-reads a memory ``bench_scale.py --keep`` built instead of loading one.
+compared row by row, then both plans are printed at level None. ``--database`` reads a memory
+``bench_scale.py --keep`` built instead of loading one. The tag co-occurrence, no longer one
+statement, is compared by bench_cooccurrence.py.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from htm_analytics.store import scratch_database
 from htm_analytics.store.connection import resolve_database_url
 
 ROOT = Path(__file__).resolve().parents[1]
-STATEMENTS = ("tag_cooccurrence", "tag_hierarchy", "tag_sizes", "tagged_nodes")
+# tag_cooccurrence is no longer one statement: bench_cooccurrence.py compares it.
+STATEMENTS = ("tag_hierarchy", "tag_sizes", "tagged_nodes")
 CASES: dict[str, list[dict[str, Any]]] = {
-    "tag_cooccurrence": [{"level": None}, {"level": 1}, {"level": 2}],
     "tag_hierarchy": [{}],
     "tag_sizes": [{"level": None}, {"level": 2}, {"level": None, "unit": "month"}],
     "tagged_nodes": [{}],
@@ -49,12 +49,8 @@ def earlier_statement(revision: str, name: str) -> str:
     return show(f"{name}.sql").replace("{scoped}", fragment.strip())
 
 
-def answers(name: str, rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-    """Rows comparable across revisions: pairs oriented by code point, size rows left out,
-    floats rounded."""
-    if name == "tag_cooccurrence":
-        rows = [r for r in rows if r[1] is not None]
-        rows = [(r[1], r[0], r[2], r[4], r[3], *r[5:]) if r[0] > r[1] else r for r in rows]
+def answers(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Rows comparable across revisions: floats rounded."""
     return sorted(tuple(round(v, 9) if isinstance(v, float) else v for v in r) for r in rows)
 
 
@@ -89,7 +85,7 @@ def compare(url: str, revision: str, names: list[str]) -> None:
                     for label, (statement, work_mem) in versions.items():
                         seconds, rows = run(conn, statement, params, work_mem)
                         best[label] = min(best[label], seconds)
-                        results[label] = answers(name, rows)
+                        results[label] = answers(rows)
                 first, second = results.values()
                 assert first == second, f"{name} {case}: the answers differ"
                 ratio = best[f"before ({revision})"] / best["after"]

@@ -2,24 +2,26 @@
 
 The analysis queries live in ``sql/analytics/`` and are written in the SQL that PostgreSQL and
 DuckDB both understand, so the live store and an offline :class:`~htm_analytics.Snapshot`
-answer every helper with the same statement.
+answer every helper with the same statement: as one frame (``analytics_frame``), or as int64
+arrays a range of node ids at a time (``analytics_pages``) for a helper that computes on them.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import pandas as pd
 
 from ._sql import read_sql
 from .errors import ValidationError
 from .validation import validate_name, validate_positive_int, validate_tag, validate_timeframe
 
-__all__ = ["MemorySource", "load_analytics_query", "analytics_work_mem", "coerce_frame",
-           "to_duckdb_query", "period_unit", "scope_params"]
+__all__ = ["MemorySource", "NODE_PAGE", "load_analytics_query", "analytics_work_mem",
+           "coerce_frame", "node_id_pages", "to_duckdb_query", "period_unit", "scope_params"]
 
 _MARKER = re.compile(r"\{(scoped|remember_events)\}")
 _WORK_MEM = re.compile(r"^-- work_mem: (\d+(?:kB|MB|GB))\b", re.MULTILINE)
@@ -34,6 +36,33 @@ class MemorySource(Protocol):
                         dtypes: Mapping[str, Any]) -> pd.DataFrame:
         """Run the named analytics query with bound ``params``; columns typed by ``dtypes``."""
         ...
+
+    def analytics_pages(self, name: str, params: Mapping[str, Any],
+                        columns: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
+        """Run the named analytics query, whose rows are the bigint ``columns`` (the first a
+        node id), over one range of node ids at a time (:func:`node_id_pages`, bound as
+        ``page_from`` and ``page_to``): an int64 array per column and page, every row of a
+        node in the same page, all pages from one snapshot of the data."""
+        ...
+
+
+NODE_PAGE = 250_000
+"""Nodes per page of :meth:`MemorySource.analytics_pages` (about a million tag links)."""
+
+
+def node_id_pages(low: Any, high: Any, nodes: Any, page_nodes: int | None = None
+                  ) -> Iterator[tuple[int, int]]:
+    """``[page_from, page_to)`` ranges covering the node ids ``low`` to ``high`` (None: no
+    node), each about ``page_nodes`` (default :data:`NODE_PAGE`) of the ``nodes`` there are
+    wide: ids with gaps make wider ranges, never more pages than ``nodes / page_nodes`` plus
+    one."""
+    if low is None or high is None or not nodes:
+        return
+    low, high = int(low), int(high)
+    page_nodes = NODE_PAGE if page_nodes is None else page_nodes
+    width = max(page_nodes, -(-(high - low + 1) * page_nodes // int(nodes)))
+    for start in range(low, high + 1, width):
+        yield start, min(start + width, high + 1)
 
 
 @functools.cache

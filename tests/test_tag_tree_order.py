@@ -13,6 +13,7 @@ import psycopg
 import pytest
 
 import htm_analytics as ha
+import htm_analytics.frames
 from htm_analytics import LongTermMemory, Snapshot, export_snapshot
 
 NAMES = ["a", "a:b", "a:b:c", "a:b:c:d", "a:bc", "a-b", "a-b:c", "ab", "ab:a", "b", "b:a",
@@ -68,9 +69,15 @@ def expected_hierarchy(frame: pd.DataFrame) -> pd.DataFrame:
     }).set_index("tag")
 
 
-@pytest.mark.parametrize("engine", ["live", "duckdb"])
+@pytest.mark.parametrize(("engine", "page_nodes"),
+                         [("live", None), ("duckdb", None), ("live", 7), ("duckdb", 7)])
 def test_tree_ordered_tag_statements_equal_pandas(ltm: LongTermMemory, database_url: str,
-                                                  tmp_path: Path, engine: str) -> None:
+                                                  tmp_path: Path, engine: str,
+                                                  page_nodes: int | None,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # page_nodes 7: the co-occurrence reads the 120 memories' tag links in 18 pages
+    if page_nodes is not None:
+        monkeypatch.setattr(htm_analytics.frames, "NODE_PAGE", page_nodes)
     planted(ltm)
     raw = node_tags(database_url)
     assert raw["tag"].nunique() > len(NAMES) - 2  # most names in use, some ancestors implied

@@ -1,18 +1,28 @@
-"""Vectors and ids streamed through one binary COPY equal what a plain SELECT returns, in
-batches of the size asked, and a row of another shape is refused."""
+"""Vectors and ids streamed through one binary COPY, and bigint columns packed by the server,
+equal what a plain SELECT returns, in batches of the size asked, and a row of another shape
+is refused; node-id pages cover every id once."""
 
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pgvector.psycopg import register_vector
 from psycopg import sql
 
 from htm_analytics import DatabaseError, LongTermMemory
-from htm_analytics.store.vector_stream import copy_ids, copy_vector_batches, one_snapshot
+from htm_analytics.frames import node_id_pages
+from htm_analytics.store.vector_stream import (
+    copy_ids,
+    copy_vector_batches,
+    fetch_bigint_columns,
+    one_snapshot,
+)
 from tests.test_hygiene import random_texts, random_vectors
 
 VECTORS = ("SELECT id::bigint AS id, subvector(embedding, 1, 5) FROM nodes WHERE {} "
@@ -69,3 +79,35 @@ def test_the_time_between_pages_is_not_a_statement(ltm: LongTermMemory,
                              embeddings=random_vectors(1, seed=7, dimension=5))
             time.sleep(0.3)
         assert len(seen) == 30
+
+
+@given(low=st.integers(-10**12, 10**12), span=st.integers(0, 10**6),
+       nodes=st.integers(1, 10**6), page=st.integers(1, 10**5))
+def test_node_id_pages_cover_the_ids_once(low: int, span: int, nodes: int, page: int) -> None:
+    high = low + span
+    pages = list(node_id_pages(low, high, min(nodes, span + 1), page))
+    assert pages[0][0] == low and pages[-1][1] == high + 1
+    assert all(a < b for a, b in pages)
+    assert all(b == c for (_, b), (c, _) in pairwise(pages))  # contiguous, disjoint
+    assert len(pages) <= min(nodes, span + 1) // page + 2
+
+
+def test_no_node_no_page() -> None:
+    assert list(node_id_pages(None, None, 0)) == []
+
+
+def test_bigint_columns_are_fetched_whole_and_nulls_refused(ltm: LongTermMemory) -> None:
+    query = sql.SQL("SELECT g AS a, g * -3 + (1::bigint << 40) AS b "
+                    "FROM generate_series(%(n)s::bigint, %(m)s::bigint) AS g WHERE g <> 7")
+    with ltm._transaction() as cur:
+        got = fetch_bigint_columns(cur, query, {"n": -5000, "m": 20000}, ["a", "b"])
+        order = np.argsort(got["a"])
+        expected = np.array([g for g in range(-5000, 20001) if g != 7], dtype=np.int64)
+        assert (got["a"][order] == expected).all()
+        assert (got["b"][order] == expected * -3 + 2**40).all()
+        assert got["a"].dtype == np.int64
+        empty = fetch_bigint_columns(cur, query, {"n": 1, "m": 0}, ["a", "b"])
+        assert len(empty["a"]) == len(empty["b"]) == 0
+        with pytest.raises(DatabaseError, match=r"not \(bigint, bigint\)"):
+            fetch_bigint_columns(cur, sql.SQL("SELECT 1::bigint AS a, NULL::bigint AS b"),
+                                 None, ["a", "b"])

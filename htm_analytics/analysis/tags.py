@@ -17,6 +17,7 @@ from .._plotting import axes_or_new
 from ..errors import ValidationError
 from ..frames import MemorySource, period_unit, scope_params
 from ..validation import validate_positive_int
+from .cooccurrence import COOCCURRENCE_DTYPES, cooccurrence_counts
 
 __all__ = [
     "tag_cooccurrence", "tag_graph", "tag_graph_view", "write_tag_graph", "tag_hierarchy",
@@ -25,10 +26,6 @@ __all__ = [
 ]
 
 _MEASURES = ("shared_nodes", "jaccard", "lift", "pmi", "npmi")
-_COOCCURRENCE_DTYPES = {
-    "topic1": "string", "topic2": "string", "shared_nodes": "int64", "nodes1": "int64",
-    "nodes2": "int64", "total_nodes": "int64", "jaccard": "float64", "lift": "float64",
-}
 _HIERARCHY_DTYPES = {
     "tag": "string", "name": "string", "depth": "int64", "parent": "string", "stored": "bool",
     "tagged_nodes": "int64", "direct_nodes": "int64", "cumulative_nodes": "int64",
@@ -90,7 +87,7 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
     frame = frame.sort_values([sort_by, "topic1", "topic2"], ascending=[False, True, True])
     if limit is not None:
         frame = frame.head(validate_positive_int(limit, field="limit"))
-    return frame.reset_index(drop=True).astype(_COOCCURRENCE_DTYPES)
+    return frame.reset_index(drop=True).astype(COOCCURRENCE_DTYPES)
 
 
 def _cooccurrence_params(min_shared: Any, level: Any, prefix: Any, timeframe: Any,
@@ -103,16 +100,8 @@ def _cooccurrence_params(min_shared: Any, level: Any, prefix: Any, timeframe: An
 def _pairs_and_sizes(source: MemorySource, params: dict[str, Any]
                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The pairs of :func:`tag_cooccurrence` with their measures (unsorted), and every topic
-    in scope with its size (``tag``, ``nodes``), from one statement."""
-    frame = source.analytics_frame("tag_cooccurrence", params, _COOCCURRENCE_DTYPES)
-    sized = frame["topic2"].isna().to_numpy(dtype=bool)
-    sizes = pd.DataFrame({"tag": frame.loc[sized, "topic1"], "nodes": frame.loc[sized, "nodes1"]})
-    frame = frame[~sized].copy()
-    # Each engine orders the pair by its own collation: orient by code point here.
-    swap = (frame["topic1"] > frame["topic2"]).to_numpy(dtype=bool)
-    for first, second in (("topic1", "topic2"), ("nodes1", "nodes2")):
-        a, b = frame[first].copy(), frame[second].copy()
-        frame[first], frame[second] = a.where(~swap, b), b.where(~swap, a)
+    in scope with its size (``tag``, ``nodes``)."""
+    frame, sizes = cooccurrence_counts(source, params)
     frame["pmi"] = np.log(frame["lift"])
     joint = pd.Series(-np.log(frame["shared_nodes"] / frame["total_nodes"]), index=frame.index)
     frame["npmi"] = (frame["pmi"] / joint.where(joint > 0)).fillna(1.0)

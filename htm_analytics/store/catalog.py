@@ -3,17 +3,20 @@ activity, and streaming a table out for snapshots."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from psycopg import sql
 
 from ..errors import ValidationError
+from ..frames import load_analytics_query, node_id_pages
 from ..validation import validate_positive_int
 from ._base import StoreBase
 from ._common import to_numpy
 from .display import MemoryStats
+from .vector_stream import fetch_bigint_columns, one_snapshot
 
 __all__ = ["CatalogMixin", "MEMORY_TABLES"]
 
@@ -39,6 +42,21 @@ _EXPORT_COLUMNS = {
 
 class CatalogMixin(StoreBase):
     """Statistics and exports (see :class:`~htm_analytics.LongTermMemory`)."""
+
+    def analytics_pages(self, name: str, params: Mapping[str, Any],
+                        columns: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
+        """Run ``sql/analytics/<name>.sql`` over one range of node ids at a time: see
+        :meth:`htm_analytics.frames.MemorySource.analytics_pages`. Each page is one statement
+        (``query_timeout`` applies to a page), all in one repeatable-read snapshot."""
+        query = sql.SQL(self._read(load_analytics_query(name)))
+        with self._transaction() as cur:
+            one_snapshot(cur)
+            bounds = cur.execute(self._read(load_analytics_query("node_id_range"))).fetchone()
+            assert bounds is not None
+            for page_from, page_to in node_id_pages(bounds["low"], bounds["high"],
+                                                    bounds["nodes"]):
+                yield fetch_bigint_columns(cur, query, {**params, "page_from": page_from,
+                                                    "page_to": page_to}, columns)
 
     def stats(self) -> MemoryStats:
         """Memory statistics, with the keys of the reference API.

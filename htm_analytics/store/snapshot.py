@@ -7,7 +7,7 @@ import datetime as dt
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import ValidationError
-from ..frames import coerce_frame, load_analytics_query, to_duckdb_query
+from ..frames import coerce_frame, load_analytics_query, node_id_pages, to_duckdb_query
 from .catalog import MEMORY_TABLES
 from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION
@@ -148,6 +148,18 @@ class Snapshot:
         """Run the analytics query ``name`` on the snapshot; see :mod:`htm_analytics.frames`."""
         query, bound = to_duckdb_query(load_analytics_query(name), params)
         return self._frame(query, bound, dtypes)
+
+    def analytics_pages(self, name: str, params: Mapping[str, Any],
+                        columns: Sequence[str]) -> Iterator[dict[str, np.ndarray]]:
+        """Run the analytics query ``name`` over one range of node ids at a time; see
+        :meth:`htm_analytics.frames.MemorySource.analytics_pages`."""
+        with self._con.cursor() as cur:
+            low, high, nodes = cur.execute(load_analytics_query("node_id_range")).fetchall()[0]
+            for page_from, page_to in node_id_pages(low, high, nodes):
+                query, bound = to_duckdb_query(load_analytics_query(name), {
+                    **params, "page_from": page_from, "page_to": page_to})
+                found = cur.execute(query, bound).fetchnumpy()
+                yield {column: np.asarray(found[column], dtype=np.int64) for column in columns}
 
     def _frame(self, query: str, params: Any, dtypes: Mapping[str, Any]) -> pd.DataFrame:
         # fetchnumpy, not df(): DuckDB's pandas path warns under pandas 3.
