@@ -320,6 +320,8 @@ def analyse(store: ha.LongTermMemory, rows: int, with_report: bool,
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as folder:
         measure("export_snapshot (DuckDB)", lambda: ha.export_snapshot(
             store, Path(folder) / "memory.duckdb"), results)
+        measure("collect_sample (DuckDB history)", lambda: ha.collect_sample(
+            store, Path(folder) / "history.duckdb"), results)
     if with_report:
         measure("build_report", lambda: ha.build_report(store), results)
 
@@ -343,7 +345,9 @@ def run_kept(kept: dict[int, str], with_report: bool) -> dict[int, dict[str, dic
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scale-")))
         finals: list[tuple[str, Callable[[ha.LongTermMemory, int], Any]]] = [
             ("export_snapshot (DuckDB)",
-             lambda store, rows: ha.export_snapshot(store, folder / f"memory-{rows}.duckdb"))]
+             lambda store, rows: ha.export_snapshot(store, folder / f"memory-{rows}.duckdb")),
+            ("collect_sample (DuckDB history)",
+             lambda store, rows: ha.collect_sample(store, folder / f"history-{rows}.duckdb"))]
         if with_report:
             finals.append(("build_report", lambda store, rows: ha.build_report(store)))
         for name, final in finals:
@@ -427,17 +431,20 @@ def run_size(server_url: str, rows: int, with_report: bool, keep: bool = False,
             memory.clear()  # the server has it now
             if only_load:
                 return results
-            measure("create_native_index(384)", lambda: store.create_native_index(384), results)
+            measure("create_native_index(384)", lambda: store.create_native_index(
+                384, maintenance_work_mem=build_memory), results)
             analyse(store, rows, with_report, results)
     return results
 
 
 def growth_table(sizes: list[int], measured: dict[int, dict[str, dict[str, float]]]) -> str:
-    """A Markdown table: seconds and peak MiB per size, and the log-log slope of seconds."""
+    """A Markdown table: seconds and peak MiB per size, the log-log slope of seconds over
+    every size, and over the two largest (where fixed costs of a small memory, a first call
+    or a timer's resolution no longer weigh: the better guide to the next size)."""
     names = list(dict.fromkeys(name for size in sizes for name in measured[size]))
     head = " | ".join(f"{s:,} rows: s / +MiB" for s in sizes)
-    lines = [f"| step | {head} | growth exponent |",
-             "|---|" + "---:|" * (len(sizes) + 1)]
+    lines = [f"| step | {head} | growth exponent | last step |",
+             "|---|" + "---:|" * (len(sizes) + 2)]
     for name in names:
         cells, xs, ys = [], [], []
         for size in sizes:
@@ -450,7 +457,8 @@ def growth_table(sizes: list[int], measured: dict[int, dict[str, dict[str, float
                 xs.append(np.log(size))
                 ys.append(np.log(entry["seconds"]))
         slope = f"{np.polyfit(xs, ys, 1)[0]:.2f}" if len(xs) >= 2 else ""
-        lines.append(f"| {name} | {' | '.join(cells)} | {slope} |")
+        last = f"{(ys[-1] - ys[-2]) / (xs[-1] - xs[-2]):.2f}" if len(xs) >= 3 else ""
+        lines.append(f"| {name} | {' | '.join(cells)} | {slope} | {last} |")
     return "\n".join(lines)
 
 
@@ -469,8 +477,9 @@ def main() -> None:
     parser.add_argument("--trace-load", action="store_true",
                         help="print the first bulk_add's statements, slowest first")
     parser.add_argument("--maintenance-work-mem", metavar="SIZE",
-                        help="bulk_add's maintenance_work_mem, and the anchor's (e.g. 11GB "
-                             "for the padded HNSW graph at 1M rows)")
+                        help="bulk_add's maintenance_work_mem, the anchor's and "
+                             "create_native_index's (e.g. 11GB for the padded HNSW graph at "
+                             "1M rows)")
     parser.add_argument("--keep", action="store_true",
                         help="keep each size's database (its URL is printed) instead of "
                              "dropping it")

@@ -125,6 +125,7 @@ def test_a_deferred_load_sizes_its_builds_and_leaves_indexes_and_settings_as_the
         store.create_native_index(384)
         indexes = db.execute(_INDEXES).fetchall()
         settings = store.fetch_frame(_LOAD_SETTINGS)
+        del traced[:]
         store.bulk_add(frame["content"].tolist(), robots="r", embeddings=vectors,
                        defer_indexes=True)
         assert db.execute(_INDEXES).fetchall() == indexes
@@ -134,6 +135,37 @@ def test_a_deferred_load_sizes_its_builds_and_leaves_indexes_and_settings_as_the
     raised = [params[0] for text, params in traced
               if "set_config('maintenance_work_mem'" in text]
     assert len(raised) == 1 and int(raised[0].removesuffix("kB")) * 1024 >= 300 * 9_300
+
+
+def test_a_native_index_build_sizes_its_memory(database_url: str,
+                                              db: psycopg.Connection) -> None:
+    db.execute(sql.SQL("ALTER DATABASE {} SET maintenance_work_mem = '1MB'").format(
+        sql.Identifier(db.info.dbname)))
+    frame, vectors = read_corpus(rows=3000)
+    traced: list[tuple[str, Any]] = []
+    with LongTermMemory(database_url, tracer=lambda text, params, _: traced.append(
+            (text, params))) as store:
+        store.bulk_add(frame["content"].tolist(), robots="r", embeddings=vectors)
+        with pytest.raises(ValidationError) as bad:
+            store.create_native_index(384, maintenance_work_mem="lots")
+        assert bad.value.field == "maintenance_work_mem"
+        stored, counted = db.execute("SELECT reltuples::bigint, (SELECT count(*) FROM nodes) "
+                                     "FROM pg_class WHERE oid = 'nodes'::regclass").fetchone()
+        del traced[:]
+        store.create_native_index(384)  # 3,000 vectors of 384: about 8MB of graph
+        raised = [params[0] for text, params in traced
+                  if "set_config('maintenance_work_mem'" in text]
+        # the graph's bytes (hnsw_graph_bytes: 4 * 384 + 8 + 80 * 16 per vector, as many as
+        # the planner counts), a tenth more, and 16MB
+        assert counted > 2800 and abs(stored - counted) < counted / 20
+        assert raised == [f"{int(stored * 2824 * 1.1) // 1024 + 16 * 1024}kB"]
+        store.create_native_index(16, maintenance_work_mem="64MB")  # as asked, not sized
+        raised = [params[0] for text, params in traced
+                  if "set_config('maintenance_work_mem'" in text]
+        assert raised[1:] == ["65536kB"]
+        assert store.fetch_frame("SHOW maintenance_work_mem").iloc[0, 0] == "1MB"
+        assert store.search(embedding=vectors[7], limit=1)[0]["content"] == \
+            frame["content"].iloc[7]
 
 
 def test_a_load_failing_in_its_index_rebuild_writes_nothing_and_keeps_the_indexes(

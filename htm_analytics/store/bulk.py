@@ -35,7 +35,7 @@ from ._common import (
     lift_statement_timeout,
 )
 from .activity import lock_robot_names
-from .indexing import hnsw_graph_bytes
+from .indexing import hnsw_graph_bytes, raise_build_memory
 from .tagging import ensure_tags
 
 __all__ = ["BulkMixin"]
@@ -285,8 +285,6 @@ def _find_or_create_robots(cur: psycopg.Cursor[dict[str, Any]], names: Sequence[
 # Indexes that make row-by-row loading slow and are cheaper to rebuild after a bulk load.
 _DEFERRABLE_INDEXES = (r"^(idx_nodes_(embedding(_[0-9]+)?|content_gin|content_trgm)"
                        r"|idx_node_search_vectors_content_tsv)$")
-# A load raises maintenance_work_mem by itself up to this many kB, for its HNSW graphs.
-_AUTO_BUILD_MEMORY_KB = 1024 * 1024
 _VALUE_BYTES = {"vector": 4, "halfvec": 2}  # per dimension, in an HNSW graph
 
 
@@ -321,20 +319,10 @@ def _drop_search_indexes(cur: psycopg.Cursor[dict[str, Any]]) -> list[_DeferredI
 
 def _rebuild(cur: psycopg.Cursor[dict[str, Any]], deferred: list[_DeferredIndex],
              table_rows: int, build_memory: int | None) -> None:
-    """Build the dropped indexes again, with enough memory for their HNSW graphs (up to
-    :data:`_AUTO_BUILD_MEMORY_KB` unless ``build_memory`` says: pgvector builds the part of
-    a graph past ``maintenance_work_mem`` on disk, about three times slower), and refresh
-    the planner's statistics."""
-    if build_memory is None:
-        graph = max(index.graph_bytes_per_row for index in deferred) * table_rows
-        # a tenth more, and 16MB for small graphs (a parallel build keeps 1MB spare)
-        needed = min(int(graph * 1.1) // 1024 + 16 * 1024, _AUTO_BUILD_MEMORY_KB)
-        current = cur.execute("SELECT setting::bigint AS kb FROM pg_settings "
-                              "WHERE name = 'maintenance_work_mem'").fetchone()
-        build_memory = needed if current is None or needed > current["kb"] else None
-    if build_memory is not None:
-        cur.execute("SELECT set_config('maintenance_work_mem', %s, true)",
-                    (f"{build_memory}kB",))
+    """Build the dropped indexes again, with enough memory for their HNSW graphs
+    (:func:`raise_build_memory`), and refresh the planner's statistics."""
+    raise_build_memory(cur, max(index.graph_bytes_per_row for index in deferred) * table_rows,
+                       build_memory)
     for index in deferred:
         create_index(cur, index.definition)
     # A load larger than the table leaves the planner's statistics stale, and the bounded
