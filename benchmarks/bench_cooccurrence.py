@@ -2,7 +2,7 @@
 
 Usage:
     python benchmarks/bench_cooccurrence.py --database URL [--database URL ...] \
-        [--before REVISION] [--repeat 3]
+        [--before REVISION] [--repeat 3] [--case "tag_cooccurrence robots"]
 
 ``--database``: memories ``bench_scale.py --keep`` built (10k, 100k, 1M rows...). The helpers
 of ``--before`` (default 4a51623: the co-occurrence as one SQL statement, a self-join of the
@@ -68,7 +68,10 @@ def main() -> None:
     parser.add_argument("--database", action="append", required=True, metavar="URL")
     parser.add_argument("--before", default="4a51623", help="the earlier revision")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--case", action="append", choices=[c[0] for c in CASES],
+                        help="only this case (repeatable; all by default)")
     args = parser.parse_args()
+    cases = [c for c in CASES if args.case is None or c[0] in args.case]
     with tempfile.TemporaryDirectory(prefix="bench-cooccurrence-") as folder:
         before = import_revision(args.before, Path(folder))
         print("| memories | case | before s (spread) | after s (spread) | ratio | "
@@ -77,7 +80,7 @@ def main() -> None:
             with ha.LongTermMemory(url, cache_size=0, query_timeout=600_000) as now, \
                     before.LongTermMemory(url, cache_size=0, query_timeout=600_000) as old:
                 memories = now.count_in_scope()
-                for label, helper, options in CASES:
+                for label, helper, options in cases:
                     runs: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
                     answers: dict[str, Any] = {}
                     for _ in range(args.repeat):

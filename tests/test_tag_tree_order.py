@@ -5,6 +5,7 @@ straightforward computation in pandas, live and from a DuckDB snapshot."""
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 
 import numpy as np
@@ -112,6 +113,46 @@ def test_tree_ordered_tag_statements_equal_pandas(ltm: LongTermMemory, database_
         pd.testing.assert_frame_equal(sub[columns], expected.loc[sub.index, columns],
                                       check_dtype=False, check_names=False,
                                       check_index_type=False)
+    finally:
+        if isinstance(source, Snapshot):
+            source.close()
+
+
+@pytest.mark.parametrize("engine", ["live", "duckdb"])
+def test_scoped_cooccurrence_equals_pandas_across_pages(ltm: LongTermMemory, database_url: str,
+                                                        tmp_path: Path, engine: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Pages of 7 node ids; the scope (a robot, a timeframe) is applied within each page.
+    monkeypatch.setattr(htm_analytics.frames, "NODE_PAGE", 7)
+    planted(ltm)
+    other = ltm.register_robot("s")
+    with psycopg.connect(database_url) as conn:
+        ids = [r[0] for r in conn.execute("SELECT id FROM nodes ORDER BY id").fetchall()]
+        conn.execute("UPDATE nodes SET created_at = timestamptz '2026-01-01 00:00+00' "
+                     "+ (id - %s) * interval '1 day'", (ids[0],))
+        conn.execute("INSERT INTO robot_nodes (robot_id, node_id) SELECT %s, id FROM nodes "
+                     "WHERE id %% 3 = 0", (other,))
+    raw = node_tags(database_url)
+    start = dt.datetime(2026, 1, 20, tzinfo=dt.UTC)
+    end = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
+    in_time = {i for n, i in enumerate(ids) if start <= dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+               + dt.timedelta(days=n) <= end}
+    source: object = Snapshot(export_snapshot(ltm, tmp_path / "memory.duckdb")) \
+        if engine == "duckdb" else ltm
+    try:
+        for scope, kept in [({"robots": "s"}, {i for i in ids if i % 3 == 0}),
+                            ({"timeframe": (start, end)}, in_time),
+                            ({"robots": ["s"], "timeframe": (start, end), "prefix": "a"},
+                             {i for i in in_time if i % 3 == 0})]:
+            frame = raw[raw["node_id"].isin(kept)]
+            if "prefix" in scope:
+                frame = frame[(frame["tag"] == "a") | frame["tag"].str.startswith("a:")]
+            found = ha.tag_cooccurrence(source, min_shared=1, **scope)
+            assert {(a, b): int(n) for a, b, n in zip(
+                found["topic1"], found["topic2"], found["shared_nodes"])} == \
+                expected_pairs(frame, 1), scope
+            assert (found["total_nodes"] == frame["node_id"].nunique()).all()
+            assert len(found) >= 3
     finally:
         if isinstance(source, Snapshot):
             source.close()
