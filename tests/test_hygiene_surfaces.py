@@ -121,6 +121,20 @@ def test_both_eras_through_a_select_only_role(era: str, server_url: str,
             statements = " ".join(findings["sql"])
             if era == "seed":
                 assert "DELETE FROM nodes WHERE id IN" in statements
+            # Two days on every memory is stale (no event log in either era), but the twin
+            # forgotten in the gem's.
+            import datetime as dt
+
+            later = dt.datetime.now(dt.UTC) + dt.timedelta(days=2)
+            stale = ha.stale_memories(store, not_recalled_for=1, now=later)
+            cut = ha.stale_memories(store, not_recalled_for=1, now=later, limit=1)
+            with psycopg.connect(as_role(url, roles["writer"])) as conn:
+                live = conn.execute("SELECT count(*) FROM nodes" + (
+                    " WHERE deleted_at IS NULL" if era == "gem" else "")).fetchone()
+            assert live is not None and len(stale) == stale.attrs["stale_total"] == live[0]
+            assert cut.attrs["stale_total"] == live[0] and len(cut) == 1
+            assert "Kafka carries the ORDER events, between services!" in set(stale["content"])
+            assert (LEAK in set(stale["content"])) == (era == "seed")
         assert footprint(url) == before
 
 

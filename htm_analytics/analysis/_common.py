@@ -11,6 +11,7 @@ from scipy import stats
 
 from ..errors import ValidationError
 from ..store import LongTermMemory
+from ..store.display import shorten_text
 
 __all__ = ["live_store", "validate_fraction", "validate_sample", "validate_seed",
            "wilson_interval", "shorten_text", "validate_choices", "MemorySample", "draw_sample"]
@@ -98,12 +99,6 @@ def wilson_interval(hits: int, total: int, confidence: float = 0.95) -> tuple[fl
         / (1 + z * z / total)
     # Rounding can put a bound a hair past the share itself (at 0 or all hits): clamp it.
     return min(share, max(0.0, centre - half)), max(share, min(1.0, centre + half))
-
-
-def shorten_text(text: Any, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def validate_choices(value: Any, allowed: tuple[str, ...], *, field: str) -> tuple[str, ...]:

@@ -127,15 +127,23 @@ def unreachable(ctx: click.Context, k: int, ef_search: int | None, sample: int |
 @hygiene.command("stale")
 @click.option("--days", type=click.FloatRange(0, min_open=True), default=90.0,
               show_default=True, help="Not recalled for this many days.")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the first N (least recently recalled first) [default: all].")
 @scope_options
 @output_options
 @click.pass_context
-def stale(ctx: click.Context, days: float, fmt: str, **scope: Any) -> None:
+def stale(ctx: click.Context, days: float, limit: int | None, fmt: str, **scope: Any) -> None:
     """Memories never recalled, or not for --days (access columns and the event log)."""
     from ..analysis import stale_memories
 
     with _open_store(ctx, init_schema=False) as store:
-        emit(stale_memories(store, not_recalled_for=days, **scope), fmt)
+        frame = stale_memories(store, not_recalled_for=days, limit=limit, **scope)
+    left_out = frame.attrs["stale_total"] - len(frame)
+    if left_out:
+        noun = "memory" if left_out == 1 else "memories"
+        click.echo(f"{left_out:,} more stale {noun} left out by --limit {limit} "
+                   f"({frame.attrs['stale_total']:,} in all)", err=True)
+    emit(frame, fmt)
 
 
 @hygiene.command("supersession")

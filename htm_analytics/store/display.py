@@ -7,9 +7,41 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["SearchResults", "MemoryStats"]
+__all__ = ["SearchResults", "MemoryStats", "shorten_text", "shorten_beginning"]
 
 _PREVIEW = 200
+_QUICK = 16  # characters past the width first flattened: enough unless the text is mostly spaces
+
+
+def shorten_text(text: Any, width: int) -> str:
+    """``text`` on one line (its words, split on whitespace as :meth:`str.split` does, joined
+    by single spaces), cut to ``width`` characters with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def shorten_beginning(head: str, width: int, *, whole: bool) -> str | None:
+    """:func:`shorten_text` of a text of which only ``head``, its beginning, is at hand (all
+    of it when ``whole``); ``width`` >= 1.
+
+    The words of a text's beginning joined by single spaces are the beginning of the whole
+    text's, so once they run past ``width`` characters the result is known: ``flat[:width -
+    1] + "…"``, as :func:`shorten_text` cuts it. Otherwise only the whole text tells: None
+    when ``head`` is not all of it (a beginning that is mostly whitespace).
+    """
+    first = head[: width + 1]
+    # Every whitespace character but the space is unprintable: without them, double spaces
+    # and a space at either end, the first characters are already on one line.
+    if first.isprintable() and "  " not in first and first[:1] != " " and first[-1:] != " ":
+        if len(first) > width:
+            return first[: width - 1] + "…"
+        return first if whole else None
+    flat = " ".join(head[: width + _QUICK].split())
+    if len(flat) <= width and len(head) > width + _QUICK:
+        flat = " ".join(head.split())
+    if len(flat) > width:
+        return flat[: width - 1] + "…"
+    return flat if whole else None
 
 
 def _cell(value: Any) -> str:

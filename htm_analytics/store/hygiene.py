@@ -96,24 +96,6 @@ compared AS (
     FROM candidates c JOIN scoped a ON a.id = c.node_a JOIN scoped b ON b.id = c.node_b)
 SELECT node_a, node_b, similarity FROM compared WHERE similarity >= %(min_similarity)s"""
 
-# Memories created before the cutoff and not recalled since, by the access columns (whose
-# last_accessed counts only with access_count > 0: the schema sets it at creation) or the
-# event log's recall events, whichever is later.
-_NOT_RECALLED = f"""
-WITH recalls AS (
-    SELECT e.node_id, max(e.occurred_at) AS last_event, count(*) AS events
-    FROM memory_events e WHERE e.kind = 'recall' GROUP BY e.node_id),
-accessed AS (
-    SELECT n.id, n.created_at, n.access_count, r.last_event, coalesce(r.events, 0) AS events,
-           CASE WHEN n.access_count > 0 THEN n.last_accessed END AS last_accessed
-    FROM nodes n LEFT JOIN recalls r ON r.node_id = n.id
-    WHERE {scope_condition()} AND n.created_at < %(cutoff)s)
-SELECT id AS node_id, created_at, access_count, last_accessed,
-       last_event AS last_recall_event, events AS recalls_logged
-FROM accessed
-WHERE coalesce(greatest(last_accessed, last_event), '-infinity') < %(cutoff)s
-ORDER BY coalesce(greatest(last_accessed, last_event), created_at), id"""
-
 # New memories and their text's bytes per period, in total (by created_at) and per robot (by
 # the robot's first remember of each memory).
 _GROWTH = f"""
@@ -300,16 +282,6 @@ class HygieneMixin(StoreBase):
             frame = pd.DataFrame(cur.fetchall(), columns=["node_a", "node_b", "similarity"])
         return frame.drop_duplicates(["node_a", "node_b"]).astype(
             {"node_a": "int64", "node_b": "int64", "similarity": "float64"})
-
-    def not_recalled_since(self, cutoff: Any, *,
-                           scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
-        """Memories created before ``cutoff`` and not recalled since: ``node_id`` (int64),
-        ``created_at``, ``access_count`` (int64), ``last_accessed``, ``last_recall_event``
-        (the event log's last ``recall``) and ``recalls_logged`` (int64), least recent
-        first."""
-        return self.fetch_frame(_NOT_RECALLED, {**scope_parameters(scope), "cutoff": cutoff},
-                                dtypes={"node_id": "int64", "access_count": "int64",
-                                        "recalls_logged": "int64"})
 
     def growth_counts(self, unit: str, *,
                       scope: Mapping[str, Any] | None = None) -> pd.DataFrame:

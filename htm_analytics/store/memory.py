@@ -19,6 +19,7 @@ from .nodes import NodesMixin
 from .query_log import QueryLogMixin
 from .reindex_check import ReindexCheckMixin
 from .search import SearchMixin, check_strategy
+from .stale import StaleMixin
 from .tagging import TaggingMixin
 from .vitals import VitalsMixin
 
@@ -27,8 +28,8 @@ __all__ = ["LongTermMemory"]
 
 class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, LexicalSearchMixin,
                      BulkMixin, CatalogMixin, IndexingMixin, ImportsMixin, ForgettingMixin,
-                     HygieneMixin, SampledHygieneMixin, ReindexCheckMixin, VitalsMixin,
-                     QueryLogMixin):
+                     HygieneMixin, SampledHygieneMixin, StaleMixin, ReindexCheckMixin,
+                     VitalsMixin, QueryLogMixin):
     """PostgreSQL-backed permanent memory with deduplication, tags, search and a query cache.
 
     Each group of methods lives in its own module of :mod:`htm_analytics.store`, a mixin
@@ -41,7 +42,8 @@ class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, Lexic
     (:meth:`bulk_add`), ``catalog`` (statistics, exports), ``indexing`` (native indexes,
     tuning sessions), ``imports`` (records of imports from other memory systems),
     ``hygiene`` and ``hygiene_sample`` (the reads of the memory-hygiene checks, on every
-    memory or on a sample), ``query_log`` (the query vectors recalls searched with, where
+    memory or on a sample), ``stale`` (the list of memories not recalled for a while),
+    ``query_log`` (the query vectors recalls searched with, where
     ``init-db`` installed the log). No mixin inherits from another or
     overrides another's method; :meth:`search_by_strategy`, which needs them all, is defined
     here.
