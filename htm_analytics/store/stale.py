@@ -23,7 +23,6 @@ from typing import Any, cast
 
 import pandas as pd
 import psycopg
-import pyarrow as pa
 
 from ..validation import validate_positive_int
 from ._base import StoreBase
@@ -97,10 +96,6 @@ FROM nodes n WHERE n.id = ANY(%(ids)s::bigint[])"""
 
 _CHUNK_ROWS = 10_000
 _SPARE = 80  # characters read past the width: room for the whitespace the shown text drops
-_TIME = pa.timestamp("us", tz="UTC")
-_ARROW_TYPES = {"node_id": pa.int64(), "created_at": _TIME, "last_recalled": _TIME,
-                "access_count": pa.int64(), "recalls_logged": pa.int64(),
-                "content": pa.large_string(), "robots": pa.large_string()}
 _MAX_TEXT = 2**30  # characters: PostgreSQL's texts hold at most 1 GB
 
 
@@ -135,25 +130,29 @@ def _read_rows(cur: psycopg.Cursor[Any], read: Callable[[str], Any],
                scope: Mapping[str, Any], cutoff: Any, limit: int | None,
                width: int) -> tuple[pd.DataFrame, int]:
     """:meth:`StaleMixin.stale_rows` in ``cur``'s transaction; ``read`` prepares a statement
-    for this database (:meth:`StoreBase._read`). Each chunk of rows becomes Arrow arrays at
-    once (the texts shortened first), which the frame wraps without a copy."""
+    for this database (:meth:`StoreBase._read`). Rows arrive a chunk at a time, their texts
+    shortened as they come, so that only the shown texts are kept."""
     head = width + _SPARE
     params = {**scope, "cutoff": cutoff, "head": head, "limit": limit}
-    chunks: dict[str, list[pa.Array]] = {column: [] for column in _ARROW_TYPES}
+    frames = [_typed({name: [] for name in STALE_ROW_COLUMNS})]
     rows_read = total = 0
     with cur.connection.cursor(name="stale_rows", binary=True) as rows:
         rows.execute(read(_ALL if limit is None else _FIRST), params)
         while chunk := rows.fetchmany(_CHUNK_ROWS):
-            columns = list(zip(*chunk))
-            shown = _shown(cur, read, columns[0], columns[5], width, head)
-            for name, values in zip(_ARROW_TYPES, (*columns[:5], shown, columns[6])):
-                chunks[name].append(pa.array(values, type=_ARROW_TYPES[name]))
+            values = list(zip(*chunk))
+            values[5] = tuple(_shown(cur, read, values[0], values[5], width, head))
+            frames.append(_typed(dict(zip(STALE_ROW_COLUMNS, values))))
             rows_read += len(chunk)
             total = rows_read if limit is None else int(chunk[0][7])
-    table = pa.table({name: pa.chunked_array(arrays, type=_ARROW_TYPES[name])
-                      for name, arrays in chunks.items()})
-    frame = table.to_pandas(types_mapper={pa.large_string(): pd.StringDtype("pyarrow")}.get)
-    return frame.astype(STALE_ROW_COLUMNS), total
+    return pd.concat(frames, ignore_index=True), total
+
+
+def _typed(columns: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
+    """One chunk of rows as a typed frame (its Python objects freed as it is made)."""
+    frame = pd.DataFrame(columns)
+    for name in ("created_at", "last_recalled"):
+        frame[name] = pd.to_datetime(frame[name], utc=True)
+    return frame.astype(STALE_ROW_COLUMNS)
 
 
 def _shown(cur: psycopg.Cursor[Any], read: Callable[[str], Any], nodes: Sequence[int],
