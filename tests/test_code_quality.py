@@ -174,3 +174,39 @@ def test_docstring_examples_run() -> None:
         assert result.failed == 0, name
         attempted += result.attempted
     assert attempted >= 4
+
+
+def test_module_level_imports_are_declared_dependencies() -> None:
+    # What a module imports when it loads must come with `pip install htm-analytics`: a
+    # package of an extra (test, minilm...) may only be imported where it is used, or by a
+    # module of that extra's own (the MCP server, loaded by `htm-analytics mcp` alone).
+    extras = {"htm_analytics.mcp.server": {"mcp"}}
+    import ast
+    import re
+    import sys
+    import tomllib
+    from importlib.metadata import packages_distributions
+
+    def normal(name: str) -> str:
+        return re.sub(r"[-_.]+", "-", name).lower()
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {normal(re.split(r"[<>=!~\[; ]", spec, maxsplit=1)[0])
+                for spec in project["dependencies"]}
+    distributions = packages_distributions()
+    undeclared = []
+    for name, path in _modules().items():
+        for node in ast.parse(path.read_text()).body:  # the module's own level only
+            if isinstance(node, ast.Import):
+                tops = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top in sys.stdlib_module_names or top in ("htm_analytics", "__future__") \
+                        or top in extras.get(name, ()):
+                    continue
+                if not {normal(d) for d in distributions.get(top, [top])} & declared:
+                    undeclared.append(f"{name}: {top}")
+    assert not undeclared, undeclared
