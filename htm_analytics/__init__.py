@@ -74,6 +74,7 @@ if TYPE_CHECKING:
         DatabaseConnectionError,
         DatabaseError,
         EmbeddingError,
+        EmbeddingMismatchError,
         HistoryVersionError,
         HTMError,
         NoSoftDeleteError,
@@ -145,8 +146,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
     ),
     'errors': (
         "ConcurrencyError", "DatabaseConnectionError", "DatabaseError", "EmbeddingError",
-        "HTMError", "HistoryVersionError", "NoSoftDeleteError", "NotFoundError",
-        "QueryTimeoutError", "SchemaError", "ValidationError", "BenchmarkFormatError",
+        "EmbeddingMismatchError", "HTMError", "HistoryVersionError", "NoSoftDeleteError",
+        "NotFoundError", "QueryTimeoutError", "SchemaError", "ValidationError",
+        "BenchmarkFormatError",
     ),
     'report': (
         "Report", "build_report", "demo_database_url", "load_demo", "run_demo",
@@ -198,6 +200,7 @@ __all__ = [
     "SchemaError",
     "NoSoftDeleteError",
     "EmbeddingError",
+    "EmbeddingMismatchError",
     "index_usage",
     "index_usage_delta",
     "table_health",

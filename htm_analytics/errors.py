@@ -20,6 +20,7 @@ __all__ = [
     "SchemaError",
     "NoSoftDeleteError",
     "EmbeddingError",
+    "EmbeddingMismatchError",
 ]
 
 
@@ -96,6 +97,12 @@ class EmbeddingError(HTMError):
     """An embedding provider failed, or its vectors do not fit the stored vectors."""
 
 
+class EmbeddingMismatchError(EmbeddingError, ValidationError):
+    """A vector, or an embedding service's model, that cannot be compared with the stored
+    vectors (another dimension or model): bad input, so a :class:`ValidationError` naming the
+    argument, and an :class:`EmbeddingError` as such mismatches always were."""
+
+
 for _cls in (
     HTMError,
     ValidationError,
@@ -107,6 +114,7 @@ for _cls in (
     SchemaError,
     NoSoftDeleteError,
     EmbeddingError,
+    EmbeddingMismatchError,
 ):
     _cls.__module__ = "htm_analytics"
 

@@ -190,7 +190,8 @@ def drift_findings(memory_history: MemoryHistory,
                     "unused_index", "warning", f"public.{index}",
                     f"not scanned in the last {len(periods)} periods between samples",
                     f"Drop it if nothing needs {table} searched this way: every write "
-                    "updates it.", [f'DROP INDEX CONCURRENTLY IF EXISTS "public"."{index}"']))
+                    "updates it.",
+                    [f"DROP INDEX CONCURRENTLY IF EXISTS {quote_identifier('public', index)}"]))
     rows.extend(_growth(memory_history.growth, thresholds))
     return pd.DataFrame(rows, columns=list(FINDING_COLUMNS)).astype(FINDING_COLUMNS)
 

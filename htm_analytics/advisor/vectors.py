@@ -8,7 +8,13 @@ from typing import Any
 
 import pandas as pd
 
-from ..store import DEFAULT_EF_SEARCH, hnsw_graph_bytes, quote_identifier, quote_literal
+from ..store import (
+    DEFAULT_EF_SEARCH,
+    hnsw_graph_bytes,
+    quote_identifier,
+    quote_literal,
+    vector_index_name,
+)
 from ..tuning.advice import compare_latency
 from ._common import (
     Context,
@@ -76,7 +82,7 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
             f"Index them at their own dimension: 2-5x faster builds and searches (README); "
             f"searches use it automatically (LongTermMemory.create_native_index({dimension})).",
             [f"CREATE INDEX CONCURRENTLY IF NOT EXISTS "
-             f"{quote_identifier(f'idx_nodes_embedding_{dimension}')} "
+             f"{quote_identifier(vector_index_name(dimension))} "
              f"ON {quote_identifier('public', 'nodes')} "
              f"USING hnsw ((subvector(embedding, 1, {dimension})::vector({dimension})) "
              f"vector_cosine_ops) WITH (m = 16, ef_construction = 64) "

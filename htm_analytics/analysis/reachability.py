@@ -21,7 +21,7 @@ import pandas as pd
 
 from ..errors import HTMError, ValidationError
 from ..frames import scope_params
-from ..store import DEFAULT_EF_SEARCH, LongTermMemory
+from ..store import DEFAULT_EF_SEARCH, PADDED_INDEX, LongTermMemory, vector_index_name
 from ._common import live_store, shorten_text, validate_sample, wilson_interval
 
 __all__ = ["UNREACHABLE_COLUMNS", "REACHABILITY_COLUMNS", "unreachable_memories"]
@@ -155,9 +155,9 @@ def _indexes(store: LongTermMemory, dimension: int) -> list[tuple[str, bool]]:
     names = set(store.index_list()["index"].tolist())
     found = []
     if dimension in store.native_dimensions:
-        found.append((f"idx_nodes_embedding_{dimension}", False))
-    if "idx_nodes_embedding" in names:
-        found.append(("idx_nodes_embedding", True))
+        found.append((vector_index_name(dimension), False))
+    if PADDED_INDEX in names:
+        found.append((PADDED_INDEX, True))
     return found
 
 

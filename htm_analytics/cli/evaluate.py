@@ -88,7 +88,9 @@ _CHART_SUFFIXES = (".png", ".svg", ".pdf")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
               help="Also write the chart of recall_any@k per question category and strategy "
                    "to this image (.png, .svg or .pdf).")
-@output_options
+@output_options(json_help="Print one JSON document: interrupted, and the summary, "
+                          "per_question, abstention and conversations frames as lists of "
+                          "records.")
 @click.pass_context
 def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | None,
                        strategies: str, k: int, embedder: str | None, scope: str,

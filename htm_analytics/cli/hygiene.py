@@ -64,8 +64,8 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
 
 @hygiene.command("duplicates")
 @_SIMILARITY
-@click.option("--limit", type=int, default=None, help="Only the first N pairs (biggest "
-                                                      "clusters first).")
+@click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Only the first N pairs (biggest clusters first) [default: all].")
 @scope_options
 @output_options
 @click.pass_context

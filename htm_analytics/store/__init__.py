@@ -17,6 +17,7 @@ from ._common import (
 )
 from ._errors import translate_database_error
 from ._search_sql import HYBRID_SIMILARITY_WEIGHT, HYBRID_TAG_WEIGHT, RRF_K
+from ._vectors import PADDED_INDEX, vector_index_name
 from .cache import QueryCache
 from .catalog import MEMORY_TABLES
 from .connection import (
@@ -92,6 +93,8 @@ __all__ = [
     "benchmark_table_recall",
     "translate_database_error",
     "quote_identifier",
+    "PADDED_INDEX",
+    "vector_index_name",
     "quote_literal",
     "hnsw_graph_bytes",
     "write_parquet",

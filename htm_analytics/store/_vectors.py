@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from psycopg import sql
 
-from ..errors import EmbeddingError, HTMError, ValidationError
+from ..errors import EmbeddingError, EmbeddingMismatchError, HTMError, ValidationError
 from ..validation import MAX_EMBEDDING_DIMENSION, checked_vector
 from ._common import StoredModel
 
@@ -134,20 +134,21 @@ def stored_embedding_models(store: StoreBase) -> list[StoredModel]:
 
 
 def check_model(stored: Iterable[StoredModel], provider: str, model: str,
-                dimension: int) -> None:
+                dimension: int, *, field: str) -> None:
     """Refuse vectors of ``provider``/``model`` at ``dimension`` when the stored vectors
     come from another model or have another dimension (unnamed ones pass on their
-    dimension: there is no way to tell them apart)."""
+    dimension: there is no way to tell them apart): an :class:`EmbeddingMismatchError`
+    naming ``field``."""
     mismatched = [(p, m, d, n) for p, m, d, n in stored
                   if d != dimension or (p is not None and (p, m) != (provider, model))]
     if mismatched:
         found = "; ".join(("unknown model" if p is None else f"{p}/{m}")
                           + f" ({d}-d, {n:,} nodes)" for p, m, d, n in mismatched)
-        raise EmbeddingError(
+        raise EmbeddingMismatchError(
             f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
             f"vectors include {found}; vectors of different models are not comparable. "
             "Re-embed the memories, or search with the model that made them "
-            "(htm-analytics advise gives the SQL to clear the odd vectors).")
+            "(htm-analytics advise gives the SQL to clear the odd vectors).", field=field)
 
 
 def _embed(query: str | None, service: Any) -> Any:
@@ -194,12 +195,12 @@ def query_vector(store: StoreBase, query: str | None, embedding: Any,
     provider, model = getattr(service, "name", None), getattr(service, "model", None)
     stored = stored_embedding_models(store)
     if isinstance(provider, str) and isinstance(model, str):
-        check_model(stored, provider, model, dimension)
+        check_model(stored, provider, model, dimension, field="embedding_service")
     else:
         dimensions = {d for _, _, d, _ in stored}
         if dimensions and dimension not in dimensions:
-            raise EmbeddingError(
+            raise EmbeddingMismatchError(
                 f"the query vector has {dimension} dimensions but the stored vectors have "
                 f"{', '.join(map(str, sorted(dimensions)))}; vectors of different models are not "
-                "comparable. Search with the model that made them.")
+                "comparable. Search with the model that made them.", field="embedding")
     return VectorQuery(vector, dimension in store._native_dimensions)

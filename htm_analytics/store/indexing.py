@@ -15,6 +15,7 @@ from ..errors import (
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_memory_size, validate_positive_int
 from ._base import StoreBase
 from ._common import create_index, lift_statement_timeout
+from ._vectors import vector_index_name
 from .schema_info import derived_dimension_sql
 from .tuning_session import TuningSession
 
@@ -104,7 +105,7 @@ class IndexingMixin(StoreBase):
             raise ValidationError(f"must be at least 2 * m = {2 * m}", field="ef_construction")
         build_memory = None if maintenance_work_mem is None else validate_memory_size(
             maintenance_work_mem, field="maintenance_work_mem")
-        name = f"idx_nodes_embedding_{dimension}"
+        name = vector_index_name(dimension)
         with self._transaction() as cur:
             lift_statement_timeout(cur)
             rows = cur.execute("SELECT greatest(reltuples, 0)::bigint AS n FROM pg_class "

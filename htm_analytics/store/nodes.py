@@ -386,4 +386,4 @@ class NodesMixin(StoreBase):
         model = validate_name(model, field="model")
         dimension = validate_positive_int(dimension, field="dimension",
                                           maximum=MAX_EMBEDDING_DIMENSION)
-        check_model(stored_embedding_models(self), provider, model, dimension)
+        check_model(stored_embedding_models(self), provider, model, dimension, field="model")
