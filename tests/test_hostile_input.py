@@ -235,6 +235,7 @@ def test_add_stores_exactly_or_rejects_before_writing(store, hostile_url, conten
 @example(query="ok", limit=2**70, timeframe=("last 99999999 years", None),
          embedding=[1e30, 1e30])
 @example(query="ok", limit=5, timeframe=None, embedding=["0.1", "0.2", "0.3"])
+@example(query="", limit=5, timeframe=None, embedding=[1.0])  # another dimension than stored
 @example(query="ok", limit=5, timeframe=None, embedding=[True, False, True])
 @example(query="ok", limit=5, timeframe=None, embedding=np.array([0.1, 0.2, 0.3j]))
 def test_searches_return_finite_scores_or_reject(store, query, limit, timeframe, embedding):

@@ -153,8 +153,14 @@ def test_vector_search_refuses_another_model(ltm: ha.LongTermMemory) -> None:
     writer.remember("PostgreSQL is our primary database")
     smaller = HTM("reader", store=ltm, embedder=HashingEmbedder(128))
     with pytest.raises(EmbeddingError, match=r"hashing/hashing-128-2gram \(128-d\) but the "
-                                             r"stored vectors include hashing/hashing-256"):
+                                             r"stored vectors include hashing/hashing-256") as how:
         smaller.recall("database")
+    # bad input as well: a ValidationError naming the argument
+    assert isinstance(how.value, ha.ValidationError)
+    assert how.value.field == "embedding_service"
+    with pytest.raises(ha.EmbeddingMismatchError, match="has 3 dimensions") as bare:
+        ltm.search(embedding=[0.1, 0.2, 0.3])
+    assert bare.value.field == "embedding"
     assert smaller.recall("primary database", strategy="fulltext")  # no vectors involved
 
     class Other(HashingEmbedder):
