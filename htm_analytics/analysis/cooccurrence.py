@@ -68,8 +68,7 @@ def cooccurrence_counts(source: MemorySource, params: dict[str, Any]
     topics = _Topics(source.analytics_frame("tag_names", {}, {"id": "int64", "name": "string"}),
                      params["prefix"], params["level"])
     count = len(topics.names)
-    shared = sp.csr_matrix((count, count), dtype=np.int64)
-    sizes = np.zeros(count, dtype=np.int64)
+    shared = sp.csr_matrix((count, count), dtype=np.int64)  # the diagonal: topic sizes
     total = 0
     for page in source.analytics_pages("node_tag_links", params, ("node_id", "tag_id")):
         topic = topics.of(page["tag_id"])
@@ -82,22 +81,20 @@ def cooccurrence_counts(source: MemorySource, params: dict[str, Any]
                                   shape=(len(nodes), count))
         incidence.sum_duplicates()
         incidence.data[:] = 1
-        sizes += np.asarray(incidence.sum(axis=0), dtype=np.int64).ravel()
         total += len(nodes)
         shared = shared + (incidence.T @ incidence).astype(np.int64)
+    sizes = shared.diagonal().astype(np.int64)
     upper = sp.triu(shared, k=1).tocoo()
     first, second, together = upper.row, upper.col, upper.data.astype(np.int64)
     kept = (second > topics.last[first]) & (together >= params["min_shared"])
     first, second, together = first[kept], second[kept], together[kept]
     names = np.array(topics.names, dtype=object)
-    one, other = names[first], names[second]
-    swap = one > other  # tree order is not code-point order ("a:b" < "a-b" here)
-    one, other = np.where(swap, other, one), np.where(swap, one, other)
-    size1, size2 = np.where(swap, sizes[second], sizes[first]), \
-        np.where(swap, sizes[first], sizes[second])
+    swap = names[first] > names[second]  # tree order is not code-point order ("a:b" < "a-b")
+    first, second = np.where(swap, second, first), np.where(swap, first, second)
+    size1, size2 = sizes[first], sizes[second]
     pairs = pd.DataFrame({
-        "topic1": one, "topic2": other, "shared_nodes": together, "nodes1": size1,
-        "nodes2": size2, "total_nodes": total,
+        "topic1": names[first], "topic2": names[second], "shared_nodes": together,
+        "nodes1": size1, "nodes2": size2, "total_nodes": total,
         "jaccard": together / (size1 + size2 - together),
         "lift": together * float(total) / (size1.astype(float) * size2)})
     present = np.flatnonzero(sizes)
