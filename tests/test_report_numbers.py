@@ -154,6 +154,12 @@ def test_latency_claims_say_when_they_are_within_the_noise():
         "against 900)" in text
     agreeing = with_qps.assign(qps=[1100.0, 1000.0, 400.0])
     assert "20 is 0.30 ms faster at p50 than 40" in compare_latency(agreeing, 20, 40)
+    # A gap just past the spread is printed with the decimals that show it past (0.074 >
+    # 0.066, both 0.07 at two decimals).
+    close = sweep.assign(latency_p50_ms=[1.000, 1.074, 2.0],
+                         latency_p50_spread_ms=[0.033, 0.033, 0.05])
+    assert "20 is 0.074 ms faster at p50 than 40, beyond the 0.066 ms" in \
+        compare_latency(close, 20, 40)
     # One repeat measures no noise: no setting is called faster, however large the gap.
     once = agreeing.assign(latency_p50_spread_ms=0.0, repeats=1)
     assert "with one repeat the noise was not measured, so neither is called faster" in \

@@ -97,8 +97,12 @@ def compare_latency(sweep: pd.DataFrame, ef_search: int, other: int) -> str:
                 f"{float(higher['latency_p50_ms']):.2f} ms) but {int(higher['ef_search'])} the "
                 f"higher QPS ({float(higher['qps']):,.0f} against {float(lower['qps']):,.0f}): "
                 f"the two measures disagree, so neither is faster beyond the noise of {runs}.")
-    return (f"ef_search {ef_search} is {abs(gap):.2f} ms {'faster' if gap > 0 else 'slower'} "
-            f"at p50 than {other}, beyond the {noise:.2f} ms the {runs} spread over.")
+    places = 2  # enough decimals that the gap shows larger than the spread it beats
+    while places < 6 and f"{abs(gap):.{places}f}" == f"{noise:.{places}f}":
+        places += 1
+    return (f"ef_search {ef_search} is {abs(gap):.{places}f} ms "
+            f"{'faster' if gap > 0 else 'slower'} at p50 than {other}, beyond the "
+            f"{noise:.{places}f} ms the {runs} spread over.")
 
 
 def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: int = 10, *,
