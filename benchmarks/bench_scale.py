@@ -4,6 +4,7 @@ Usage:
     HTM_CORPUS_DIR=/work/shared/data/debian-memories \
         python benchmarks/bench_scale.py --rows 10000 --rows 100000 [--rows 1000000]
     ... --only load [--repeat 3] [--trace-load] [--unlogged-anchor] [--maintenance-work-mem 11GB]
+    ... --database URL (per --rows) [--step robot_activity ...] [--repeat 3]
 
 Each size gets a scratch database on the embedded server (or HTM_DBURL's server), dropped at
 the end unless ``--keep`` (then its URL is printed, for EXPLAIN runs on the same memory).
@@ -326,22 +327,41 @@ def analyse(store: ha.LongTermMemory, rows: int, with_report: bool,
         measure("build_report", lambda: ha.build_report(store), results)
 
 
-def run_kept(kept: dict[int, str], with_report: bool) -> dict[int, dict[str, dict[str, float]]]:
+def run_kept(kept: dict[int, str], with_report: bool, steps: list[str] | None = None,
+             repeat: int = 1) -> dict[int, dict[str, dict[str, float]]]:
     """The analysis steps on memories earlier ``--keep`` runs built, step by step: each step
     runs at every size in turn, so that the sizes of one step are measured minutes apart
-    under the same load of the machine (the growth exponent compares them)."""
+    under the same load of the machine (the growth exponent compares them). ``steps``: only
+    the steps whose name contains one of these strings. ``repeat``: each step runs that many
+    rounds over the sizes; the median seconds and the largest peak are kept."""
     measured: dict[int, dict[str, dict[str, float]]] = {rows: {} for rows in kept}
+
+    def chosen(name: str) -> bool:
+        return not steps or any(step in name for step in steps)
+
+    def rounds(name: str, calls: dict[int, Callable[[], Any]]) -> None:
+        runs: dict[int, list[dict[str, float]]] = {rows: [] for rows in calls}
+        for _ in range(repeat):
+            for rows, call in calls.items():
+                once: dict[str, dict[str, float]] = {}
+                measure(name, call, once, label=f"{name} [{rows:,}]")
+                runs[rows].append(once[name])
+        for rows, entries in runs.items():
+            measured[rows][name] = {
+                "seconds": float(np.median([e["seconds"] for e in entries])),
+                "peak_mib": max(e["peak_mib"] for e in entries)}
+
     with ExitStack() as stack:
         stores = {rows: stack.enter_context(ha.LongTermMemory(url, cache_size=0))
                   for rows, url in sorted(kept.items())}
-        steps = {rows: analysis_cases(store, rows) for rows, store in stores.items()}
+        cases_at = {rows: analysis_cases(store, rows) for rows, store in stores.items()}
         for rows, store in stores.items():
             print(f"{rows:,} rows: the kept memory at {store.url}: "
                   f"{store.count_in_scope():,} distinct memories", flush=True)
-        for name in dict.fromkeys(name for cases in steps.values() for name, _ in cases):
-            for rows, cases in steps.items():
-                for function in [f for n, f in cases if n == name]:
-                    measure(name, function, measured[rows], label=f"{name} [{rows:,}]")
+        for name in dict.fromkeys(name for cases in cases_at.values() for name, _ in cases):
+            if chosen(name):
+                rounds(name, {rows: function for rows, cases in cases_at.items()
+                              for n, function in cases if n == name})
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-scale-")))
         finals: list[tuple[str, Callable[[ha.LongTermMemory, int], Any]]] = [
             ("export_snapshot (DuckDB)",
@@ -351,9 +371,8 @@ def run_kept(kept: dict[int, str], with_report: bool) -> dict[int, dict[str, dic
         if with_report:
             finals.append(("build_report", lambda store, rows: ha.build_report(store)))
         for name, final in finals:
-            for rows, store in stores.items():
-                measure(name, partial(final, store, rows), measured[rows],
-                        label=f"{name} [{rows:,}]")
+            if chosen(name):
+                rounds(name, {rows: partial(final, store, rows) for rows, store in stores.items()})
     return measured
 
 
@@ -472,8 +491,8 @@ def main() -> None:
     parser.add_argument("--unlogged-anchor", action="store_true",
                         help="also time the anchor on an UNLOGGED table (no WAL)")
     parser.add_argument("--repeat", type=int, default=1, metavar="N",
-                        help="load N times (bulk_add and the anchor alternately first) and "
-                             "keep each load step's median")
+                        help="load N times (bulk_add and the anchor alternately first), or "
+                             "with --database run each step N times, and keep the medians")
     parser.add_argument("--trace-load", action="store_true",
                         help="print the first bulk_add's statements, slowest first")
     parser.add_argument("--maintenance-work-mem", metavar="SIZE",
@@ -488,12 +507,18 @@ def main() -> None:
     parser.add_argument("--database", action="append", default=[], metavar="URL",
                         help="analyse this kept memory instead of building one (once per "
                              "--rows, in the same order)")
+    parser.add_argument("--step", action="append", default=[], metavar="TEXT",
+                        help="with --database: only the steps whose name contains TEXT "
+                             "(repeat for several); --repeat N runs each N times")
     args = parser.parse_args()
     if args.database and len(args.database) != len(args.rows):
         parser.error("give one --database per --rows")
+    if args.step and not args.database:
+        parser.error("--step picks among the steps of kept memories: give --database")
     measured: dict[int, dict[str, dict[str, float]]] = {}
     if args.database:
-        measured = run_kept(dict(zip(args.rows, args.database)), not args.no_report)
+        measured = run_kept(dict(zip(args.rows, args.database)), not args.no_report,
+                            args.step, args.repeat)
     server = resolve_database_url()
     for rows in sorted(set(args.rows) - set(measured)):
         print(f"\n== {rows:,} rows", flush=True)

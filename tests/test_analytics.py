@@ -364,6 +364,60 @@ def test_robot_activity_matches_pandas(store: LongTermMemory, raw: dict) -> None
     assert result["nodes"].is_monotonic_decreasing
 
 
+
+def _scoped_robot_nodes(raw: dict, scope: dict) -> pd.DataFrame:
+    """robot_nodes rows of the nodes in ``scope`` (created within the timeframe, remembered by
+    one of the robots), with robot names: what every robot helper counts."""
+    robot_nodes = raw["robot_nodes"].merge(raw["robots"], on="robot_id")
+    nodes = raw["nodes"]
+    if "timeframe" in scope:
+        start, end = scope["timeframe"]
+        nodes = nodes[(nodes["created_at"] >= start) & (nodes["created_at"] <= end)]
+    if "robots" in scope:
+        held = robot_nodes.loc[robot_nodes["robot"].isin(scope["robots"]), "node_id"]
+        nodes = nodes[nodes["node_id"].isin(held)]
+    return robot_nodes[robot_nodes["node_id"].isin(nodes["node_id"])]
+
+
+ROBOT_SCOPES = [{"timeframe": (END - dt.timedelta(days=45), END - dt.timedelta(days=5))},
+                {"robots": ["coder", "ops"]},
+                {"timeframe": (END - dt.timedelta(days=90), END), "robots": ["scout", "coder"]}]
+
+
+@pytest.mark.parametrize("scope", ROBOT_SCOPES, ids=["timeframe", "robots", "both"])
+def test_robot_helpers_count_only_the_scope(store: LongTermMemory, raw: dict,
+                                            scope: dict) -> None:
+    # Without a scope the node test folds away at planning; with one it must still apply.
+    rows = _scoped_robot_nodes(raw, scope)
+    assert 0 < rows["node_id"].nunique() < raw["nodes"]["node_id"].nunique()
+    chosen = rows[rows["robot"].isin(scope.get("robots", rows["robot"]))]
+
+    per_node = chosen.groupby("node_id")["remember_count"].sum()
+    result = ha.remember_count_distribution(store, **scope)
+    assert dict(zip(result["remember_count"], result["memories"])) == \
+        per_node.value_counts().to_dict()
+
+    totals = chosen.groupby("node_id")["remember_count"].agg(["sum", "size"]).reset_index()
+    expected = totals.sort_values(["sum", "node_id"], ascending=[False, True]).head(7)
+    reinforced = ha.most_reinforced(store, limit=7, **scope)
+    assert reinforced["node_id"].tolist() == expected["node_id"].tolist()
+    assert reinforced["remembers"].tolist() == expected["sum"].tolist()
+
+    holders = rows.groupby("node_id")["robot_id"].transform("size")
+    activity = rows.assign(shared=holders > 1).groupby("robot").agg(
+        nodes=("node_id", "size"), shared_nodes=("shared", "sum"))
+    got = ha.robot_activity(store, **scope).set_index("robot")
+    got = got[got["nodes"] > 0]
+    expected_activity = activity.loc[activity.index.isin(scope.get("robots", activity.index))]
+    for column in ("nodes", "shared_nodes"):
+        assert got[column].to_dict() == expected_activity[column].to_dict(), column
+
+    sets = chosen.groupby("robot")["node_id"].apply(set)
+    overlap = ha.robot_overlap(store, **scope)
+    assert len(overlap) == len(sets) ** 2
+    for row in overlap.itertuples():
+        assert row.shared_nodes == len(sets[row.robot1] & sets[row.robot2])
+
 # -- snapshots ---------------------------------------------------------------------------------
 
 SNAPSHOT_CASES = [

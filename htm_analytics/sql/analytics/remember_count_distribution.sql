@@ -6,8 +6,10 @@ counts AS (
            rn.node_id, sum(rn.remember_count)::bigint AS remember_count
     FROM robot_nodes rn
     JOIN robots r ON r.id = rn.robot_id
-    JOIN scoped_nodes s ON s.id = rn.node_id
-    WHERE %(robots)s::text[] IS NULL OR array_position(%(robots)s::text[], r.name) IS NOT NULL
+    WHERE (%(robots)s::text[] IS NULL OR array_position(%(robots)s::text[], r.name) IS NOT NULL)
+      AND ((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL
+            AND %(robots)s::text[] IS NULL)
+           OR rn.node_id IN (SELECT id FROM scoped_nodes))
     GROUP BY 1, 2
 )
 SELECT grp AS "group", remember_count, count(*) AS memories

@@ -4,7 +4,10 @@ membership AS (
     SELECT rn.robot_id, rn.node_id, rn.remember_count, rn.first_remembered_at,
            rn.last_remembered_at,
            count(*) OVER (PARTITION BY rn.node_id) > 1 AS shared
-    FROM robot_nodes rn JOIN scoped_nodes s ON s.id = rn.node_id
+    FROM robot_nodes rn
+    WHERE (%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL
+           AND %(robots)s::text[] IS NULL)
+       OR rn.node_id IN (SELECT id FROM scoped_nodes)
 )
 SELECT r.id AS robot_id, r.name AS robot, r.created_at, r.last_active,
        count(m.node_id) AS nodes,

@@ -6,9 +6,11 @@ WITH {scoped},
 membership AS (
     SELECT rn.robot_id, r.name, rn.node_id
     FROM robot_nodes rn
-    JOIN scoped_nodes s ON s.id = rn.node_id
     JOIN robots r ON r.id = rn.robot_id
-    WHERE %(robots)s::text[] IS NULL OR array_position(%(robots)s::text[], r.name) IS NOT NULL
+    WHERE (%(robots)s::text[] IS NULL OR array_position(%(robots)s::text[], r.name) IS NOT NULL)
+      AND ((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL
+            AND %(robots)s::text[] IS NULL)
+           OR rn.node_id IN (SELECT id FROM scoped_nodes))
 ),
 sizes AS (
     SELECT robot_id, count(*) AS nodes FROM membership GROUP BY robot_id
