@@ -215,3 +215,20 @@ def test_trigram_pairs_equal_every_pair_compared(ltm: LongTermMemory,
         found = ltm.trigram_pairs(threshold)
         assert set(zip(found["node_a"], found["node_b"])) == expected and expected
     assert db.execute("SELECT count(*) FROM nodes").fetchone()[0] == len(texts)
+
+
+def test_trigram_pairs_skip_a_memory_where_every_text_has_a_vector(database_url: str) -> None:
+    """Without a memory lacking a vector there is no pair to look for: the pair statement
+    (which computes every text's trigrams first) is not run, and a bare memory brings it
+    back."""
+    statements: list[str] = []
+    with LongTermMemory(database_url, tracer=lambda text, *_: statements.append(text)) as ltm:
+        robot = ltm.register_robot("r")
+        for text in ("tea with milk", "Tea with milk!", "coffee black"):
+            ltm.add(content=text, robot_id=robot, embedding=[1.0, 0.5])
+        statements.clear()
+        assert ltm.trigram_pairs(0.5).empty
+        assert not any("show_trgm" in text for text in statements) and statements
+        ltm.add(content="tea with milk.", robot_id=robot)
+        found = ltm.trigram_pairs(0.5)
+        assert any("show_trgm" in text for text in statements) and len(found) == 2

@@ -60,6 +60,10 @@ FROM nodes n WHERE {scope_condition()}
   AND (%(ids)s::bigint[] IS NULL OR n.id = ANY(%(ids)s::bigint[]))
 ORDER BY n.id"""
 
+_ANY_BARE = f"""
+SELECT EXISTS (SELECT 1 FROM nodes n WHERE n.embedding_dimension IS NULL AND {scope_condition()}
+              ) AS any_bare"""
+
 # Memories without a vector against every memory in scope, by pg_trgm similarity (which
 # compares lower-cased words, so case and punctuation do not count). Probing the trigram
 # index with `%` costs a pass over the posting lists of every common trigram per memory,
@@ -278,8 +282,15 @@ class HygieneMixin(StoreBase):
         params = {**scope_parameters(scope), "min_similarity": threshold,
                   "prefix_threshold": max(threshold - 1e-6, 1e-6)}
         with self._transaction() as cur:
-            cur.execute(self._read(_TRIGRAM_PAIRS), params)
-            frame = pd.DataFrame(cur.fetchall(), columns=["node_a", "node_b", "similarity"])
+            # Every memory with a vector (the usual case): no pair to look for. Asked apart
+            # because the statement's own test would first compute every text's trigrams.
+            cur.execute(self._read(_ANY_BARE), params)
+            row = cur.fetchone()
+            rows = []
+            if row is not None and row["any_bare"]:
+                cur.execute(self._read(_TRIGRAM_PAIRS), params)
+                rows = cur.fetchall()
+            frame = pd.DataFrame(rows, columns=["node_a", "node_b", "similarity"])
         return frame.drop_duplicates(["node_a", "node_b"]).astype(
             {"node_a": "int64", "node_b": "int64", "similarity": "float64"})
 
