@@ -43,6 +43,31 @@ def test_bulk_add_deduplicates_like_add(ltm: LongTermMemory, db: psycopg.Connect
                       ).fetchone() == (5,)
 
 
+def test_bulk_add_links_each_tag_at_its_first_remember(ltm: LongTermMemory,
+                                                       db: psycopg.Connection) -> None:
+    """A content remembered many times, out of time order and with different tags, gets each
+    tag (and its ancestors) once, dated by the earliest remember that carried it."""
+    rng = np.random.default_rng(5)
+    names = ["a", "a:b", "a:b:c", "d", "d:e", "f"]
+    contents = [f"memory {int(i)}" for i in rng.integers(0, 12, size=300)]
+    when = [dt.datetime(2026, 1, 1, tzinfo=dt.UTC) + dt.timedelta(hours=int(h))
+            for h in rng.integers(0, 40, size=300)]  # many equal times
+    tags = [list(rng.choice(names, size=int(rng.integers(0, 3)), replace=False))
+            for _ in range(300)]
+    ltm.bulk_add(contents, robots="r", remembered_at=when, tags=tags)
+    expected: dict[tuple[str, str], dt.datetime] = {}
+    for content, at, row_tags in zip(contents, when, tags):
+        for tag in row_tags:
+            parts = tag.split(":")
+            for depth in range(1, len(parts) + 1):
+                key = (content, ":".join(parts[:depth]))
+                expected[key] = min(at, expected.get(key, at))
+    found = db.execute("""SELECT n.content, t.name, nt.created_at FROM node_tags nt
+                          JOIN nodes n ON n.id = nt.node_id JOIN tags t ON t.id = nt.tag_id
+                          """).fetchall()
+    assert {(c, t): at for c, t, at in found} == expected and len(found) == len(expected)
+
+
 def test_bulk_add_rejects_bad_rows_and_writes_nothing(ltm: LongTermMemory,
                                                       db: psycopg.Connection) -> None:
     with pytest.raises(ValidationError, match=r"contents\[1\]"):

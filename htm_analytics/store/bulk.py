@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -161,7 +162,7 @@ class BulkMixin(StoreBase):
                        last_remembered_at = greatest(rn.last_remembered_at,
                                                      EXCLUDED.last_remembered_at),
                        updated_at = CURRENT_TIMESTAMP""")
-            if rows.tag_rows:
+            if rows.tag_row:
                 _insert_tags(cur, rows, node_of_row)
             if self.schema_info.has_event_log:
                 cur.execute("""
@@ -228,21 +229,29 @@ def _copy_contents(cur: psycopg.Cursor[dict[str, Any]], rows: _BulkRows,
 
 def _insert_tags(cur: psycopg.Cursor[dict[str, Any]], rows: _BulkRows,
                  node_of_row: list[int]) -> None:
-    tag_ids = ensure_tags(cur, sorted({name for _, name in rows.tag_rows}))
-    # (node, tag) pairs are resolved here rather than with a join on a staging table: ten
-    # times faster on 100k links.
-    first_tagged: dict[tuple[int, int], dt.datetime] = {}
-    for i, name in rows.tag_rows:
-        pair = (node_of_row[i], tag_ids[name])
-        when = rows.remembered_at[i]
-        if pair not in first_tagged or when < first_tagged[pair]:
-            first_tagged[pair] = when
+    names = list(rows.tag_names)
+    ids = ensure_tags(cur, sorted(names))
+    # (node, tag) pairs are resolved here rather than with a join on a staging table (ten
+    # times faster on 100k links), in arrays: a dict of 4.5 million pairs held 1 GB.
+    row = np.frombuffer(rows.tag_row, dtype=np.int64)
+    node = np.asarray(node_of_row, dtype=np.int64)[row]
+    tag = np.array([ids[name] for name in names], dtype=np.int64)[
+        np.frombuffer(rows.tag_name, dtype=np.int64)]
+    # Each pair's first link: its earliest remember, of equal times the first row.
+    time_rank = np.empty(len(rows.remembered_at), dtype=np.int64)
+    time_rank[sorted(range(len(time_rank)), key=rows.remembered_at.__getitem__)] = \
+        np.arange(len(time_rank))
+    order = np.lexsort((time_rank[row], tag, node))
+    node, tag, row = node[order], tag[order], row[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (node[1:] != node[:-1]) | (tag[1:] != tag[:-1])
     cur.execute("""CREATE TEMP TABLE htm_bulk_tags (node_id bigint, tag_id bigint,
                        created_at timestamptz) ON COMMIT DROP""")
     with cur.copy("COPY htm_bulk_tags FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(["int8", "int8", "timestamptz"])
-        for (node, tag), when in first_tagged.items():
-            copy.write_row((node, tag, when))
+        for link_node, link_tag, i in zip(node[first].tolist(), tag[first].tolist(),
+                                          row[first].tolist()):
+            copy.write_row((link_node, link_tag, rows.remembered_at[i]))
     cur.execute("""INSERT INTO node_tags (node_id, tag_id, created_at)
                    SELECT node_id, tag_id, created_at FROM htm_bulk_tags
                    ON CONFLICT (node_id, tag_id) DO NOTHING""")
@@ -346,7 +355,10 @@ class _BulkRows:
         self.remembered_at: list[dt.datetime] = []
         self.embeddings: np.ndarray | None = None
         self.dimension: int | None = None
-        self.tag_rows: list[tuple[int, str]] = []
+        # Tag links as two int64 arrays (row, index into tag_names): compact at millions.
+        self.tag_row = array("q")
+        self.tag_name = array("q")
+        self.tag_names: dict[str, int] = {}
 
     def first_remembers(self) -> list[int]:
         """The row of each distinct content's first remember (the earliest; of equal times,
@@ -396,7 +408,9 @@ def _validate_bulk(contents: Any, robots: Any, embeddings: Any, tags: Any, token
             for tag in validate_tag_list(row_tags, field=f"tags[{i}]"):
                 tag = validate_tag(tag, field=f"tags[{i}]")
                 names_for_row.update(tag_ancestors(tag) if with_ancestors else [tag])
-            rows.tag_rows.extend((i, name) for name in sorted(names_for_row))
+            for name in sorted(names_for_row):
+                rows.tag_row.append(i)
+                rows.tag_name.append(rows.tag_names.setdefault(name, len(rows.tag_names)))
     return rows
 
 
