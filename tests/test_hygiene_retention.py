@@ -48,6 +48,39 @@ def plant_subject(store: ha.LongTermMemory) -> dict[str, int]:
     return dict(zip(planted, (int(i) for i in ids if i is not None)))
 
 
+
+def test_shared_tag_pairs_equal_a_replay_in_python(ltm: ha.LongTermMemory) -> None:
+    """Every pair sharing a specific tag (a memory's deepest: no tag of the memory below it,
+    held so by 2 to max_tag_memories memories) with its cosine, against the same rule
+    computed here, on names that trap prefix tests (`a-b` and `ab` are not under `a`)."""
+    rng = np.random.default_rng(17)
+    names = ["a", "a:b", "a:b:c", "a:b:d", "a-b", "ab", "a:c", "x", "x:y", "x:y:z:w", "q"]
+    n = 60
+    tags = [sorted(set(rng.choice(names, size=int(rng.integers(1, 4)), replace=True)))
+            for _ in range(n - 2)] + [["a", "a-b"], ["a", "q"]]  # `a` is deepest for both
+    vectors = (rng.normal(size=(n, 4)) + np.array([3.0, 0, 0, 0])).astype(np.float32)
+    texts = [f"memory {i}" for i in range(n)]
+    ltm.bulk_add(texts, robots="r", embeddings=vectors, tags=tags, tag_ancestors_too=False)
+    ids = [int(i) for i in ltm.node_ids_by_content(texts)]
+    leaves = [{t for t in row if not any(o.startswith(t + ":") for o in row)} for row in tags]
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    for cap, floor in ((100, 0.5), (5, 0.9), (12, -1.0)):
+        holders = {t: [i for i in range(n) if t in leaves[i]] for t in names}
+        specific = {t for t, held in holders.items() if 2 <= len(held) <= cap}
+        expected = {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                shared = sorted(leaves[i] & leaves[j] & specific)
+                cosine = float(unit[i] @ unit[j])
+                if shared and cosine >= floor:
+                    a, b = sorted((ids[i], ids[j]))
+                    expected[(a, b)] = (shared, cosine)
+        found = ltm.shared_tag_pairs(min_similarity=floor, max_tag_memories=cap)
+        got = {(a, b): (list(t), x) for a, b, t, x in found.itertuples(index=False)}
+        assert got.keys() == expected.keys() and expected, (cap, floor)
+        for key, (shared, cosine) in expected.items():
+            assert got[key][0] == shared and got[key][1] == pytest.approx(cosine, abs=1e-6)
+
 def test_a_superseding_memory_is_found_and_its_lookalikes_are_not(
         ltm: ha.LongTermMemory) -> None:
     texts = random_texts(30, seed=61)
