@@ -6,14 +6,16 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import networkx as nx
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from htm_analytics import LongTermMemory, ValidationError
 from htm_analytics.analysis import near_duplicates, normalise_text
-from htm_analytics.analysis.hygiene import NEAR_DUPLICATE_COLUMNS, vector_pairs
+from htm_analytics.analysis.hygiene import NEAR_DUPLICATE_COLUMNS, pair_clusters, vector_pairs
 from tests.test_hostile_input import FAST, anything
 
 DIMENSION = 32
@@ -232,3 +234,20 @@ def test_trigram_pairs_skip_a_memory_where_every_text_has_a_vector(database_url:
         ltm.add(content="tea with milk.", robot_id=robot)
         found = ltm.trigram_pairs(0.5)
         assert any("show_trgm" in text for text in statements) and len(found) == 2
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(1, 40), st.integers(1, 40)).filter(lambda p: p[0] < p[1]),
+                min_size=1, max_size=60, unique=True))
+def test_pair_clusters_number_networkx_components(pairs: list[tuple[int, int]]) -> None:
+    """Groups numbered biggest first, of equal sizes the one with the lowest id first, as the
+    connected components of networkx sorted that way."""
+    graph = nx.Graph(pairs)
+    components = sorted(nx.connected_components(graph), key=lambda c: (-len(c), min(c)))
+    number = {node: i for i, members in enumerate(components) for node in members}
+    a = np.array([p[0] for p in pairs], dtype=np.int64)
+    b = np.array([p[1] for p in pairs], dtype=np.int64)
+    nodes, cluster, size = pair_clusters(a, b)
+    assert nodes.tolist() == sorted(graph.nodes)
+    assert cluster.tolist() == [number[x] for x in a.tolist()]
+    assert size.tolist() == [len(components[number[x]]) for x in a.tolist()]
