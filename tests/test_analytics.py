@@ -448,6 +448,23 @@ def test_snapshot_answers_like_the_live_store(store: LongTermMemory, snapshot: S
     assert offline.attrs == live.attrs
 
 
+
+def test_tables_are_exported_from_one_snapshot(database_url: str) -> None:
+    """A memory remembered while the tables are read is in none of them: the copy never
+    holds a link to a memory it lacks."""
+    with LongTermMemory(database_url) as store, LongTermMemory(database_url) as writer:
+        store.add(content="before the export", robot_id=store.register_robot("r"))
+        seen: dict[str, int] = {}
+        for table, chunk in store.iter_tables_chunks():
+            if table == "nodes" and table not in seen:
+                writer.add(content="during the export", robot_id=writer.register_robot("w"),
+                           tags=["t"])
+            seen[table] = seen.get(table, 0) + len(chunk)
+        assert seen == {"robots": 1, "nodes": 1, "robot_nodes": 1, "memory_events": 1}
+        assert store.count_in_scope() == 2
+    with pytest.raises(ValidationError, match="tables"):
+        next(store.iter_tables_chunks(["nodes", "pg_authid"]))
+
 def test_snapshot_keeps_tables_and_native_embeddings(store: LongTermMemory,
                                                      snapshot: Snapshot) -> None:
     assert_frame_equal(snapshot.table_counts(), store.table_counts())

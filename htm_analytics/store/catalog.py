@@ -205,22 +205,36 @@ class CatalogMixin(StoreBase):
         no such column); soft-deleted rows left out. All chunks are read in one transaction, so
         together they are one consistent picture of the table.
         """
-        if table not in _EXPORT_COLUMNS:
-            raise ValidationError(f"must be one of {', '.join(MEMORY_TABLES)}", field="table")
+        for _, frame in self.iter_tables_chunks([table], chunk_rows=chunk_rows):
+            yield frame
+
+    def iter_tables_chunks(self, tables: Sequence[str] = MEMORY_TABLES, *,
+                           chunk_rows: int = 20_000) -> Iterator[tuple[str, pd.DataFrame]]:
+        """Yield ``(table, chunk)`` for each of ``tables`` in turn, as
+        :meth:`iter_table_chunks` does for one, all read from one snapshot of the database
+        (REPEATABLE READ): a memory remembered meanwhile is in none of them, so no link
+        points to a memory the copy lacks."""
+        unknown = [table for table in tables if table not in _EXPORT_COLUMNS]
+        if unknown or not tables:
+            raise ValidationError(f"must be among {', '.join(MEMORY_TABLES)}", field="tables")
         chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")
-        metadata = sql.SQL("metadata::text" if self.schema_info.has_column(table, "metadata")
-                           else "NULL::text")
-        query = sql.SQL("SELECT {} FROM {} ORDER BY id").format(
-            sql.SQL(_EXPORT_COLUMNS[table]).format(metadata=metadata), sql.Identifier(table))
-        # A named cursor streams from the server instead of loading the table at once.
-        with self._transaction() as cur, \
-                cur.connection.cursor(name=f"export_{table}", binary=True) as stream:
-                stream.execute(self._read(query))
-                columns = [c.name for c in stream.description or []]
-                while rows := stream.fetchmany(chunk_rows):
-                    frame = pd.DataFrame(rows, columns=columns)
-                    if "embedding" in frame:
-                        frame["embedding"] = pd.Series(
-                            [None if v is None else to_numpy(v) for v in frame["embedding"]],
-                            index=frame.index, dtype=object)
-                    yield frame
+        with self._transaction() as cur:
+            one_snapshot(cur)
+            for table in tables:
+                metadata = sql.SQL("metadata::text"
+                                   if self.schema_info.has_column(table, "metadata")
+                                   else "NULL::text")
+                query = sql.SQL("SELECT {} FROM {} ORDER BY id").format(
+                    sql.SQL(_EXPORT_COLUMNS[table]).format(metadata=metadata),
+                    sql.Identifier(table))
+                # A named cursor streams from the server instead of loading the table.
+                with cur.connection.cursor(name=f"export_{table}", binary=True) as stream:
+                    stream.execute(self._read(query))
+                    columns = [c.name for c in stream.description or []]
+                    while rows := stream.fetchmany(chunk_rows):
+                        frame = pd.DataFrame(rows, columns=columns)
+                        if "embedding" in frame:
+                            frame["embedding"] = pd.Series(
+                                [None if v is None else to_numpy(v) for v in frame["embedding"]],
+                                index=frame.index, dtype=object)
+                        yield table, frame

@@ -37,8 +37,9 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
                     overwrite: bool = False) -> Path:
     """Copy the memory tables into a DuckDB file or a folder of Parquet files.
 
-    Each table is read in one PostgreSQL transaction and streamed in chunks; embeddings are
-    kept at their own dimension as ``FLOAT[]``. The snapshot is written beside ``path`` and
+    Every table is read in one PostgreSQL transaction (one snapshot: no link to a memory the
+    copy lacks) and streamed in chunks; embeddings are kept at their own dimension as
+    ``FLOAT[]``. The snapshot is written beside ``path`` and
     moved into place only when complete, so a failed export leaves nothing half-written.
 
     Parameters
@@ -70,11 +71,10 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
             con.execute("SET TimeZone = 'UTC'")
             con.execute(f"SET memory_limit = '{_DUCKDB_MEMORY}'")
             _create_tables(con)
-            for table in MEMORY_TABLES:
-                for chunk in store.iter_table_chunks(table):
-                    con.register("chunk", chunk)
-                    con.execute(f"INSERT INTO {table} SELECT * FROM chunk")  # our table names
-                    con.unregister("chunk")
+            for table, chunk in store.iter_tables_chunks(MEMORY_TABLES):
+                con.register("chunk", chunk)
+                con.execute(f"INSERT INTO {table} SELECT * FROM chunk")  # our table names
+                con.unregister("chunk")
             info = store.server_info
             con.execute("INSERT INTO snapshot_info VALUES (?, ?, ?, ?, ?)",
                         [dt.datetime.now(dt.UTC), store.url, SCHEMA_VERSION,
