@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from array import array
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -239,8 +240,7 @@ def _insert_tags(cur: psycopg.Cursor[dict[str, Any]], rows: _BulkRows,
         np.frombuffer(rows.tag_name, dtype=np.int64)]
     # Each pair's first link: its earliest remember, of equal times the first row.
     time_rank = np.empty(len(rows.remembered_at), dtype=np.int64)
-    time_rank[sorted(range(len(time_rank)), key=rows.remembered_at.__getitem__)] = \
-        np.arange(len(time_rank))
+    time_rank[rows.time_order] = np.arange(len(time_rank))
     order = np.lexsort((time_rank[row], tag, node))
     node, tag, row = node[order], tag[order], row[order]
     first = np.ones(len(order), dtype=bool)
@@ -360,11 +360,17 @@ class _BulkRows:
         self.tag_name = array("q")
         self.tag_names: dict[str, int] = {}
 
+    @functools.cached_property
+    def time_order(self) -> list[int]:
+        """Row numbers by remember time (a stable sort: of equal times, the first given
+        first), sorted once for the new contents and the tag links."""
+        return sorted(range(len(self.remembered_at)), key=self.remembered_at.__getitem__)
+
     def first_remembers(self) -> list[int]:
         """The row of each distinct content's first remember (the earliest; of equal times,
         the first given), in time order: the rows whose content a new node gets."""
         first: dict[str, int] = {}
-        for i in sorted(range(len(self.hashes)), key=self.remembered_at.__getitem__):
+        for i in self.time_order:
             if self.hashes[i] not in first:
                 first[self.hashes[i]] = i
         return list(first.values())

@@ -205,6 +205,8 @@ class CatalogMixin(StoreBase):
         no such column); soft-deleted rows left out. All chunks are read in one transaction, so
         together they are one consistent picture of the table.
         """
+        if table not in _EXPORT_COLUMNS:
+            raise ValidationError(f"must be one of {', '.join(MEMORY_TABLES)}", field="table")
         for _, frame in self.iter_tables_chunks([table], chunk_rows=chunk_rows):
             yield frame
 
