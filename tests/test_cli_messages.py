@@ -257,6 +257,7 @@ def test_the_spelt_out_defaults_are_the_library_ones() -> None:
 
     assert hygiene.HYGIENE_CHECKS == analysis.HYGIENE_CHECKS
     assert hygiene.SENSITIVE_KINDS == analysis.SENSITIVE_KINDS
+    assert hygiene.PAIR_CHOICES == analysis.hygiene.PAIR_CHOICES
 
     from htm_analytics.cli import _app
     from htm_analytics.report import REPORT_HYGIENE_SAMPLE

@@ -167,14 +167,17 @@ def test_normalised_text_keeps_words_apart() -> None:
 
 
 @FAST
-@given(min_similarity=anything, robots=anything, timeframe=anything, width=anything)
+@given(min_similarity=anything, robots=anything, timeframe=anything, width=anything,
+       pairs=anything)
 def test_bad_arguments_name_their_field(ltm: LongTermMemory, min_similarity: Any,
-                                        robots: Any, timeframe: Any, width: Any) -> None:
+                                        robots: Any, timeframe: Any, width: Any,
+                                        pairs: Any) -> None:
     try:
         near_duplicates(ltm, min_similarity=min_similarity, robots=robots,
-                        timeframe=timeframe, content_width=width)
+                        timeframe=timeframe, content_width=width, pairs=pairs)
     except ValidationError as exc:
-        assert exc.field in {"min_similarity", "robots", "timeframe", "content_width"}
+        assert exc.field in {"min_similarity", "robots", "timeframe", "content_width",
+                             "pairs"}
 
 
 def test_a_snapshot_or_anything_else_is_refused() -> None:
@@ -251,3 +254,80 @@ def test_pair_clusters_number_networkx_components(pairs: list[tuple[int, int]]) 
     assert nodes.tolist() == sorted(graph.nodes)
     assert cluster.tolist() == [number[x] for x in a.tolist()]
     assert size.tolist() == [len(components[number[x]]) for x in a.tolist()]
+
+
+def test_tree_keeps_each_clusters_strongest_pairs(ltm: LongTermMemory,
+                                                  clean: dict[str, Any]) -> None:
+    """``pairs="tree"``: the clusters and memories of every pair, joined by a maximum
+    spanning tree of them (networkx's), with each kept pair's own similarity and basis."""
+    texts, vectors = clean["texts"], clean["vectors"]
+    copies = np.vstack([perturbed(vectors[7], 0.99, 100 + i) for i in range(24)])
+    ltm.bulk_add([f"copy {i} of the seventh memory" for i in range(24)], robots="gamma",
+                 embeddings=copies)
+    # Three case-and-spacing twins with unrelated vectors: a clique of text pairs.
+    ltm.bulk_add([texts[50].upper(), texts[50].replace(" ", "  ") + ".", texts[50] + "!"],
+                 robots="gamma", embeddings=random_vectors(3, seed=98))
+    every = near_duplicates(ltm)
+    tree = near_duplicates(ltm, pairs="tree")
+    assert every.attrs["pairs"] == "all" and tree.attrs["pairs"] == "tree"
+    assert tree.attrs["pairs_compared"] == every.attrs["pairs_compared"] == 300
+    assert len(every) == 300 + 6 and len(tree) == 24 + 3
+    for frame in (every, tree):
+        assert frame.groupby("cluster")["cluster_size"].first().tolist() == [25, 4]
+    members = {name: frame.groupby("cluster").apply(
+        lambda g: sorted(set(g["node_a"]) | set(g["node_b"])), include_groups=False).tolist()
+        for name, frame in (("every", every), ("tree", tree))}
+    assert members["every"] == members["tree"]
+    key = ["node_a", "node_b"]
+    joined = tree.merge(every, on=key, suffixes=("", "_every"), validate="1:1")
+    assert len(joined) == len(tree)
+    for column in ("similarity", "basis", "text_twin", "cluster", "cluster_size"):
+        assert (joined[column] == joined[f"{column}_every"]).all(), column
+    assert tree.groupby("cluster").size().tolist() == [24, 3]
+    for cluster in (0, 1):
+        graph = nx.Graph()
+        graph.add_weighted_edges_from(every[every["cluster"] == cluster][
+            ["node_a", "node_b", "similarity"]].itertuples(index=False))
+        best = nx.maximum_spanning_tree(graph).size(weight="weight")
+        assert tree[tree["cluster"] == cluster]["similarity"].sum() == pytest.approx(best)
+    assert tree[tree["cluster"] == 1]["text_twin"].all()
+
+
+@FAST
+@given(st.lists(st.tuples(st.integers(1, 25), st.integers(1, 25),
+                          st.sampled_from([0.5, 0.75, 0.875, 1.0]),
+                          st.sampled_from(["vector", "trigram", "text"]))
+                .filter(lambda p: p[0] != p[1]), min_size=1, max_size=80),
+       st.integers(1, 30))
+def test_pair_collector_forest_is_a_maximum_spanning_forest(
+        pairs: list[tuple[int, int, float, str]], spill_rows: int) -> None:
+    """Whatever the order and however often the forest is recomputed: the components of
+    every pair, joined by a maximum spanning forest of each pair's kept value (its highest
+    similarity, a compared pair before a text pair)."""
+    from htm_analytics.analysis.pair_graph import PairCollector
+
+    collector = PairCollector(spanning=True, spill_rows=spill_rows)
+    everything = PairCollector(spanning=False)
+    for a, b, similarity, basis in pairs:
+        for target in (collector, everything):
+            target.add(np.array([a]), np.array([b]), np.array([similarity]), basis=basis)
+    kept = {(a, b): (s, basis) for a, b, s, basis, _ in
+            everything.frame().itertuples(index=False, name=None)}
+    for a, b, *_ in pairs:  # the rule, replayed
+        best = max(((s, t) for x, y, s, t in pairs if {x, y} == {a, b}),
+                   key=lambda value: (value[1] != "text", value[0]))
+        assert kept[(min(a, b), max(a, b))] == best
+    forest = collector.frame()
+    graph = nx.Graph()
+    graph.add_weighted_edges_from((a, b, s) for (a, b), (s, _) in kept.items())
+    assert set(zip(forest["node_a"], forest["node_b"])) <= set(kept)
+    assert [kept[(a, b)] for a, b in zip(forest["node_a"], forest["node_b"])] == \
+        list(zip(forest["similarity"], forest["basis"]))
+    tree = nx.Graph(list(zip(forest["node_a"], forest["node_b"])))
+    assert nx.is_forest(tree)
+    assert sorted(map(sorted, nx.connected_components(tree))) == \
+        sorted(map(sorted, nx.connected_components(graph)))
+    best = nx.maximum_spanning_tree(graph).size(weight="weight")
+    assert forest["similarity"].sum() == pytest.approx(best)
+    assert collector.compared == everything.compared == \
+        sum(basis != "text" for *_, basis in pairs)

@@ -35,22 +35,24 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
 from ._common import MemorySample, draw_sample, live_store, shorten_text, validate_fraction
+from .pair_graph import PairCollector, pair_clusters
 
-__all__ = ["NEAR_DUPLICATE_COLUMNS", "near_duplicates", "normalise_text", "model_groups",
-           "pair_clusters"]
+__all__ = ["NEAR_DUPLICATE_COLUMNS", "PAIR_CHOICES", "near_duplicates", "normalise_text",
+           "model_groups", "pair_clusters"]
 
 NEAR_DUPLICATE_COLUMNS = {
     "cluster": "int64", "cluster_size": "int64", "node_a": "int64", "node_b": "int64",
     "similarity": "float64", "basis": "string", "text_twin": "bool", "model": "string",
     "content_a": "string", "content_b": "string", "robots_a": "string", "robots_b": "string",
 }
+PAIR_CHOICES = ("all", "tree")
+"""What :func:`near_duplicates` returns of each cluster: every pair, or the strongest pairs
+that join its members (a maximum spanning tree)."""
 _BATCH_ROWS = 4_096  # vectors per batch from the store, and rows per tile
 _RECHECK_MARGIN = 1e-4  # float32 dot products are recomputed in float64 this close
 _SKETCH_DIMENSIONS = 32  # principal coordinates kept in a sketch (see vector_pairs)
@@ -197,23 +199,28 @@ def vector_pairs(batches: Iterable[tuple[np.ndarray, np.ndarray]], threshold: fl
             seen.append(block)
 
 
-def _text_twins(store: LongTermMemory, scope: dict[str, Any]) -> pd.DataFrame:
-    """Pairs of memories whose normalised texts are equal (their SHA-256 differ)."""
+def _text_twins(store: LongTermMemory, scope: dict[str, Any], *, star: bool) -> pd.DataFrame:
+    """Pairs of memories whose normalised texts are equal (their SHA-256 differ): every pair
+    of each group of equal texts, or (``star``) each member with the group's lowest id,
+    which joins the group with one pair per member."""
     groups: dict[bytes, list[int]] = defaultdict(list)
     for batch in store.iter_contents(scope=scope):
         for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
             key = hashlib.blake2b(normalise_text(content).encode("utf-8"),
                                   digest_size=16).digest()
             groups[key].append(int(node_id))
-    pairs = [(members[i], members[j]) for members in groups.values() if len(members) > 1
-             for i in range(len(members)) for j in range(i + 1, len(members))]
+    pairs: list[tuple[int, int]] = []
+    for members in groups.values():
+        members.sort()
+        for i, first in enumerate(members[:1] if star else members[:-1]):
+            pairs.extend((first, other) for other in members[i + 1:])
     return pd.DataFrame(pairs, columns=["node_a", "node_b"], dtype="int64")
 
 
 def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
                     robots: str | list[str] | None = None, timeframe: Any = None,
                     content_width: int = 120, sample: int | None = None,
-                    seed: int = 0) -> pd.DataFrame:
+                    seed: int = 0, pairs: str = "all") -> pd.DataFrame:
     """Pairs of memories that say nearly the same thing, grouped into clusters.
 
     Parameters
@@ -238,6 +245,12 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         comparison) when None or when the scope holds no more.
     seed : int
         Chooses the sample; the same seed gives the same memories.
+    pairs : {"all", "tree"}
+        Every pair found, or per cluster only the strongest pairs that join its members (a
+        maximum spanning tree by similarity: ``cluster_size - 1`` pairs). Both give the same
+        clusters and memories. A cluster of ``n`` alike memories has up to ``n(n-1)/2``
+        pairs (8 million for 4,000), all held in memory with "all"; "tree" holds pairs in
+        proportion to the memories found, which is what a check of a large memory needs.
 
     Returns
     -------
@@ -256,8 +269,9 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         - ``content_a``, ``content_b`` (string): the texts, shortened;
         - ``robots_a``, ``robots_b`` (string): the robots that remember each, comma-separated.
 
-        ``attrs["compared"]`` lists each model's vectors compared and ``attrs["texts"]`` the
-        memories whose texts were normalised. With a sample, every pair has a sampled side
+        ``attrs["compared"]`` lists each model's vectors compared, ``attrs["pairs"]`` is
+        ``pairs`` and ``attrs["pairs_compared"]`` counts the pairs whose vectors or texts
+        reached ``min_similarity`` (kept or not). With a sample, every pair has a sampled side
         and ``attrs["sample"]`` holds ``checked``, ``memories`` (in scope), ``seed``,
         ``involved`` (sampled memories with a near-duplicate), ``share`` and its 95%
         interval ``share_low``/``share_high``; ``cluster`` then groups the pairs found.
@@ -268,93 +282,71 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
             or not 10 <= content_width <= 10_000:
         raise ValidationError(f"must be an integer from 10 to 10000, got {content_width!r}",
                               field="content_width")
+    if pairs not in PAIR_CHOICES:
+        raise ValidationError(f"must be one of {', '.join(PAIR_CHOICES)}, got {pairs!r}",
+                              field="pairs")
     scope = scope_params(timeframe=timeframe, robots=robots)
     drawn = draw_sample(store, sample, seed, scope)
     if drawn is not None:
-        return _sampled_near_duplicates(store, drawn, threshold, scope, content_width)
-    found: list[pd.DataFrame] = []
+        return _sampled_near_duplicates(store, drawn, threshold, scope, content_width, pairs)
+    collector = PairCollector(spanning=pairs == "tree")
     compared = []
     for group in model_groups(store, scope):
         batches = store.iter_vectors(group["dimension"], provider=group["provider"],
                                      model=group["model"], unnamed=group["unnamed"],
                                      scope=scope, batch_rows=_BATCH_ROWS)
         for ids_a, ids_b, cosine in vector_pairs(batches, threshold):
-            found.append(pd.DataFrame({
-                "node_a": np.minimum(ids_a, ids_b), "node_b": np.maximum(ids_a, ids_b),
-                "similarity": cosine, "basis": "vector", "model": group["label"]}))
+            collector.add(ids_a, ids_b, cosine, basis="vector", model=group["label"])
         compared.append({"model": group["label"], "vectors": group["nodes"]})
     if store.server_info.get("pg_trgm_version"):  # without pg_trgm: text twins only
-        found.append(store.trigram_pairs(threshold, scope=scope).assign(basis="trigram",
-                                                                        model=None))
-    twins = _text_twins(store, scope)
-    pairs = pd.concat([f for f in found if len(f)] or [_empty_pairs()], ignore_index=True)
-    pairs = pairs.sort_values("similarity", ascending=False, kind="stable") \
-        .drop_duplicates(["node_a", "node_b"])
-    # Text twins flag their pairs, and are pairs themselves where no comparison found them.
-    pairs = pairs.merge(twins[["node_a", "node_b"]].assign(twin=True), how="outer",
-                        on=["node_a", "node_b"], sort=False)
-    pairs["text_twin"] = pairs.pop("twin").notna()
-    only_twins = pairs["similarity"].isna().to_numpy()
-    if only_twins.any():
-        pairs.loc[only_twins, "similarity"] = 1.0
-        pairs.loc[only_twins, "basis"] = "text"
-    frame = _with_clusters_and_texts(store, pairs, content_width)
-    frame.attrs["compared"] = compared
-    frame.attrs["min_similarity"] = threshold
+        trigram = store.trigram_pairs(threshold, scope=scope)
+        collector.add(trigram["node_a"].to_numpy(), trigram["node_b"].to_numpy(),
+                      trigram["similarity"].to_numpy(), basis="trigram")
+    twins = _text_twins(store, scope, star=pairs == "tree")
+    if pairs == "tree":
+        # Twins join the forest as pairs of similarity 1, where no comparison found them;
+        # each kept pair's text_twin is then read from its texts.
+        collector.add(twins["node_a"].to_numpy(), twins["node_b"].to_numpy(),
+                      np.ones(len(twins)), basis="text")
+        found = collector.frame()
+    else:
+        # Text twins flag their pairs, and are pairs themselves where no comparison found
+        # them.
+        found = collector.frame().merge(twins.assign(twin=True), how="outer",
+                                        on=["node_a", "node_b"], sort=False)
+        found["text_twin"] = found.pop("twin").notna()
+        only_twins = found["similarity"].isna().to_numpy()
+        if only_twins.any():
+            found.loc[only_twins, "similarity"] = 1.0
+            found.loc[only_twins, "basis"] = "text"
+    frame = _with_clusters_and_texts(store, found, content_width)
+    frame.attrs.update(compared=compared, min_similarity=threshold, pairs=pairs,
+                       pairs_compared=collector.compared)
     return frame
 
 
 def _sampled_near_duplicates(store: LongTermMemory, drawn: MemorySample, threshold: float,
-                             scope: dict[str, Any], width: int) -> pd.DataFrame:
+                             scope: dict[str, Any], width: int, pairs: str) -> pd.DataFrame:
     """:func:`near_duplicates` on a sample: each sampled memory against the whole memory."""
-    found = []
+    collector = PairCollector(spanning=pairs == "tree")
     groups = model_groups(store, scope)
     for group in groups:
-        found.append(store.sampled_neighbours(
+        found = store.sampled_neighbours(
             drawn.ids, dimension=group["dimension"], provider=group["provider"],
             model=group["model"], unnamed=group["unnamed"], min_similarity=threshold,
-            k=SAMPLE_NEIGHBOURS, ef_search=SAMPLE_EF_SEARCH, scope=scope,
-        ).assign(basis="vector", model=group["label"]))
+            k=SAMPLE_NEIGHBOURS, ef_search=SAMPLE_EF_SEARCH, scope=scope)
+        collector.add(found["node_a"].to_numpy(), found["node_b"].to_numpy(),
+                      found["similarity"].to_numpy(), basis="vector", model=group["label"])
     if store.server_info.get("pg_trgm_version"):
-        found.append(store.sampled_trigram_pairs(drawn.ids, min_similarity=threshold,
-                                                 scope=scope).assign(basis="trigram",
-                                                                     model=None))
-    pairs = pd.concat([f for f in found if len(f)] or [_empty_pairs()], ignore_index=True)
-    pairs = pairs.sort_values("similarity", ascending=False, kind="stable") \
-        .drop_duplicates(["node_a", "node_b"])
-    frame = _with_clusters_and_texts(store, pairs, width)
+        found = store.sampled_trigram_pairs(drawn.ids, min_similarity=threshold, scope=scope)
+        collector.add(found["node_a"].to_numpy(), found["node_b"].to_numpy(),
+                      found["similarity"].to_numpy(), basis="trigram")
+    frame = _with_clusters_and_texts(store, collector.frame(), width)
     involved = np.isin(drawn.ids, np.concatenate([frame["node_a"], frame["node_b"]]))
     frame.attrs.update(min_similarity=threshold, sample=drawn.estimate(int(involved.sum())),
-                       compared=[{"model": g["label"], "vectors": g["nodes"]} for g in groups])
+                       compared=[{"model": g["label"], "vectors": g["nodes"]} for g in groups],
+                       pairs=pairs, pairs_compared=collector.compared)
     return frame
-
-
-def _empty_pairs() -> pd.DataFrame:
-    return pd.DataFrame({"node_a": pd.Series(dtype="int64"), "node_b": pd.Series(dtype="int64"),
-                         "similarity": pd.Series(dtype="float64"),
-                         "basis": pd.Series(dtype="object"), "model": pd.Series(dtype="object")})
-
-
-def pair_clusters(node_a: np.ndarray, node_b: np.ndarray
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The connected groups of the pairs ``(node_a[i], node_b[i])``: the sorted distinct
-    nodes, and per pair its group's number (0 for the biggest; of equal sizes, the group
-    holding the lowest id first) and its group's size in nodes.
-
-    A sparse graph, not a networkx one: a cluster of 4,000 alike memories has 8 million
-    pairs, held by networkx at hundreds of bytes each.
-    """
-    edges = len(node_a)
-    nodes, position = np.unique(np.concatenate([node_a, node_b]), return_inverse=True)
-    graph = coo_matrix((np.ones(edges, dtype=np.int8), (position[:edges], position[edges:])),
-                       shape=(len(nodes), len(nodes)))
-    count, component = connected_components(graph, directed=False)
-    sizes = np.bincount(component, minlength=count)
-    lowest = nodes[np.unique(component, return_index=True)[1]]  # nodes are sorted
-    number = np.empty(count, dtype=np.int64)
-    number[np.lexsort((lowest, -sizes))] = np.arange(count)
-    of_pair = component[position[:edges]]
-    return nodes, number[of_pair], sizes[of_pair].astype(np.int64)
 
 
 def _with_clusters_and_texts(store: LongTermMemory, pairs: pd.DataFrame,

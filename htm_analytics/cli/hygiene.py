@@ -13,6 +13,7 @@ from ._output import emit, output_options, scope_options
 # the library's HYGIENE_CHECKS and SENSITIVE_KINDS).
 HYGIENE_CHECKS = ("near_duplicates", "sensitive", "supersession")
 SENSITIVE_KINDS = ("credential", "email", "phone", "payment_card", "iban")
+PAIR_CHOICES = ("all", "tree")
 
 __all__ = ["hygiene"]
 
@@ -66,16 +67,20 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
 @_SIMILARITY
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
               help="Only the first N pairs (biggest clusters first) [default: all].")
+@click.option("--pairs", type=click.Choice(PAIR_CHOICES), default="all", show_default=True,
+              help="Every pair, or per cluster the strongest pairs joining its members "
+                   "(cluster size - 1 pairs: memory in proportion to the memories, for "
+                   "large ones).")
 @scope_options
 @output_options
 @click.pass_context
-def duplicates(ctx: click.Context, min_similarity: float, limit: int | None, fmt: str,
-               **scope: Any) -> None:
+def duplicates(ctx: click.Context, min_similarity: float, limit: int | None, pairs: str,
+               fmt: str, **scope: Any) -> None:
     """Pairs of near-duplicate memories, by cluster: ids, similarity, texts, robots."""
     from ..analysis import near_duplicates
 
     with _open_store(ctx, init_schema=False) as store:
-        frame = near_duplicates(store, min_similarity=min_similarity, **scope)
+        frame = near_duplicates(store, min_similarity=min_similarity, pairs=pairs, **scope)
     emit(frame.head(limit) if limit is not None else frame, fmt)
 
 
