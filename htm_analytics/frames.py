@@ -24,6 +24,12 @@ __all__ = ["MemorySource", "NODE_PAGE", "load_analytics_query", "analytics_work_
            "coerce_frame", "node_id_pages", "to_duckdb_query", "period_unit", "scope_params"]
 
 _MARKER = re.compile(r"\{(scoped|remember_events)\}")
+# `{in_scope:rn.node_id}`: the column's node is in scope. Without a scope the test folds away
+# at planning and no node is read (see _scoped_nodes.sql); written once, so that a new scope
+# parameter reaches every query.
+_IN_SCOPE = re.compile(r"\{in_scope:(\w+\.\w+)\}")
+_IN_SCOPE_TEST = ("((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL "
+                  "AND %(robots)s::text[] IS NULL) OR {} IN (SELECT id FROM scoped_nodes))")
 _WORK_MEM = re.compile(r"^-- work_mem: (\d+(?:kB|MB|GB))\b", re.MULTILINE)
 _PLACEHOLDER = re.compile(r"%\((\w+)\)s")
 
@@ -69,9 +75,10 @@ def node_id_pages(low: Any, high: Any, nodes: Any, page_nodes: int | None = None
 def load_analytics_query(name: str) -> str:
     """The text of ``sql/analytics/<name>.sql`` with its shared fragments included."""
     fragments = {"scoped": "_scoped_nodes", "remember_events": "_remember_events"}
-    return _MARKER.sub(
+    query = _MARKER.sub(
         lambda m: _strip_comments(read_sql("analytics", f"{fragments[m.group(1)]}.sql")).strip(),
         read_sql("analytics", f"{name}.sql"))
+    return _IN_SCOPE.sub(lambda m: _IN_SCOPE_TEST.format(m.group(1)), query)
 
 
 @functools.cache

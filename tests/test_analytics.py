@@ -418,6 +418,23 @@ def test_robot_helpers_count_only_the_scope(store: LongTermMemory, raw: dict,
     for row in overlap.itertuples():
         assert row.shared_nodes == len(sets[row.robot1] & sets[row.robot2])
 
+
+def test_scoped_queries_write_the_scope_test_once() -> None:
+    """Every analytics query is complete once its fragments are in (no marker left), and no
+    query spells the scope test by hand: the `{in_scope:...}` marker writes it, so a new
+    scope parameter reaches all of them."""
+    from htm_analytics.frames import load_analytics_query
+
+    folder = Path(ha.__file__).parent / "sql" / "analytics"
+    queries = sorted(p.stem for p in folder.glob("*.sql") if not p.stem.startswith("_"))
+    marked = [name for name in queries if "{in_scope:" in (folder / f"{name}.sql").read_text()]
+    assert len(marked) >= 7
+    for name in queries:
+        text = (folder / f"{name}.sql").read_text()
+        assert "IN (SELECT id FROM scoped_nodes)" not in text, name
+        assert "{" not in load_analytics_query(name), name
+
+
 # -- snapshots ---------------------------------------------------------------------------------
 
 SNAPSHOT_CASES = [

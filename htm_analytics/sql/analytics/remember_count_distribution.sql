@@ -7,9 +7,7 @@ counts AS (
     FROM robot_nodes rn
     JOIN robots r ON r.id = rn.robot_id
     WHERE (%(robots)s::text[] IS NULL OR array_position(%(robots)s::text[], r.name) IS NOT NULL)
-      AND ((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL
-            AND %(robots)s::text[] IS NULL)
-           OR rn.node_id IN (SELECT id FROM scoped_nodes))
+      AND {in_scope:rn.node_id}
     GROUP BY 1, 2
 )
 SELECT grp AS "group", remember_count, count(*) AS memories

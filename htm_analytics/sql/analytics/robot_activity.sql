@@ -5,9 +5,7 @@ membership AS (
            rn.last_remembered_at,
            count(*) OVER (PARTITION BY rn.node_id) > 1 AS shared
     FROM robot_nodes rn
-    WHERE (%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL
-           AND %(robots)s::text[] IS NULL)
-       OR rn.node_id IN (SELECT id FROM scoped_nodes)
+    WHERE {in_scope:rn.node_id}
 )
 SELECT r.id AS robot_id, r.name AS robot, r.created_at, r.last_active,
        count(m.node_id) AS nodes,

@@ -41,9 +41,7 @@ node_tag_order AS (
            lag(ti.topic_id) OVER in_tree_order AS previous_id,
            lead(ti.topic_id) OVER in_tree_order AS next_id
     FROM node_tags nt JOIN tag_ids ti ON ti.tag_id = nt.tag_id
-    WHERE (%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL
-           AND %(robots)s::text[] IS NULL)
-       OR nt.node_id IN (SELECT id FROM scoped_nodes)
+    WHERE {in_scope:nt.node_id}
     WINDOW in_tree_order AS (PARTITION BY nt.node_id ORDER BY ti.topic_id)
 ),
 -- nodes per (tag, previous tag, whether a tag below it follows): a few rows per tag

@@ -19,9 +19,7 @@ topic_ids AS (
 tagged AS (
     SELECT nt.node_id, ti.topic_id
     FROM node_tags nt JOIN topic_ids ti ON ti.tag_id = nt.tag_id
-    WHERE (%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL
-           AND %(robots)s::text[] IS NULL)
-       OR nt.node_id IN (SELECT id FROM scoped_nodes)
+    WHERE {in_scope:nt.node_id}
 ),
 node_topics AS (
     SELECT node_id, topic_id FROM tagged WHERE %(level)s::integer IS NULL

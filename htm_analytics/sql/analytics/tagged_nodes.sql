@@ -5,8 +5,6 @@ tagged AS (
     FROM node_tags nt JOIN tags t ON t.id = nt.tag_id
     WHERE (%(prefix)s::text IS NULL OR t.name = %(prefix)s::text
            OR starts_with(t.name, %(prefix)s::text || ':'))
-      AND ((%(start)s::timestamptz IS NULL AND %(end)s::timestamptz IS NULL
-            AND %(robots)s::text[] IS NULL)
-           OR nt.node_id IN (SELECT id FROM scoped_nodes))
+      AND {in_scope:nt.node_id}
 )
 SELECT count(*) AS nodes FROM (SELECT DISTINCT node_id FROM tagged) distinct_nodes
