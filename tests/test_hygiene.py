@@ -130,10 +130,14 @@ def test_planted_near_duplicates_are_found_and_clustered(ltm: LongTermMemory,
         ltm, min_similarity=0.93)[["node_a", "node_b"]].to_numpy().tolist()))
 
 
-@pytest.mark.parametrize("dimension, sketch", [(32, True), (384, True), (384, False)])
-def test_tiled_comparison_equals_brute_force(dimension: int, sketch: bool) -> None:
+@pytest.mark.parametrize("dimension, sketch, held_rows", [
+    (32, True, None), (384, True, None), (384, False, None), (32, True, 100), (384, True, 1)])
+def test_tiled_comparison_equals_brute_force(dimension: int, sketch: bool,
+                                             held_rows: int | None) -> None:
     """Batches and tiles smaller than the data, clustered vectors: the same pairs as the
-    full similarity matrix, at several thresholds, with and without the sketch bound."""
+    full similarity matrix, at several thresholds, with and without the sketch bound, and
+    with fewer vectors held than there are (passes reading the rest again), each pair
+    once."""
     rng = np.random.default_rng(5)
     centres = random_vectors(20, seed=6, dimension=dimension)
     vectors = np.vstack([perturbed(centres[i % 20], rng.uniform(0.85, 1.0), i)
@@ -142,14 +146,26 @@ def test_tiled_comparison_equals_brute_force(dimension: int, sketch: bool) -> No
     ids = np.arange(1, 701, dtype=np.int64)
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-30)
     full = unit.astype(np.float64) @ unit.astype(np.float64).T
+    reads: list[tuple[int | None, int | None]] = []
+
+    def read(first: int | None, last: int | None) -> Any:
+        reads.append((first, last))
+        chosen = (ids >= (first or 0)) & (ids <= (last or ids[-1]))
+        for start in range(0, int(chosen.sum()), 150):
+            yield (ids[chosen][start:start + 150], vectors[chosen][start:start + 150])
+
     for threshold in (0.8, 0.9, 0.97):
-        batches = [(ids[s:s + 150], vectors[s:s + 150]) for s in range(0, 700, 150)]
-        got = set()
-        for a, b, _ in vector_pairs(iter(batches), threshold, tile_rows=64, sketch=sketch):
-            got.update(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
+        reads.clear()
+        got = []
+        for a, b, _ in vector_pairs(read, threshold, tile_rows=64, sketch=sketch,
+                                    held_rows=held_rows):
+            got.extend(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
         i, j = np.nonzero(np.triu(full >= threshold, k=1))
         expected = {(int(ids[x]), int(ids[y])) for x, y in zip(i, j) if 13 not in (x, y)}
-        assert got == expected and len(expected) > 100
+        assert sorted(got) == sorted(expected) and len(expected) > 100
+        assert reads[0] == (None, None) and (len(reads) > 4) == (held_rows is not None)
+        firsts = [first for first, _ in reads[1:]]
+        assert firsts == sorted(set(firsts)) and all(last == 700 for _, last in reads[1:])
 
 
 @pytest.mark.parametrize("text, twin", [
@@ -331,3 +347,35 @@ def test_pair_collector_forest_is_a_maximum_spanning_forest(
     assert forest["similarity"].sum() == pytest.approx(best)
     assert collector.compared == everything.compared == \
         sum(basis != "text" for *_, basis in pairs)
+
+
+def test_held_vectors_bound_reads_again_with_the_same_pairs(
+        ltm: LongTermMemory, clean: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """With room for a few vectors only, the full check reads the rest again from the store
+    (pass after pass, by id range) and finds the same pairs."""
+    from htm_analytics.analysis import hygiene
+
+    copies = np.vstack([perturbed(clean["vectors"][3], 0.99, 200 + i) for i in range(30)])
+    ltm.bulk_add([f"copy {i} of the third memory" for i in range(30)], robots="gamma",
+                 embeddings=copies)
+    whole = near_duplicates(ltm)
+    reads: list[tuple[Any, Any]] = []
+    iter_vectors = ltm.iter_vectors
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        reads.append((kwargs["first_id"], kwargs["last_id"]))
+        return iter_vectors(*args, **kwargs)
+
+    monkeypatch.setattr(ltm, "iter_vectors", counted)
+    monkeypatch.setattr(hygiene, "_BATCH_ROWS", 8)
+    monkeypatch.setattr(hygiene, "_HELD_VECTOR_BYTES", 20 * 4 * (DIMENSION + 33))
+    part = near_duplicates(ltm)
+    assert len(reads) > 2 and reads[0] == (None, None)
+    assert len(whole) == 31 * 30 // 2  # the third memory and its 30 copies
+    # Tiles group other vectors together, so float32 sums (and the order of pairs of equal
+    # similarity) may differ in the last bits.
+    def by_pair(frame: pd.DataFrame) -> pd.DataFrame:
+        return frame.sort_values(["node_a", "node_b"], ignore_index=True)
+
+    pd.testing.assert_frame_equal(by_pair(part), by_pair(whole), check_exact=False,
+                                  rtol=1e-6)

@@ -8,7 +8,8 @@ case, spacing or punctuation, and paraphrases. :func:`near_duplicates` finds bot
   with itself and with the batches before it by matrix products in tiles (float32, with the
   pairs within 1e-4 of the threshold recomputed in float64), so the result is that of a
   brute-force computation (measured in ``benchmarks/bench_hygiene.py``) while only one tile
-  of similarities is held at a time;
+  of similarities, and at most 512 MiB of vectors (more are read again in further passes),
+  are held at a time;
 - **text**, for memories without a vector: pg_trgm similarity of their text to every memory
   in scope (the trigram index pre-filters);
 - **text twins**: texts equal once Unicode-normalised (NFKC), case-folded and stripped of
@@ -30,7 +31,7 @@ import hashlib
 import re
 import unicodedata
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -56,6 +57,8 @@ that join its members (a maximum spanning tree)."""
 _BATCH_ROWS = 4_096  # vectors per batch from the store, and rows per tile
 _RECHECK_MARGIN = 1e-4  # float32 dot products are recomputed in float64 this close
 _SKETCH_DIMENSIONS = 32  # principal coordinates kept in a sketch (see vector_pairs)
+# Vectors (and their sketches) held by the full comparison: past this, it reads again.
+_HELD_VECTOR_BYTES = 512 * 1024**2
 _NOT_WORD = re.compile(r"[\W_]+")  # anything but letters and digits
 SAMPLE_NEIGHBOURS = 10
 """Neighbours searched per sampled memory (the memory itself among them): a sampled memory
@@ -166,54 +169,85 @@ def _tile_pairs(left: _Block, right: _Block, threshold: float, *, same: bool,
     return rows[keep], cols[keep], exact[keep]
 
 
-def vector_pairs(batches: Iterable[tuple[np.ndarray, np.ndarray]], threshold: float,
-                 *, tile_rows: int = _BATCH_ROWS, sketch: bool = True
+VectorReader = Callable[[int | None, int | None], Iterable[tuple[np.ndarray, np.ndarray]]]
+"""``read(first_id, last_id)``: ``(ids, vectors)`` batches by id, ids in that range
+(inclusive; None: unbounded)."""
+
+
+def vector_pairs(read: VectorReader, threshold: float, *, tile_rows: int = _BATCH_ROWS,
+                 sketch: bool = True, held_rows: int | None = None
                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every pair of ids whose vectors' cosine similarity reaches ``threshold``.
 
-    ``batches`` of ``(ids, vectors)`` are consumed one at a time: each is compared with
-    itself and with every batch before it, tile by tile, first through a sketch (32
-    principal coordinates and the length of the rest, whose dot product is an upper bound of
-    the cosine), then exactly in float64 for the pairs the bound lets through. Yields
-    ``(ids_a, ids_b, cosine)`` arrays per tile that found pairs. Vectors of length zero
-    have no direction and are left out.
+    The batches of ``read`` are consumed one at a time: each is compared with itself and with
+    every batch held before it, tile by tile, first through a sketch (32 principal
+    coordinates and the length of the rest, whose dot product is an upper bound of the
+    cosine), then exactly in float64 for the pairs the bound lets through. At most
+    ``held_rows`` vectors (and a tile) are held: once that many are, the rest of the pass is
+    only compared with them, and another pass reads the vectors from the first one not held,
+    up to the last id of the first pass (a block nested-loop join: ``n / held_rows`` passes).
+    Yields ``(ids_a, ids_b, cosine)`` arrays per tile that found pairs. Vectors of length
+    zero have no direction and are left out.
     """
-    seen: list[_Block] = []
-    basis: np.ndarray | None = None
+    basis: list[np.ndarray | None] = []  # the first batch's, kept for every pass
     buffer = np.empty((tile_rows, tile_rows), dtype=np.float32)
-    for ids, vectors in batches:
-        unit, usable = _normalised_rows(vectors)
-        ids, unit = ids[usable], unit[usable]
-        if sketch and not seen and basis is None:
-            basis = _principal_basis(unit)
-        for start in range(0, len(ids), tile_rows):
-            block = _Block(ids[start:start + tile_rows], unit[start:start + tile_rows], basis)
-            for other in seen:
-                i, j, cosine = _tile_pairs(block, other, threshold, same=False,
-                                           buffer=buffer)
+    bounds: tuple[int | None, int | None] = (None, None)
+    while True:
+        held: list[_Block] = []
+        held_count = 0
+        resume_at: int | None = None
+        last_id = bounds[1]
+        for ids, vectors in read(*bounds):
+            if bounds[1] is None and len(ids):
+                last_id = int(ids[-1])
+            unit, usable = _normalised_rows(vectors)
+            ids, unit = ids[usable], unit[usable]
+            if not basis and len(ids):
+                basis.append(_principal_basis(unit) if sketch else None)
+            for start in range(0, len(ids), tile_rows):
+                block = _Block(ids[start:start + tile_rows], unit[start:start + tile_rows],
+                               basis[0])
+                for other in held:
+                    i, j, cosine = _tile_pairs(block, other, threshold, same=False,
+                                               buffer=buffer)
+                    if len(i):
+                        yield block.ids[i], other.ids[j], cosine
+                if resume_at is not None or (held_rows is not None
+                                             and held_count >= held_rows):
+                    resume_at = int(block.ids[0]) if resume_at is None else resume_at
+                    continue
+                i, j, cosine = _tile_pairs(block, block, threshold, same=True, buffer=buffer)
                 if len(i):
-                    yield block.ids[i], other.ids[j], cosine
-            i, j, cosine = _tile_pairs(block, block, threshold, same=True, buffer=buffer)
-            if len(i):
-                yield block.ids[i], block.ids[j], cosine
-            seen.append(block)
+                    yield block.ids[i], block.ids[j], cosine
+                held.append(block)
+                held_count += len(block.ids)
+        if resume_at is None:
+            return
+        bounds = (resume_at, last_id)
 
 
-def _text_twins(store: LongTermMemory, scope: dict[str, Any], *, star: bool) -> pd.DataFrame:
-    """Pairs of memories whose normalised texts are equal (their SHA-256 differ): every pair
-    of each group of equal texts, or (``star``) each member with the group's lowest id,
-    which joins the group with one pair per member."""
+def _text_twin_groups(store: LongTermMemory, scope: dict[str, Any]) -> pd.DataFrame:
+    """``node_id`` and ``group`` (int64) of the memories whose normalised text another
+    memory shares (their SHA-256 differ), by group then id."""
     groups: dict[bytes, list[int]] = defaultdict(list)
     for batch in store.iter_contents(scope=scope):
         for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
             key = hashlib.blake2b(normalise_text(content).encode("utf-8"),
                                   digest_size=16).digest()
             groups[key].append(int(node_id))
+    rows = [(node, number) for number, members in
+            enumerate(sorted(m) for m in groups.values() if len(m) > 1) for node in members]
+    return pd.DataFrame(rows, columns=["node_id", "group"], dtype="int64")
+
+
+def _twin_pairs(twins: pd.DataFrame, *, star: bool) -> pd.DataFrame:
+    """Every pair of each group of :func:`_text_twin_groups`, or (``star``) each member with
+    its group's lowest id, which joins the group with one pair per member."""
     pairs: list[tuple[int, int]] = []
-    for members in groups.values():
-        members.sort()
-        for i, first in enumerate(members[:1] if star else members[:-1]):
-            pairs.extend((first, other) for other in members[i + 1:])
+    for _, members in twins.groupby("group", sort=False)["node_id"]:
+        ids = members.tolist()
+        for i, first in enumerate(ids[:1] if star else ids[:-1]):
+            pairs.extend((first, other) for other in ids[i + 1:])
     return pd.DataFrame(pairs, columns=["node_a", "node_b"], dtype="int64")
 
 
@@ -292,23 +326,32 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
     collector = PairCollector(spanning=pairs == "tree")
     compared = []
     for group in model_groups(store, scope):
-        batches = store.iter_vectors(group["dimension"], provider=group["provider"],
-                                     model=group["model"], unnamed=group["unnamed"],
-                                     scope=scope, batch_rows=_BATCH_ROWS)
-        for ids_a, ids_b, cosine in vector_pairs(batches, threshold):
+        def read(first_id: int | None, last_id: int | None,
+                 group: dict[str, Any] = group) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+            return store.iter_vectors(group["dimension"], provider=group["provider"],
+                                      model=group["model"], unnamed=group["unnamed"],
+                                      scope=scope, batch_rows=_BATCH_ROWS,
+                                      first_id=first_id, last_id=last_id)
+
+        held = _HELD_VECTOR_BYTES // (4 * (group["dimension"] + _SKETCH_DIMENSIONS + 1))
+        for ids_a, ids_b, cosine in vector_pairs(read, threshold, held_rows=held):
             collector.add(ids_a, ids_b, cosine, basis="vector", model=group["label"])
         compared.append({"model": group["label"], "vectors": group["nodes"]})
     if store.server_info.get("pg_trgm_version"):  # without pg_trgm: text twins only
         trigram = store.trigram_pairs(threshold, scope=scope)
         collector.add(trigram["node_a"].to_numpy(), trigram["node_b"].to_numpy(),
                       trigram["similarity"].to_numpy(), basis="trigram")
-    twins = _text_twins(store, scope, star=pairs == "tree")
+    groups = _text_twin_groups(store, scope)
+    twins = _twin_pairs(groups, star=pairs == "tree")
     if pairs == "tree":
-        # Twins join the forest as pairs of similarity 1, where no comparison found them;
-        # each kept pair's text_twin is then read from its texts.
+        # Twins join the forest as pairs of similarity 1, where no comparison found them; a
+        # kept pair is a twin when both memories are in one group.
         collector.add(twins["node_a"].to_numpy(), twins["node_b"].to_numpy(),
                       np.ones(len(twins)), basis="text")
         found = collector.frame()
+        group_of = groups.set_index("node_id")["group"]
+        found["text_twin"] = (found["node_a"].map(group_of).to_numpy()
+                              == found["node_b"].map(group_of).to_numpy())
     else:
         # Text twins flag their pairs, and are pairs themselves where no comparison found
         # them.

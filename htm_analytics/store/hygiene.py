@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from psycopg import sql
 
+from .._sql import read_sql
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
 from ._base import StoreBase
 from ._vectors import native_distance
@@ -51,6 +52,8 @@ WHERE n.embedding_dimension = {d}
   AND ((m.node_id IS NULL AND %(unnamed)s)
        OR (m.provider IS NOT DISTINCT FROM %(provider)s::text
            AND m.model IS NOT DISTINCT FROM %(model)s::text AND m.node_id IS NOT NULL))
+  AND (%(first_id)s::bigint IS NULL OR n.id >= %(first_id)s)
+  AND (%(last_id)s::bigint IS NULL OR n.id <= %(last_id)s)
   AND {scope}
 ORDER BY n.id"""
 
@@ -120,9 +123,7 @@ ORDER BY 2 NULLS FIRST, 1"""
 # A memory's deepest tags are found in tree order (as in tag_hierarchy.sql): a tag is
 # deepest when the memory's next tag lies past its subtree. The anti-join it replaces
 # (no tag of the memory under it) hashed every node-tag row: past work_mem, at a million
-# memories, it ran for over ten minutes. Each vector is then read once, cut to its dimension
-# (`vectors`), and each distance computed once (`compared`): a distance in the filter on
-# the stored columns read both padded vectors out of TOAST per pair and per test.
+# memories, it ran for over ten minutes. The similarities: sql/hygiene/_compared_tag_pairs.sql.
 # Fleet memory of bench_scale: 100k 5.3-7.6 -> 1.7-2.1 s, 300k 13.9 -> 3.2 s, 1M over
 # 17 minutes -> 8.7-13.2 s, the same pairs.
 _SHARED_TAG_PAIRS = f"""
@@ -154,23 +155,7 @@ pairs AS (
     JOIN tagged b ON b.tag_id = a.tag_id AND b.node_id > a.node_id
     JOIN tags t ON t.id = a.tag_id
     GROUP BY 1, 2),
-vectors AS MATERIALIZED (
-    SELECT n.id, n.embedding_dimension AS dimension, m.node_id IS NOT NULL AS named,
-           m.provider, m.model, subvector(n.embedding, 1, n.embedding_dimension) AS embedding
-    FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
-    WHERE n.embedding_dimension IS NOT NULL
-      AND n.id IN (SELECT node_a FROM pairs UNION SELECT node_b FROM pairs)),
-compared AS MATERIALIZED (
-    SELECT p.node_a, p.node_b, p.shared_tags,
-           (1 - (va.embedding <=> vb.embedding))::float8 AS similarity
-    FROM pairs p JOIN vectors va ON va.id = p.node_a JOIN vectors vb ON vb.id = p.node_b
-    WHERE va.dimension = vb.dimension
-      AND (NOT va.named OR NOT vb.named
-           OR (va.provider IS NOT DISTINCT FROM vb.provider
-               AND va.model IS NOT DISTINCT FROM vb.model)))
-SELECT node_a, node_b, shared_tags, similarity FROM compared
-WHERE similarity >= %(min_similarity)s AND similarity <= 1.000001
-ORDER BY node_a, node_b"""
+{read_sql("hygiene", "_compared_tag_pairs.sql")}"""
 
 # What a retention policy is judged on: each memory in scope (creation, access columns) and
 # the event log's recalls of them, in time order.
@@ -258,21 +243,24 @@ class HygieneMixin(StoreBase):
     def iter_vectors(self, dimension: int, *, provider: str | None = None,
                      model: str | None = None, unnamed: bool = True,
                      scope: Mapping[str, Any] | None = None,
-                     batch_rows: int = 5_000) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+                     batch_rows: int = 5_000, first_id: int | None = None,
+                     last_id: int | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Stream the stored vectors of one model as ``(ids, vectors)`` batches, by id.
 
         ``ids`` is int64 ``(n,)``, ``vectors`` float32 ``(n, dimension)`` at the model's own
         dimension. ``provider``/``model`` select vectors recorded with that model (None: those
-        recorded without a name); ``unnamed`` adds the vectors stored without any record.
-        All batches come from one repeatable-read transaction (pages of binary COPY): one
-        consistent picture.
+        recorded without a name); ``unnamed`` adds the vectors stored without any record;
+        ``first_id``/``last_id`` bound the ids (inclusive). All batches come from one
+        repeatable-read transaction (pages of binary COPY): one consistent picture.
         """
         dimension = validate_positive_int(dimension, field="dimension",
                                           maximum=MAX_EMBEDDING_DIMENSION)
         batch_rows = validate_positive_int(batch_rows, field="batch_rows")
+        bounds = {name: None if value is None else validate_positive_int(value, field=name)
+                  for name, value in (("first_id", first_id), ("last_id", last_id))}
         query = sql.SQL(_VECTORS).format(d=sql.Literal(dimension),
                                          scope=sql.SQL(scope_condition()))
-        params = {**scope_parameters(scope), "provider": provider, "model": model,
+        params = {**scope_parameters(scope), **bounds, "provider": provider, "model": model,
                   "unnamed": unnamed}
         with self._transaction() as cur:
             one_snapshot(cur)

@@ -144,5 +144,6 @@ class SampledHygieneMixin(StoreBase):
         params = {**scope_parameters(scope), "ids": chosen,
                   "min_similarity": float(min_similarity),
                   "max_tag_memories": max_tag_memories}
-        return self.fetch_frame(_statement("sampled_tag_pairs"), params, dtypes={
-            "node_a": "int64", "node_b": "int64", "similarity": "float64"})
+        compared = sql.SQL(read_sql("hygiene", "_compared_tag_pairs.sql"))
+        return self.fetch_frame(_statement("sampled_tag_pairs", compared=compared), params,
+                                dtypes=_PAIR_DTYPES)

@@ -33,16 +33,4 @@ pairs AS (
     JOIN holders h ON h.tag_id = s.tag_id AND h.node_id <> s.node_id
     JOIN tags t ON t.id = s.tag_id
     GROUP BY 1, 2),
-compared AS (
-    SELECT p.node_a, p.node_b, p.shared_tags,
-           (1 - (na.embedding <=> nb.embedding))::float8 AS similarity
-    FROM pairs p JOIN nodes na ON na.id = p.node_a JOIN nodes nb ON nb.id = p.node_b
-    LEFT JOIN node_embedding_models ma ON ma.node_id = na.id
-    LEFT JOIN node_embedding_models mb ON mb.node_id = nb.id
-    WHERE na.embedding_dimension = nb.embedding_dimension
-      AND (ma.node_id IS NULL OR mb.node_id IS NULL
-           OR (ma.provider IS NOT DISTINCT FROM mb.provider
-               AND ma.model IS NOT DISTINCT FROM mb.model)))
-SELECT node_a, node_b, shared_tags, similarity FROM compared
-WHERE similarity >= %(min_similarity)s AND similarity <= 1.000001
-ORDER BY node_a, node_b
+{compared}
