@@ -51,6 +51,10 @@ def test_cli_summary_and_each_check(planted: dict[str, Any]) -> None:
     lines = pairs.stdout.splitlines()
     assert lines[0].startswith("cluster,cluster_size,node_a,node_b,similarity") and len(lines) == 2
     assert lines[1].split(",")[2:4] == [str(i) for i in planted["pair"]]
+    tree = runner.invoke(cli, ["hygiene", "duplicates", "--db", url, "--csv", "--pairs", "tree"])
+    assert tree.exit_code == 0 and tree.stdout == pairs.stdout, tree.output
+    wrong = runner.invoke(cli, ["hygiene", "duplicates", "--db", url, "--pairs", "some"])
+    assert wrong.exit_code == 2 and "--pairs" in wrong.output
     found = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--json"])
     assert found.exit_code == 0 and SECRET not in found.output
     assert json.loads(found.stdout)[0]["detector"] == "AWS Access Key"
