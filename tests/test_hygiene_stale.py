@@ -264,3 +264,19 @@ def test_cli_limit_says_what_it_left_out(database_url: str,
     assert len(everything.stdout.splitlines()) == len(want) + 1
     bad = runner.invoke(cli, ["--db", url, "hygiene", "stale", "--limit", "0"])
     assert bad.exit_code == 2 and "--limit" in bad.output
+
+
+@FAST
+@given(contents=st.lists(texts.filter(lambda t: t.strip() and "\x00" not in t), min_size=1,
+                         max_size=4),
+       width=st.integers(min_value=1, max_value=150))
+@example(contents=["x" * 120 + " " * 100 + "y"], width=120)  # the rest read further
+def test_described_texts_at_a_width_are_the_whole_texts_shortened(
+        traced: tuple[ha.LongTermMemory, list[str]], contents: list[str], width: int) -> None:
+    """``describe_nodes(width=)`` reads each text's beginning, and further only where that
+    is mostly whitespace, and shows what shortening the whole text shows."""
+    store, _ = traced
+    ids = store.bulk_add(contents, robots="describer")["node_id"].tolist()
+    whole = store.describe_nodes(ids).set_index("id")["content"]
+    shown = store.describe_nodes(ids, width=width).set_index("id")["content"]
+    assert shown.to_dict() == {i: shorten_text(text, width) for i, text in whole.items()}

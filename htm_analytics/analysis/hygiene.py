@@ -399,12 +399,15 @@ def _with_clusters_and_texts(store: LongTermMemory, pairs: pd.DataFrame,
     nodes, cluster, size = pair_clusters(pairs["node_a"].to_numpy(np.int64),
                                          pairs["node_b"].to_numpy(np.int64))
     pairs = pairs.assign(cluster=cluster, cluster_size=size)
-    described = store.describe_nodes(nodes.tolist()).set_index("id")
-    if "text_twin" not in pairs:  # a sample's pairs: compare the two texts themselves
+    if "text_twin" in pairs:  # only the shown beginning of each text is read
+        described = store.describe_nodes(nodes.tolist(), width=width).set_index("id")
+        texts = described["content"]
+    else:  # a sample's pairs: compare the two texts themselves
+        described = store.describe_nodes(nodes.tolist()).set_index("id")
         normalised = described["content"].map(normalise_text)
         pairs["text_twin"] = (pairs["node_a"].map(normalised).to_numpy()
                               == pairs["node_b"].map(normalised).to_numpy())
-    texts = described["content"].map(lambda t: shorten_text(t, width))
+        texts = described["content"].map(lambda t: shorten_text(t, width))
     for side in ("a", "b"):
         pairs[f"content_{side}"] = pairs[f"node_{side}"].map(texts)
         pairs[f"robots_{side}"] = pairs[f"node_{side}"].map(described["robots"])

@@ -22,7 +22,7 @@ import pandas as pd
 from ..errors import HTMError, ValidationError
 from ..frames import scope_params
 from ..store import DEFAULT_EF_SEARCH, PADDED_INDEX, LongTermMemory, vector_index_name
-from ._common import live_store, shorten_text, validate_sample, wilson_interval
+from ._common import live_store, validate_sample, wilson_interval
 
 __all__ = ["UNREACHABLE_COLUMNS", "REACHABILITY_COLUMNS", "unreachable_memories"]
 
@@ -139,9 +139,9 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
                               "found_at_ef_search": found_at.get(node)} for node in lost]
     frame = pd.DataFrame(missing_rows, columns=["index", "node_id", "dimension",
                                                 "found_at_ef_search"])
-    described = store.describe_nodes(sorted(set(frame["node_id"].tolist()))).set_index("id")
-    frame["content"] = frame["node_id"].map(described["content"]).map(
-        lambda t: shorten_text(t, 120))
+    described = store.describe_nodes(sorted(set(frame["node_id"].tolist())),
+                                     width=120).set_index("id")
+    frame["content"] = frame["node_id"].map(described["content"])
     frame["robots"] = frame["node_id"].map(described["robots"])
     frame = frame.astype(UNREACHABLE_COLUMNS).reset_index(drop=True)
     frame.attrs["summary"] = pd.DataFrame(summaries, columns=list(REACHABILITY_COLUMNS)) \

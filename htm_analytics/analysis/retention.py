@@ -19,7 +19,7 @@ from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
 from ..validation import validate_datetime
-from ._common import live_store, shorten_text
+from ._common import live_store
 
 __all__ = ["ExpiryPolicy", "DecayPolicy", "RetentionPolicy", "RETENTION_COLUMNS",
            "RETENTION_SUMMARY_COLUMNS", "retention_what_if"]
@@ -178,10 +178,9 @@ def retention_what_if(store: LongTermMemory, policy: RetentionPolicy, *, now: An
         "memories_recalled_while_hidden": int(events.loc[broken, "node_id"].nunique())}]
     ).astype(RETENTION_SUMMARY_COLUMNS)
     chosen = nodes.assign(last_recalled=last, recalls=recalls, weight=weight)[hidden]
-    described = store.describe_nodes(chosen["node_id"].tolist()).set_index("id")
+    described = store.describe_nodes(chosen["node_id"].tolist(), width=120).set_index("id")
     frame = chosen.assign(
-        content=chosen["node_id"].map(described["content"]).map(
-            lambda t: shorten_text(t, 120)),
+        content=chosen["node_id"].map(described["content"]),
         robots=chosen["node_id"].map(described["robots"]))
     frame = frame.sort_values(["weight", "created_at", "node_id"], kind="stable")
     frame = frame[list(RETENTION_COLUMNS)].astype(RETENTION_COLUMNS).reset_index(drop=True)

@@ -20,6 +20,7 @@ from .._sql import read_sql
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
 from ._base import StoreBase
 from ._vectors import native_distance
+from .text_previews import SPARE, shown_texts
 from .vector_stream import copy_vector_batches, one_snapshot
 
 __all__ = ["HygieneMixin", "scope_condition", "scope_parameters", "self_search_statement",
@@ -171,7 +172,7 @@ WHERE e.kind = 'recall' AND e.occurred_at <= %(until)s
 ORDER BY e.node_id, e.occurred_at"""
 
 _DESCRIBE = """
-SELECT n.id, n.content, n.created_at, n.access_count, n.last_accessed,
+SELECT n.id, {content} AS content, n.created_at, n.access_count, n.last_accessed,
        n.embedding_dimension,
        coalesce((SELECT string_agg(r.name, ', ' ORDER BY r.name)
                  FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
@@ -350,14 +351,32 @@ class HygieneMixin(StoreBase):
         """The server's clock (``now()``), which the access times were written with."""
         return self._fetch("SELECT now() AS now")[0]["now"]
 
-    def describe_nodes(self, node_ids: Sequence[int]) -> pd.DataFrame:
+    def describe_nodes(self, node_ids: Sequence[int], *,
+                       width: int | None = None) -> pd.DataFrame:
         """What the findings show of each memory: ``id`` (int64), ``content`` (string),
         ``created_at``, ``access_count``, ``last_accessed``, ``embedding_dimension`` and
-        ``robots`` (the names that remember it, comma-separated), ordered by id."""
+        ``robots`` (the names that remember it, comma-separated), ordered by id.
+
+        With ``width``, ``content`` is the text as
+        :func:`~htm_analytics.store.display.shorten_text` shows it at that width, read from
+        its first characters only (a cluster of alike memories may hold most of the memory).
+        """
         ids = validate_ids(list(node_ids), field="node_ids") if len(node_ids) else []
-        return self.fetch_frame(_DESCRIBE, {"ids": ids}, dtypes={
-            "id": "int64", "content": "string", "access_count": "int64",
-            "embedding_dimension": "Int64", "robots": "string"})
+        dtypes = {"id": "int64", "content": "string", "access_count": "int64",
+                  "embedding_dimension": "Int64", "robots": "string"}
+        if width is None:
+            return self.fetch_frame(_DESCRIBE.format(content="n.content"), {"ids": ids},
+                                    dtypes=dtypes)
+        width = validate_positive_int(width, field="width", maximum=100_000)
+        head = width + SPARE
+        frame = self.fetch_frame(_DESCRIBE.format(content="left(n.content, %(head)s::int)"),
+                                 {"ids": ids, "head": head}, dtypes=dtypes)
+        if len(frame):
+            with self._transaction() as cur:
+                frame["content"] = pd.array(shown_texts(
+                    cur, self._read, frame["id"].tolist(), frame["content"].tolist(), width,
+                    head), dtype="string")
+        return frame
 
     def self_search(self, ids: Sequence[int], *, dimension: int, k: int, ef_search: int,
                     padded: bool = False) -> dict[int, tuple[int | None, bool]]:

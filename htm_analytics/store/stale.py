@@ -19,15 +19,15 @@ rows kept.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import pandas as pd
 import psycopg
 
 from ..validation import validate_positive_int
 from ._base import StoreBase
-from .display import shorten_beginning
 from .hygiene import scope_condition, scope_parameters
+from .text_previews import SPARE, shown_texts
 from .vector_stream import one_snapshot
 
 __all__ = ["STALE_ROW_COLUMNS", "StaleMixin"]
@@ -89,14 +89,7 @@ FROM (SELECT * FROM stale ORDER BY coalesce(last_recalled, created_at), id
       LIMIT %(limit)s::bigint) k
 ORDER BY coalesce(k.last_recalled, k.created_at), k.id"""
 
-# A longer beginning of some texts (those whose first characters are mostly whitespace).
-_LONGER = """
-SELECT n.id, left(n.content, %(head)s::int) AS content
-FROM nodes n WHERE n.id = ANY(%(ids)s::bigint[])"""
-
 _CHUNK_ROWS = 10_000
-_SPARE = 80  # characters read past the width: room for the whitespace the shown text drops
-_MAX_TEXT = 2**30  # characters: PostgreSQL's texts hold at most 1 GB
 
 
 class StaleMixin(StoreBase):
@@ -132,7 +125,7 @@ def _read_rows(cur: psycopg.Cursor[Any], read: Callable[[str], Any],
     """:meth:`StaleMixin.stale_rows` in ``cur``'s transaction; ``read`` prepares a statement
     for this database (:meth:`StoreBase._read`). Rows arrive a chunk at a time, their texts
     shortened as they come, so that only the shown texts are kept."""
-    head = width + _SPARE
+    head = width + SPARE
     params = {**scope, "cutoff": cutoff, "head": head, "limit": limit}
     frames = [_typed({name: [] for name in STALE_ROW_COLUMNS})]
     rows_read = total = 0
@@ -140,7 +133,7 @@ def _read_rows(cur: psycopg.Cursor[Any], read: Callable[[str], Any],
         rows.execute(read(_ALL if limit is None else _FIRST), params)
         while chunk := rows.fetchmany(_CHUNK_ROWS):
             values = list(zip(*chunk))
-            values[5] = tuple(_shown(cur, read, values[0], values[5], width, head))
+            values[5] = tuple(shown_texts(cur, read, values[0], values[5], width, head))
             frames.append(_typed(dict(zip(STALE_ROW_COLUMNS, values))))
             rows_read += len(chunk)
             total = rows_read if limit is None else int(chunk[0][7])
@@ -153,22 +146,3 @@ def _typed(columns: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     for name in ("created_at", "last_recalled"):
         frame[name] = pd.to_datetime(frame[name], utc=True)
     return frame.astype(STALE_ROW_COLUMNS)
-
-
-def _shown(cur: psycopg.Cursor[Any], read: Callable[[str], Any], nodes: Sequence[int],
-           heads: Sequence[str], width: int, head: int) -> list[str]:
-    """The shortened texts of ``nodes`` from their first ``head`` characters ``heads``; the
-    few whose beginning is mostly whitespace read further, 8 times more each round."""
-    shown = [shorten_beginning(text, width, whole=len(text) < head) for text in heads]
-    pending = {i: node for i, node in enumerate(nodes) if shown[i] is None}
-    while pending:
-        head = min(head * 8, _MAX_TEXT)
-        found = {int(r["id"]): r["content"] for r in cur.execute(
-            read(_LONGER), {"ids": list(pending.values()), "head": head}).fetchall()}
-        for i, node in list(pending.items()):
-            text = found[node]
-            shown[i] = shorten_beginning(text, width,
-                                         whole=len(text) < head or head == _MAX_TEXT)
-            if shown[i] is not None:
-                del pending[i]
-    return cast(list[str], shown)
