@@ -379,3 +379,21 @@ def test_held_vectors_bound_reads_again_with_the_same_pairs(
 
     pd.testing.assert_frame_equal(by_pair(part), by_pair(whole), check_exact=False,
                                   rtol=1e-6)
+
+
+def test_vectors_are_compared_within_their_model(ltm: LongTermMemory) -> None:
+    """Vectors of two named models and unnamed ones of the same dimension: only pairs
+    within one model are compared (the provenance row looked up per memory)."""
+    base = random_vectors(1, seed=41)[0]
+    near = [perturbed(base, 0.99, seed) for seed in range(4)]
+    ids = ltm.bulk_add(["model one, first", "model one, copy"], robots="a",
+                       embeddings=np.vstack([base, near[0]]),
+                       embedding_model=("p", "one"))["node_id"].tolist()
+    ltm.bulk_add(["model two, alike"], robots="a", embeddings=near[1][None],
+                 embedding_model=("p", "two"))
+    unnamed = ltm.bulk_add(["no model named, alike", "no model named, alike too"],
+                           robots="a", embeddings=np.vstack(near[2:]))["node_id"].tolist()
+    found = near_duplicates(ltm)
+    assert sorted(zip(found["node_a"], found["node_b"], found["model"])) == [
+        (ids[0], ids[1], "p/one (32-d)"), (unnamed[0], unnamed[1], "unnamed model (32-d)")]
+    assert sorted(g["vectors"] for g in found.attrs["compared"]) == [1, 2, 2]

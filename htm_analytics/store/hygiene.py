@@ -45,14 +45,20 @@ WHERE n.embedding_dimension IS NOT NULL AND {scope_condition()}
 GROUP BY 1, 2, 3 ORDER BY nodes DESC, 1, 2, 3"""
 
 # Vectors of one model: named ones by their provenance row, unnamed ones (no row) as well
-# when %(unnamed)s; the zero padding of the reference schema cut off on the server.
+# when %(unnamed)s; the zero padding of the reference schema cut off on the server. Read a
+# page at a time (by id, LIMIT): the provenance row is looked up per node (LATERAL), so that
+# the plan walks the primary key in order and stops at the page's end. A plain join let the
+# planner hash the whole table, cut every remaining vector out of TOAST and sort them, per
+# page: a page late in a million memories took 1.4-27 s instead of 0.04 s.
 _VECTORS = """
 SELECT n.id::bigint AS id, subvector(n.embedding, 1, {d}) AS embedding
-FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
+FROM nodes n
+LEFT JOIN LATERAL (SELECT true AS named, m.provider, m.model FROM node_embedding_models m
+                   WHERE m.node_id = n.id LIMIT 1) m ON true
 WHERE n.embedding_dimension = {d}
-  AND ((m.node_id IS NULL AND %(unnamed)s)
+  AND ((m.named IS NULL AND %(unnamed)s)
        OR (m.provider IS NOT DISTINCT FROM %(provider)s::text
-           AND m.model IS NOT DISTINCT FROM %(model)s::text AND m.node_id IS NOT NULL))
+           AND m.model IS NOT DISTINCT FROM %(model)s::text AND m.named))
   AND (%(first_id)s::bigint IS NULL OR n.id >= %(first_id)s)
   AND (%(last_id)s::bigint IS NULL OR n.id <= %(last_id)s)
   AND {scope}
