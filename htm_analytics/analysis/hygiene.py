@@ -338,16 +338,13 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
             collector.add(ids_a, ids_b, cosine, basis="vector", model=group["label"])
         compared.append({"model": group["label"], "vectors": group["nodes"]})
     if store.server_info.get("pg_trgm_version"):  # without pg_trgm: text twins only
-        trigram = store.trigram_pairs(threshold, scope=scope)
-        collector.add(trigram["node_a"].to_numpy(), trigram["node_b"].to_numpy(),
-                      trigram["similarity"].to_numpy(), basis="trigram")
+        collector.add_frame(store.trigram_pairs(threshold, scope=scope), basis="trigram")
     groups = _text_twin_groups(store, scope)
     twins = _twin_pairs(groups, star=pairs == "tree")
     if pairs == "tree":
         # Twins join the forest as pairs of similarity 1, where no comparison found them; a
         # kept pair is a twin when both memories are in one group.
-        collector.add(twins["node_a"].to_numpy(), twins["node_b"].to_numpy(),
-                      np.ones(len(twins)), basis="text")
+        collector.add_frame(twins, basis="text")
         found = collector.frame()
         group_of = groups.set_index("node_id")["group"]
         found["text_twin"] = (found["node_a"].map(group_of).to_numpy()
@@ -374,16 +371,14 @@ def _sampled_near_duplicates(store: LongTermMemory, drawn: MemorySample, thresho
     collector = PairCollector(spanning=pairs == "tree")
     groups = model_groups(store, scope)
     for group in groups:
-        found = store.sampled_neighbours(
+        collector.add_frame(store.sampled_neighbours(
             drawn.ids, dimension=group["dimension"], provider=group["provider"],
             model=group["model"], unnamed=group["unnamed"], min_similarity=threshold,
-            k=SAMPLE_NEIGHBOURS, ef_search=SAMPLE_EF_SEARCH, scope=scope)
-        collector.add(found["node_a"].to_numpy(), found["node_b"].to_numpy(),
-                      found["similarity"].to_numpy(), basis="vector", model=group["label"])
+            k=SAMPLE_NEIGHBOURS, ef_search=SAMPLE_EF_SEARCH, scope=scope),
+            basis="vector", model=group["label"])
     if store.server_info.get("pg_trgm_version"):
-        found = store.sampled_trigram_pairs(drawn.ids, min_similarity=threshold, scope=scope)
-        collector.add(found["node_a"].to_numpy(), found["node_b"].to_numpy(),
-                      found["similarity"].to_numpy(), basis="trigram")
+        collector.add_frame(store.sampled_trigram_pairs(drawn.ids, min_similarity=threshold,
+                                                        scope=scope), basis="trigram")
     frame = _with_clusters_and_texts(store, collector.frame(), width)
     involved = np.isin(drawn.ids, np.concatenate([frame["node_a"], frame["node_b"]]))
     frame.attrs.update(min_similarity=threshold, sample=drawn.estimate(int(involved.sum())),

@@ -131,6 +131,13 @@ class PairCollector:
             self._parts = [self._kept()]
             self._waiting = 0
 
+    def add_frame(self, pairs: pd.DataFrame, *, basis: str, model: str | None = None) -> None:
+        """:meth:`add` the ``node_a``, ``node_b`` and ``similarity`` columns of ``pairs``
+        (similarity 1 where it has none)."""
+        similarity = pairs["similarity"] if "similarity" in pairs else np.ones(len(pairs))
+        self.add(pairs["node_a"].to_numpy(), pairs["node_b"].to_numpy(),
+                 np.asarray(similarity), basis=basis, model=model)
+
     def _kept(self) -> _Pairs:
         pairs = _Pairs.concat(self._parts).distinct()
         return pairs.spanning_forest() if self.spanning and len(pairs) else pairs

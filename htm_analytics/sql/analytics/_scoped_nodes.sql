@@ -2,8 +2,9 @@
 -- and remembered by at least one of the given robots. NULL parameters mean "no filter".
 -- Queries test `{in_scope:alias.node_id}`, which frames.load_analytics_query writes out as
 -- `(start IS NULL AND end IS NULL AND robots IS NULL) OR node_id IN (SELECT id FROM
--- scoped_nodes)`: without a scope the test folds away at planning and no node is read. A join to scoped_nodes read, materialized
--- and hashed every node: 0.5-0.9 s of robot_activity's 2 s at a million memories.
+-- scoped_nodes)`: without a scope the test folds away at planning and no node is read. A
+-- join to scoped_nodes read, materialized and hashed every node: 0.5-0.9 s of
+-- robot_activity's 2 s at a million memories.
 scoped_nodes AS (
     SELECT n.id, n.created_at
     FROM nodes n
