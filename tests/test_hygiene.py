@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from htm_analytics import LongTermMemory, ValidationError
-from htm_analytics.analysis import near_duplicates, normalise_text
+from htm_analytics.analysis import memory_hygiene, near_duplicates, normalise_text
 from htm_analytics.analysis.hygiene import NEAR_DUPLICATE_COLUMNS, pair_clusters, vector_pairs
 from tests.test_hostile_input import FAST, anything
 
@@ -194,6 +194,12 @@ def test_bad_arguments_name_their_field(ltm: LongTermMemory, min_similarity: Any
     except ValidationError as exc:
         assert exc.field in {"min_similarity", "robots", "timeframe", "content_width",
                              "pairs"}
+    try:
+        memory_hygiene(ltm, checks="sensitive", pairs=pairs)
+    except ValidationError as exc:
+        assert exc.field == "pairs"
+    else:
+        assert pairs in ("all", "tree")
 
 
 def test_a_snapshot_or_anything_else_is_refused() -> None:
@@ -307,6 +313,18 @@ def test_tree_keeps_each_clusters_strongest_pairs(ltm: LongTermMemory,
         best = nx.maximum_spanning_tree(graph).size(weight="weight")
         assert tree[tree["cluster"] == cluster]["similarity"].sum() == pytest.approx(best)
     assert tree[tree["cluster"] == 1]["text_twin"].all()
+    # The summary counts the tree's pairs (one per extra copy) by default, every pair if
+    # asked; the groups, memories and shares are the same.
+    rows = {choice: memory_hygiene(ltm, checks="near_duplicates", pairs=choice).summary
+            .iloc[0] for choice in ("tree", "all")}
+    assert memory_hygiene(ltm, checks="near_duplicates").summary.iloc[0].equals(rows["tree"])
+    assert (rows["tree"]["findings"], rows["all"]["findings"]) == (27, 306)
+    assert rows["tree"]["memories"] == rows["all"]["memories"] == 29
+    assert rows["tree"]["share"] == rows["all"]["share"]
+    assert "27 fewer memories" in rows["tree"]["what_it_means"]
+    assert "Of the 27 pairs kept (the strongest joining each group), 3 join" \
+        in rows["tree"]["what_it_means"]
+    assert "Of the 306 pairs kept (every pair), 6 join" in rows["all"]["what_it_means"]
 
 
 @FAST

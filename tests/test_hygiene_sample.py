@@ -98,8 +98,8 @@ def test_the_sample_is_chosen_in_the_database_and_repeats(store: LongTermMemory)
 
 def test_each_sampled_check_finds_what_the_full_check_finds_for_the_sample(
         store: LongTermMemory, memory: dict[str, Any]) -> None:
-    full = ha.memory_hygiene(store)
-    sampled = ha.memory_hygiene(store, sample=SAMPLE, seed=SEED)
+    full = ha.memory_hygiene(store, pairs="all")
+    sampled = ha.memory_hygiene(store, sample=SAMPLE, seed=SEED, pairs="all")
     ids = set(store.sample_ids(SAMPLE, seed=SEED).tolist())
     assert not full.sampled and sampled.sampled
     assert (sampled.checked, sampled.total, sampled.seed) == (SAMPLE, full.total, SEED)

@@ -43,6 +43,12 @@ def test_cli_summary_and_each_check(planted: dict[str, Any]) -> None:
     assert summary.exit_code == 0, summary.output
     rows = {r["check"]: r for r in json.loads(summary.stdout)}
     assert rows["near_duplicates"]["findings"] == 1 and rows["sensitive"]["memories"] == 1
+    every = runner.invoke(cli, ["--db", url, "hygiene", "--json", "--pairs", "all"])
+    assert every.exit_code == 0, every.output
+    assert [r["findings"] for r in json.loads(every.stdout)] == \
+        [r["findings"] for r in rows.values()]
+    refused = runner.invoke(cli, ["--db", url, "hygiene", "--pairs", "every"])
+    assert refused.exit_code == 2 and "--pairs" in refused.output
     table = runner.invoke(cli, ["hygiene", "--db", url, "--check", "sensitive"])
     assert table.exit_code == 0 and "sensitive: 1 findings" in table.output, table.output
     assert "near_duplicates" not in table.output

@@ -43,8 +43,8 @@ from ..store import LongTermMemory
 from ._common import MemorySample, draw_sample, live_store, shorten_text, validate_fraction
 from .pair_graph import PairCollector, pair_clusters
 
-__all__ = ["NEAR_DUPLICATE_COLUMNS", "PAIR_CHOICES", "near_duplicates", "normalise_text",
-           "model_groups", "pair_clusters"]
+__all__ = ["NEAR_DUPLICATE_COLUMNS", "PAIR_CHOICES", "model_groups", "near_duplicates",
+           "normalise_text", "pair_clusters", "validate_pair_choice"]
 
 NEAR_DUPLICATE_COLUMNS = {
     "cluster": "int64", "cluster_size": "int64", "node_a": "int64", "node_b": "int64",
@@ -251,6 +251,14 @@ def _twin_pairs(twins: pd.DataFrame, *, star: bool) -> pd.DataFrame:
     return pd.DataFrame(pairs, columns=["node_a", "node_b"], dtype="int64")
 
 
+def validate_pair_choice(pairs: Any) -> None:
+    """Raise :class:`ValidationError` (field ``pairs``) unless ``pairs`` is in
+    :data:`PAIR_CHOICES`."""
+    if not isinstance(pairs, str) or pairs not in PAIR_CHOICES:
+        raise ValidationError(f"must be one of {', '.join(PAIR_CHOICES)}, got {pairs!r}",
+                              field="pairs")
+
+
 def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
                     robots: str | list[str] | None = None, timeframe: Any = None,
                     content_width: int = 120, sample: int | None = None,
@@ -316,9 +324,7 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
             or not 10 <= content_width <= 10_000:
         raise ValidationError(f"must be an integer from 10 to 10000, got {content_width!r}",
                               field="content_width")
-    if pairs not in PAIR_CHOICES:
-        raise ValidationError(f"must be one of {', '.join(PAIR_CHOICES)}, got {pairs!r}",
-                              field="pairs")
+    validate_pair_choice(pairs)
     scope = scope_params(timeframe=timeframe, robots=robots)
     drawn = draw_sample(store, sample, seed, scope)
     if drawn is not None:

@@ -10,7 +10,7 @@ import pandas as pd
 from ..frames import scope_params
 from ..store import LongTermMemory
 from ._common import live_store, validate_choices, validate_sample, validate_seed
-from .hygiene import near_duplicates
+from .hygiene import near_duplicates, validate_pair_choice
 from .sensitive import sensitive_memories
 from .supersession import supersession_candidates
 
@@ -59,7 +59,8 @@ class HygieneResult:
 def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = None,
                    min_similarity: float = 0.95, robots: str | list[str] | None = None,
                    timeframe: Any = None, sample: int | None = None,
-                   duplicates_sample: int | None = None, seed: int = 0) -> HygieneResult:
+                   duplicates_sample: int | None = None, seed: int = 0,
+                   pairs: str = "tree") -> HygieneResult:
     """Run the chosen hygiene checks and sum them up.
 
     Parameters
@@ -84,6 +85,12 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         ``sample`` by default.
     seed : int
         Chooses the sample.
+    pairs : {"tree", "all"}
+        The near-duplicate pairs kept in ``details`` and counted as that check's findings:
+        per group the strongest pairs joining its members (``cluster_size - 1`` pairs, one
+        per extra copy: memory in proportion to the memories found), or every pair (up to
+        ``n(n-1)/2`` for a group of ``n``, all held in memory). Groups and memories are the
+        same either way; see :func:`near_duplicates`.
 
     Returns
     -------
@@ -98,6 +105,7 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
     chosen = validate_choices(checks, HYGIENE_CHECKS, field="checks")
     size, seed = validate_sample(sample), validate_seed(seed)
     duplicates = validate_sample(duplicates_sample, field="duplicates_sample")
+    validate_pair_choice(pairs)
     total = _memories_in_scope(store, robots, timeframe)
     checked = total if size is None else min(size, total)
     searched = checked if duplicates is None else min(duplicates, checked)
@@ -108,26 +116,28 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                                "sample": checked if checked < total else None, "seed": seed}
     rows = []
     if "near_duplicates" in chosen:
-        pairs = near_duplicates(store, min_similarity=min_similarity, **{
+        found_pairs = near_duplicates(store, min_similarity=min_similarity, pairs=pairs, **{
             **options, "sample": searched if searched < total else None})
-        result.details["near_duplicates"] = pairs
-        memories = len(set(pairs["node_a"]) | set(pairs["node_b"]))
-        extra = memories - pairs["cluster"].nunique()
-        twins = int(pairs["text_twin"].sum())
-        groups = (f"{len(pairs):,} pairs with a sampled memory (cosine >= {min_similarity:g})"
-                  if sampled else
-                  f"{pairs['cluster'].nunique():,} groups of memories saying nearly the same "
-                  f"thing (cosine >= {min_similarity:g}); keeping one of each would leave "
-                  f"{extra:,} fewer memories")
+        result.details["near_duplicates"] = found_pairs
+        memories = len(set(found_pairs["node_a"]) | set(found_pairs["node_b"]))
+        clusters = found_pairs["cluster"].nunique()
+        twins = int(found_pairs["text_twin"].sum())
+        kept = "the strongest joining each group" if pairs == "tree" else "every pair"
+        groups = (f"{len(found_pairs):,} pairs with a sampled memory (cosine >= "
+                  f"{min_similarity:g})" if sampled else
+                  f"{clusters:,} groups of memories saying nearly the same thing (cosine >= "
+                  f"{min_similarity:g}); keeping one of each would leave "
+                  f"{memories - clusters:,} fewer memories")
         rows.append({
-            "check": "near_duplicates", "findings": len(pairs), "memories": memories,
+            "check": "near_duplicates", "findings": len(found_pairs), "memories": memories,
             "what_it_means": (
-                f"{groups}; {twins:,} pairs differ only in case, spacing or punctuation "
-                "(SHA-256 deduplication missed them)."),
+                f"{groups}. Of the {len(found_pairs):,} pairs kept ({kept}), {twins:,} join "
+                "texts that differ only in case, spacing or punctuation (SHA-256 "
+                "deduplication missed them)."),
             "what_to_do": (
                 "Review the biggest clusters first; merge or delete the extra copies (HTM "
                 "never merges by itself). Text twins are safe to merge: keep the older node "
-                "and move its robots' links.") if len(pairs) else "Nothing to do."})
+                "and move its robots' links.") if len(found_pairs) else "Nothing to do."})
     if "sensitive" in chosen:
         found = sensitive_memories(store, **options)
         result.details["sensitive"] = found
@@ -142,22 +152,22 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                 "delete or redact those memories; check whether personal data may be kept "
                 "(GDPR: erase what has no purpose).") if len(found) else "Nothing to do."})
     if "supersession" in chosen:
-        pairs = supersession_candidates(store, max_similarity=max(min_similarity, 0.51),
-                                        **options)
-        result.details["supersession"] = pairs
+        candidates = supersession_candidates(
+            store, max_similarity=max(min_similarity, 0.51), **options)
+        result.details["supersession"] = candidates
         rows.append({
-            "check": "supersession", "findings": len(pairs),
-            "memories": len(set(pairs["node_old"]) | set(pairs["node_new"])),
+            "check": "supersession", "findings": len(candidates),
+            "memories": len(set(candidates["node_old"]) | set(candidates["node_new"])),
             "what_it_means": (
-                f"{len(pairs):,} pairs where a newer memory about the same subject (a shared "
+                f"{len(candidates):,} pairs where a newer memory about the same subject (a shared "
                 "specific tag, similar vectors) drops words of an older one: it may supersede "
                 "it. About half such pairs are real supersessions on the labelled set "
-                "(precision 0.54): review each.") if len(pairs) else
+                "(precision 0.54): review each.") if len(candidates) else
             "No newer memory seems to contradict an older one on the same subject.",
             "what_to_do": (
                 "Review the pairs (htm-analytics hygiene supersession); where the newer one "
                 "holds, forget the older or tag it as outdated. Nothing is merged or hidden "
-                "automatically.") if len(pairs) else "Nothing to do."})
+                "automatically.") if len(candidates) else "Nothing to do."})
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     frame["checked"] = result.total
     frame["share"] = frame["memories"] / max(result.total, 1)

@@ -34,11 +34,14 @@ _SIMILARITY = click.option(
                    "interval) instead of every memory.")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
               help="Chooses the sample.")
+@click.option("--pairs", type=click.Choice(PAIR_CHOICES), default="tree", show_default=True,
+              help="Near-duplicate pairs counted and kept: per group the strongest joining "
+                   "its members (one per extra copy), or every pair.")
 @scope_options
 @output_options
 @click.pass_context
 def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
-            sample: int | None, seed: int, fmt: str, **scope: Any) -> None:
+            sample: int | None, seed: int, pairs: str, fmt: str, **scope: Any) -> None:
     """Near-duplicates, secrets and personal data, supersessions: a summary, or one check's
     findings with a subcommand."""
     if ctx.invoked_subcommand is not None:
@@ -48,7 +51,7 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
     with _open_store(ctx, init_schema=False) as store:
         result = memory_hygiene(store, checks=list(checks) or None,
                                 min_similarity=min_similarity, sample=sample, seed=seed,
-                                **scope)
+                                pairs=pairs, **scope)
     if fmt == "table":
         click.echo(result.describe_sample())
         for row in result.summary.itertuples():
