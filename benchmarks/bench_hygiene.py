@@ -125,7 +125,7 @@ def supersession_precision(server: str) -> None:
 
 def near_duplicate_recall(store: ha.LongTermMemory, args: argparse.Namespace) -> None:
     started, cpu = time.perf_counter(), time.process_time()
-    pairs = ha.near_duplicates(store, min_similarity=args.threshold)
+    pairs = ha.near_duplicates(store, min_similarity=args.threshold, pairs="all")
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     found = set(zip(pairs.loc[pairs["basis"] == "vector", "node_a"].tolist(),
                     pairs.loc[pairs["basis"] == "vector", "node_b"].tolist()))

@@ -305,10 +305,10 @@ def analysis_cases(store: ha.LongTermMemory, rows: int) -> list[tuple[str, Calla
     if rows <= FULL_HYGIENE_ROWS:  # every memory read, or every pair compared
         at = next(i for i, (name, _) in enumerate(cases) if name.startswith("near_dup"))
         cases[at:at] = [
-            ("near_duplicates", lambda: ha.near_duplicates(store)),
+            ("near_duplicates", lambda: ha.near_duplicates(store, pairs="all")),
             ("sensitive_memories", lambda: ha.sensitive_memories(store)),
             ("supersession_candidates", lambda: ha.supersession_candidates(store)),
-            ("memory_hygiene", lambda: ha.memory_hygiene(store)),
+            ("memory_hygiene", lambda: ha.memory_hygiene(store, pairs="all")),
         ]
     return cases
 

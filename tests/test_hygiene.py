@@ -92,7 +92,7 @@ def test_planted_near_duplicates_are_found_and_clustered(ltm: LongTermMemory,
     vectorless = texts[5] + " ."
     ltm.add(content=vectorless, robot_id=gamma)
 
-    pairs = near_duplicates(ltm, min_similarity=0.95)
+    pairs = near_duplicates(ltm, min_similarity=0.95, pairs="all")
     found = {(int(r.node_a), int(r.node_b)): r for r in pairs.itertuples()}
     ids = {name: node_id(ltm, text) for name, text in contents.items()}
     base = [node_id(ltm, texts[i]) for i in range(60)]
@@ -289,8 +289,8 @@ def test_tree_keeps_each_clusters_strongest_pairs(ltm: LongTermMemory,
     # Three case-and-spacing twins with unrelated vectors: a clique of text pairs.
     ltm.bulk_add([texts[50].upper(), texts[50].replace(" ", "  ") + ".", texts[50] + "!"],
                  robots="gamma", embeddings=random_vectors(3, seed=98))
-    every = near_duplicates(ltm)
-    tree = near_duplicates(ltm, pairs="tree")
+    every = near_duplicates(ltm, pairs="all")
+    tree = near_duplicates(ltm)
     assert every.attrs["pairs"] == "all" and tree.attrs["pairs"] == "tree"
     assert tree.attrs["pairs_compared"] == every.attrs["pairs_compared"] == 300
     assert len(every) == 300 + 6 and len(tree) == 24 + 3
@@ -376,7 +376,7 @@ def test_held_vectors_bound_reads_again_with_the_same_pairs(
     copies = np.vstack([perturbed(clean["vectors"][3], 0.99, 200 + i) for i in range(30)])
     ltm.bulk_add([f"copy {i} of the third memory" for i in range(30)], robots="gamma",
                  embeddings=copies)
-    whole = near_duplicates(ltm)
+    whole = near_duplicates(ltm, pairs="all")
     reads: list[tuple[Any, Any]] = []
     iter_vectors = ltm.iter_vectors
 
@@ -387,7 +387,7 @@ def test_held_vectors_bound_reads_again_with_the_same_pairs(
     monkeypatch.setattr(ltm, "iter_vectors", counted)
     monkeypatch.setattr(hygiene, "_BATCH_ROWS", 8)
     monkeypatch.setattr(hygiene, "_HELD_VECTOR_BYTES", 20 * 4 * (DIMENSION + 33))
-    part = near_duplicates(ltm)
+    part = near_duplicates(ltm, pairs="all")
     assert len(reads) > 2 and reads[0] == (None, None)
     assert len(whole) == 31 * 30 // 2  # the third memory and its 30 copies
     # Tiles group other vectors together, so float32 sums (and the order of pairs of equal

@@ -51,9 +51,9 @@ NEAR_DUPLICATE_COLUMNS = {
     "similarity": "float64", "basis": "string", "text_twin": "bool", "model": "string",
     "content_a": "string", "content_b": "string", "robots_a": "string", "robots_b": "string",
 }
-PAIR_CHOICES = ("all", "tree")
-"""What :func:`near_duplicates` returns of each cluster: every pair, or the strongest pairs
-that join its members (a maximum spanning tree)."""
+PAIR_CHOICES = ("tree", "all")
+"""What :func:`near_duplicates` returns of each cluster: the strongest pairs that join its
+members (a maximum spanning tree), or every pair."""
 _BATCH_ROWS = 4_096  # vectors per batch from the store, and rows per tile
 _RECHECK_MARGIN = 1e-4  # float32 dot products are recomputed in float64 this close
 _SKETCH_DIMENSIONS = 32  # principal coordinates kept in a sketch (see vector_pairs)
@@ -262,7 +262,7 @@ def validate_pair_choice(pairs: Any) -> None:
 def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
                     robots: str | list[str] | None = None, timeframe: Any = None,
                     content_width: int = 120, sample: int | None = None,
-                    seed: int = 0, pairs: str = "all") -> pd.DataFrame:
+                    seed: int = 0, pairs: str = "tree") -> pd.DataFrame:
     """Pairs of memories that say nearly the same thing, grouped into clusters.
 
     Parameters
@@ -287,12 +287,12 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         comparison) when None or when the scope holds no more.
     seed : int
         Chooses the sample; the same seed gives the same memories.
-    pairs : {"all", "tree"}
-        Every pair found, or per cluster only the strongest pairs that join its members (a
-        maximum spanning tree by similarity: ``cluster_size - 1`` pairs). Both give the same
-        clusters and memories. A cluster of ``n`` alike memories has up to ``n(n-1)/2``
-        pairs (8 million for 4,000), all held in memory with "all"; "tree" holds pairs in
-        proportion to the memories found, which is what a check of a large memory needs.
+    pairs : {"tree", "all"}
+        Per cluster the strongest pairs that join its members (a maximum spanning tree by
+        similarity: ``cluster_size - 1`` pairs, one per extra copy), or every pair found.
+        Both give the same clusters and memories. A cluster of ``n`` alike memories has up
+        to ``n(n-1)/2`` pairs (8 million for 4,000), all held in memory with "all"; "tree"
+        holds pairs in proportion to the memories found.
 
     Returns
     -------

@@ -13,7 +13,7 @@ from ._output import emit, output_options, scope_options
 # the library's HYGIENE_CHECKS and SENSITIVE_KINDS).
 HYGIENE_CHECKS = ("near_duplicates", "sensitive", "supersession")
 SENSITIVE_KINDS = ("credential", "email", "phone", "payment_card", "iban")
-PAIR_CHOICES = ("all", "tree")
+PAIR_CHOICES = ("tree", "all")
 
 __all__ = ["hygiene"]
 
@@ -70,10 +70,9 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
 @_SIMILARITY
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
               help="Only the first N pairs (biggest clusters first) [default: all].")
-@click.option("--pairs", type=click.Choice(PAIR_CHOICES), default="all", show_default=True,
-              help="Every pair, or per cluster the strongest pairs joining its members "
-                   "(cluster size - 1 pairs: memory in proportion to the memories, for "
-                   "large ones).")
+@click.option("--pairs", type=click.Choice(PAIR_CHOICES), default="tree", show_default=True,
+              help="Per cluster the strongest pairs joining its members (cluster size - 1: "
+                   "memory in proportion to the memories), or every pair.")
 @scope_options
 @output_options
 @click.pass_context
