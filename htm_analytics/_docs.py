@@ -66,6 +66,10 @@ PARAMETER_DOCS = DocstringComponents({
     "freq": """
         freq : {'h', 'D', 'W', 'M', 'Q', 'Y'}
             Period length (weeks start on Monday, UTC).""",
+    "progress": """
+        progress : bool
+            Show a progress bar (tqdm, on standard error or in the notebook) with the work
+            done and left; the CLI shows it when standard error is a terminal.""",
     # Plots.
     "ax": """
         ax : matplotlib.axes.Axes, optional

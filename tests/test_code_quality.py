@@ -29,7 +29,7 @@ def test_mypy_is_clean() -> None:
 # it and the shared modules at the top of the package, never from a layer after it.
 LAYERS = ("store", "agent", "analysis", "peers", "tuning", "advisor", "report", "mcp", "cli")
 # The shared modules every layer may use; they import only from each other.
-SHARED = ("errors", "validation", "frames", "_docs", "_plotting", "_sql")
+SHARED = ("errors", "validation", "frames", "_docs", "_plotting", "_progress", "_sql")
 # The package's own entry points: they gather the public names of every layer.
 ENTRY_POINTS = ("htm_analytics", "htm_analytics.__main__", "htm_analytics._moved")
 # Only the store opens connections or runs SQL: nothing else imports a database driver.

@@ -156,10 +156,11 @@ def test_tiled_comparison_equals_brute_force(dimension: int, sketch: bool,
 
     for threshold in (0.8, 0.9, 0.97):
         reads.clear()
-        got = []
+        got, compared = [], []
         for a, b, _ in vector_pairs(read, threshold, tile_rows=64, sketch=sketch,
-                                    held_rows=held_rows):
+                                    held_rows=held_rows, compared=compared.append):
             got.extend(zip(np.minimum(a, b).tolist(), np.maximum(a, b).tolist()))
+        assert sum(compared) == 699 * 698 // 2  # every pair once, whatever the passes
         i, j = np.nonzero(np.triu(full >= threshold, k=1))
         expected = {(int(ids[x]), int(ids[y])) for x, y in zip(i, j) if 13 not in (x, y)}
         assert sorted(got) == sorted(expected) and len(expected) > 100
@@ -184,16 +185,17 @@ def test_normalised_text_keeps_words_apart() -> None:
 
 @FAST
 @given(min_similarity=anything, robots=anything, timeframe=anything, width=anything,
-       pairs=anything)
+       pairs=anything, progress=anything)
 def test_bad_arguments_name_their_field(ltm: LongTermMemory, min_similarity: Any,
                                         robots: Any, timeframe: Any, width: Any,
-                                        pairs: Any) -> None:
+                                        pairs: Any, progress: Any) -> None:
     try:
         near_duplicates(ltm, min_similarity=min_similarity, robots=robots,
-                        timeframe=timeframe, content_width=width, pairs=pairs)
+                        timeframe=timeframe, content_width=width, pairs=pairs,
+                        progress=progress)
     except ValidationError as exc:
         assert exc.field in {"min_similarity", "robots", "timeframe", "content_width",
-                             "pairs"}
+                             "pairs", "progress"}
     try:
         memory_hygiene(ltm, checks="sensitive", pairs=pairs)
     except ValidationError as exc:

@@ -89,13 +89,14 @@ def test_a_url_password_is_one_credential_not_an_email() -> None:
 
 
 @FAST
-@given(kinds=anything, robots=anything, region=anything)
+@given(kinds=anything, robots=anything, region=anything, progress=anything)
 def test_bad_arguments_name_their_field(ltm: LongTermMemory, kinds: Any, robots: Any,
-                                        region: Any) -> None:
+                                        region: Any, progress: Any) -> None:
     try:
-        sensitive_memories(ltm, kinds=kinds, robots=robots, phone_region=region)
+        sensitive_memories(ltm, kinds=kinds, robots=robots, phone_region=region,
+                           progress=progress)
     except ValidationError as exc:
-        assert exc.field in {"kinds", "robots", "phone_region"}
+        assert exc.field in {"kinds", "robots", "phone_region", "progress"}
 
 
 @pytest.mark.parametrize("kinds", [[], "secrets", ["email", 3]])

@@ -3,11 +3,13 @@ eras read through a SELECT-only role."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import psycopg
 import pytest
 from click.testing import CliRunner
@@ -74,6 +76,29 @@ def test_cli_summary_and_each_check(planted: dict[str, Any]) -> None:
     assert {r["kind"] for r in json.loads(growth.stdout)} == {"observed", "forecast"}
     bad = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--phone-region", "XX"])
     assert bad.exit_code != 0 and "phone_region" in str(bad.exception or bad.output)
+
+
+def test_the_long_checks_show_their_progress(planted: dict[str, Any],
+                                            capsys: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bar per check that reads every memory (the vector pairs compared, the memories
+    scanned), on standard error; the results are those without it."""
+    import tqdm.auto
+    import tqdm.std
+
+    # Every update drawn (tqdm draws at most ten a second), so that the last count shows.
+    monkeypatch.setattr(tqdm.auto, "tqdm", functools.partial(tqdm.std.tqdm, mininterval=0))
+    with ha.LongTermMemory(planted["url"], cache_size=0) as store:
+        quiet = ha.memory_hygiene(store)
+        assert capsys.readouterr().err == ""
+        shown = ha.memory_hygiene(store, progress=True)
+        bars = capsys.readouterr().err
+        with pytest.raises(ha.ValidationError) as refused:
+            ha.memory_hygiene(store, progress="yes")
+    assert refused.value.field == "progress"
+    assert "near-duplicates" in bars and "861/861" in bars  # 42 vectors: 42 * 41 / 2 pairs
+    assert "sensitive data" in bars and "42/42" in bars
+    pd.testing.assert_frame_equal(shown.summary, quiet.summary)
 
 
 def test_report_section_and_advice(planted: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from fixtures_db import temporary_database
 import htm_analytics as ha
 import htm_analytics.tuning.benchmark as tuning
 from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics._progress import Progress
 from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 
 
@@ -214,10 +216,11 @@ def test_interrupting_returns_what_finished(store: LongTermMemory,
             if self.seen > 45:  # during the second setting
                 raise KeyboardInterrupt
 
-        def close(self) -> None:
-            pass
+    @contextlib.contextmanager
+    def stopping(*_: object, **__: object) -> Iterator[Progress]:
+        yield Progress(StopAfter())
 
-    monkeypatch.setattr(tuning, "_progress_bar", lambda enabled, total, name: StopAfter())
+    monkeypatch.setattr(tuning, "progress_bar", stopping)
     with pytest.warns(RuntimeWarning, match="interrupted"):
         result = ha.benchmark_recall(store, queries=30, ef_search=(10, 20, 40), repeats=1)
     assert result.attrs["interrupted"] and result["ef_search"].tolist() == [10]

@@ -37,6 +37,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._docs import share_docs
+from .._progress import Progress, progress_bar, validate_progress
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
@@ -175,7 +177,8 @@ VectorReader = Callable[[int | None, int | None], Iterable[tuple[np.ndarray, np.
 
 
 def vector_pairs(read: VectorReader, threshold: float, *, tile_rows: int = _BATCH_ROWS,
-                 sketch: bool = True, held_rows: int | None = None
+                 sketch: bool = True, held_rows: int | None = None,
+                 compared: Callable[[int], None] | None = None
                  ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every pair of ids whose vectors' cosine similarity reaches ``threshold``.
 
@@ -186,8 +189,9 @@ def vector_pairs(read: VectorReader, threshold: float, *, tile_rows: int = _BATC
     ``held_rows`` vectors (and a tile) are held: once that many are, the rest of the pass is
     only compared with them, and another pass reads the vectors from the first one not held,
     up to the last id of the first pass (a block nested-loop join: ``n / held_rows`` passes).
-    Yields ``(ids_a, ids_b, cosine)`` arrays per tile that found pairs. Vectors of length
-    zero have no direction and are left out.
+    Yields ``(ids_a, ids_b, cosine)`` arrays per tile that found pairs, and tells
+    ``compared`` how many pairs each tile compared. Vectors of length zero have no direction
+    and are left out.
     """
     basis: list[np.ndarray | None] = []  # the first batch's, kept for every pass
     buffer = np.empty((tile_rows, tile_rows), dtype=np.float32)
@@ -210,6 +214,8 @@ def vector_pairs(read: VectorReader, threshold: float, *, tile_rows: int = _BATC
                 for other in held:
                     i, j, cosine = _tile_pairs(block, other, threshold, same=False,
                                                buffer=buffer)
+                    if compared is not None:
+                        compared(len(block.ids) * len(other.ids))
                     if len(i):
                         yield block.ids[i], other.ids[j], cosine
                 if resume_at is not None or (held_rows is not None
@@ -217,6 +223,8 @@ def vector_pairs(read: VectorReader, threshold: float, *, tile_rows: int = _BATC
                     resume_at = int(block.ids[0]) if resume_at is None else resume_at
                     continue
                 i, j, cosine = _tile_pairs(block, block, threshold, same=True, buffer=buffer)
+                if compared is not None:
+                    compared(len(block.ids) * (len(block.ids) - 1) // 2)
                 if len(i):
                     yield block.ids[i], block.ids[j], cosine
                 held.append(block)
@@ -259,10 +267,12 @@ def validate_pair_choice(pairs: Any) -> None:
                               field="pairs")
 
 
+@share_docs
 def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
                     robots: str | list[str] | None = None, timeframe: Any = None,
                     content_width: int = 120, sample: int | None = None,
-                    seed: int = 0, pairs: str = "tree") -> pd.DataFrame:
+                    seed: int = 0, pairs: str = "tree", progress: bool = False
+                    ) -> pd.DataFrame:
     """Pairs of memories that say nearly the same thing, grouped into clusters.
 
     Parameters
@@ -293,6 +303,7 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         Both give the same clusters and memories. A cluster of ``n`` alike memories has up
         to ``n(n-1)/2`` pairs (8 million for 4,000), all held in memory with "all"; "tree"
         holds pairs in proportion to the memories found.
+    %(progress)s
 
     Returns
     -------
@@ -325,13 +336,26 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         raise ValidationError(f"must be an integer from 10 to 10000, got {content_width!r}",
                               field="content_width")
     validate_pair_choice(pairs)
+    validate_progress(progress)
     scope = scope_params(timeframe=timeframe, robots=robots)
     drawn = draw_sample(store, sample, seed, scope)
     if drawn is not None:
         return _sampled_near_duplicates(store, drawn, threshold, scope, content_width, pairs)
+    groups = model_groups(store, scope)
+    with progress_bar(progress, sum(g["nodes"] * (g["nodes"] - 1) // 2 for g in groups),
+                      "near-duplicates", "pairs", scaled=True) as bar:
+        return _every_near_duplicate(store, groups, threshold, scope, content_width, pairs,
+                                     bar)
+
+
+def _every_near_duplicate(store: LongTermMemory, groups: list[dict[str, Any]],
+                          threshold: float, scope: dict[str, Any], content_width: int,
+                          pairs: str, bar: Progress) -> pd.DataFrame:
+    """:func:`near_duplicates` on every memory: each model's vectors compared, then the
+    trigram pairs, the text twins and the shown texts."""
     collector = PairCollector(spanning=pairs == "tree")
     compared = []
-    for group in model_groups(store, scope):
+    for group in groups:
         def read(first_id: int | None, last_id: int | None,
                  group: dict[str, Any] = group) -> Iterator[tuple[np.ndarray, np.ndarray]]:
             return store.iter_vectors(group["dimension"], provider=group["provider"],
@@ -339,20 +363,24 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
                                       scope=scope, batch_rows=_BATCH_ROWS,
                                       first_id=first_id, last_id=last_id)
 
+        bar.note(f"comparing {group['label']} vectors")
         held = _HELD_VECTOR_BYTES // (4 * (group["dimension"] + _SKETCH_DIMENSIONS + 1))
-        for ids_a, ids_b, cosine in vector_pairs(read, threshold, held_rows=held):
+        for ids_a, ids_b, cosine in vector_pairs(read, threshold, held_rows=held,
+                                                 compared=bar.update):
             collector.add(ids_a, ids_b, cosine, basis="vector", model=group["label"])
         compared.append({"model": group["label"], "vectors": group["nodes"]})
     if store.server_info.get("pg_trgm_version"):  # without pg_trgm: text twins only
+        bar.note("texts without a vector")
         collector.add_frame(store.trigram_pairs(threshold, scope=scope), basis="trigram")
-    groups = _text_twin_groups(store, scope)
-    twins = _twin_pairs(groups, star=pairs == "tree")
+    bar.note("text twins")
+    twin_groups = _text_twin_groups(store, scope)
+    twins = _twin_pairs(twin_groups, star=pairs == "tree")
     if pairs == "tree":
         # Twins join the forest as pairs of similarity 1, where no comparison found them; a
         # kept pair is a twin when both memories are in one group.
         collector.add_frame(twins, basis="text")
         found = collector.frame()
-        group_of = groups.set_index("node_id")["group"]
+        group_of = twin_groups.set_index("node_id")["group"]
         found["text_twin"] = (found["node_a"].map(group_of).to_numpy()
                               == found["node_b"].map(group_of).to_numpy())
     else:
@@ -365,6 +393,7 @@ def near_duplicates(store: LongTermMemory, *, min_similarity: float = 0.95,
         if only_twins.any():
             found.loc[only_twins, "similarity"] = 1.0
             found.loc[only_twins, "basis"] = "text"
+    bar.note("shown texts")
     frame = _with_clusters_and_texts(store, found, content_width)
     frame.attrs.update(compared=compared, min_similarity=threshold, pairs=pairs,
                        pairs_compared=collector.compared)

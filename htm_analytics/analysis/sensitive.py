@@ -21,6 +21,8 @@ import pandas as pd
 import phonenumbers
 from stdnum import iban, luhn
 
+from .._docs import share_docs
+from .._progress import progress_bar, validate_progress
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
@@ -156,10 +158,11 @@ def masked_excerpt(text: str, findings: list[Finding], finding: Finding,
     return ("…" if start > 0 else "") + excerpt + ("…" if end < len(text) else "")
 
 
+@share_docs
 def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None = None,
                        robots: str | list[str] | None = None, timeframe: Any = None,
                        phone_region: str | None = None, sample: int | None = None,
-                       seed: int = 0) -> pd.DataFrame:
+                       seed: int = 0, progress: bool = False) -> pd.DataFrame:
     """Memories holding credentials or personal data, with masked excerpts.
 
     Parameters
@@ -183,6 +186,7 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
         common sensitive memories are; it cannot show that a rare one is absent.
     seed : int
         Chooses the sample; the same seed gives the same memories.
+    %(progress)s
 
     Returns
     -------
@@ -210,19 +214,24 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
                                      not in phonenumbers.SUPPORTED_REGIONS):
         raise ValidationError(f"must be a two-letter region code such as 'US', got "
                               f"{phone_region!r}", field="phone_region")
+    validate_progress(progress)
     scope = scope_params(timeframe=timeframe, robots=robots)
     drawn = draw_sample(store, sample, seed, scope)
     rows: list[dict[str, Any]] = []
     scanned = 0
-    for batch in store.iter_contents(scope=scope,
-                                     ids=None if drawn is None else drawn.ids.tolist()):
-        scanned += len(batch)
-        for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
-            # Every kind is looked for, so that excerpts mask the kinds not asked for too.
-            findings = find_sensitive(content, phone_region=phone_region)
-            rows += [{"node_id": node_id, "kind": f.kind, "detector": f.detector,
-                      "excerpt": masked_excerpt(content, findings, f)} for f in findings
-                     if f.kind in chosen]
+    total = (len(drawn.ids) if drawn is not None else
+             store.count_in_scope(scope) if progress else None)
+    with progress_bar(progress, total, "sensitive data", "memories") as bar:
+        for batch in store.iter_contents(scope=scope,
+                                         ids=None if drawn is None else drawn.ids.tolist()):
+            scanned += len(batch)
+            for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
+                # Every kind is looked for, so that excerpts mask the kinds not asked for.
+                findings = find_sensitive(content, phone_region=phone_region)
+                rows += [{"node_id": node_id, "kind": f.kind, "detector": f.detector,
+                          "excerpt": masked_excerpt(content, findings, f)} for f in findings
+                         if f.kind in chosen]
+            bar.update(len(batch))
     frame = pd.DataFrame(rows, columns=["node_id", "kind", "detector", "excerpt"])
     described = store.describe_nodes(sorted(set(frame["node_id"]))).set_index("id")
     frame["robots"] = frame["node_id"].map(described["robots"])

@@ -7,6 +7,8 @@ from typing import Any
 
 import pandas as pd
 
+from .._docs import share_docs
+from .._progress import validate_progress
 from ..frames import scope_params
 from ..store import LongTermMemory
 from ._common import live_store, validate_choices, validate_sample, validate_seed
@@ -56,11 +58,12 @@ class HygieneResult:
                 "memories' only.")
 
 
+@share_docs
 def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = None,
                    min_similarity: float = 0.95, robots: str | list[str] | None = None,
                    timeframe: Any = None, sample: int | None = None,
                    duplicates_sample: int | None = None, seed: int = 0,
-                   pairs: str = "tree") -> HygieneResult:
+                   pairs: str = "tree", progress: bool = False) -> HygieneResult:
     """Run the chosen hygiene checks and sum them up.
 
     Parameters
@@ -91,6 +94,8 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         per extra copy: memory in proportion to the memories found), or every pair (up to
         ``n(n-1)/2`` for a group of ``n``, all held in memory). Groups and memories are the
         same either way; see :func:`near_duplicates`.
+    %(progress)s
+        One bar per check that reads every memory.
 
     Returns
     -------
@@ -106,6 +111,7 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
     size, seed = validate_sample(sample), validate_seed(seed)
     duplicates = validate_sample(duplicates_sample, field="duplicates_sample")
     validate_pair_choice(pairs)
+    validate_progress(progress)
     total = _memories_in_scope(store, robots, timeframe)
     checked = total if size is None else min(size, total)
     searched = checked if duplicates is None else min(duplicates, checked)
@@ -116,8 +122,9 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                                "sample": checked if checked < total else None, "seed": seed}
     rows = []
     if "near_duplicates" in chosen:
-        found_pairs = near_duplicates(store, min_similarity=min_similarity, pairs=pairs, **{
-            **options, "sample": searched if searched < total else None})
+        found_pairs = near_duplicates(
+            store, min_similarity=min_similarity, pairs=pairs, progress=progress,
+            **{**options, "sample": searched if searched < total else None})
         result.details["near_duplicates"] = found_pairs
         memories = len(set(found_pairs["node_a"]) | set(found_pairs["node_b"]))
         clusters = found_pairs["cluster"].nunique()
@@ -139,7 +146,7 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                 "never merges by itself). Text twins are safe to merge: keep the older node "
                 "and move its robots' links.") if len(found_pairs) else "Nothing to do."})
     if "sensitive" in chosen:
-        found = sensitive_memories(store, **options)
+        found = sensitive_memories(store, progress=progress, **options)
         result.details["sensitive"] = found
         kinds = found["kind"].value_counts().to_dict()
         rows.append({

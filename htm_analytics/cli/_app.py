@@ -234,7 +234,8 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
                 ef_advice = recommend_ef_search(store, target_recall=target_recall,
                                                 queries=min(200, stored),
                                                 progress=sys.stderr.isatty())
-        content = memory_hygiene(store, sample=hygiene_sample or None) if hygiene else None
+        content = memory_hygiene(store, sample=hygiene_sample or None,
+                                 progress=sys.stderr.isatty()) if hygiene else None
         findings = advise_store(store, ef_search_advice=ef_advice, hygiene=content)
     code = gate_exit_code(findings["severity"], fail_on)
     if fmt == "json":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -51,7 +52,7 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
     with _open_store(ctx, init_schema=False) as store:
         result = memory_hygiene(store, checks=list(checks) or None,
                                 min_similarity=min_similarity, sample=sample, seed=seed,
-                                pairs=pairs, **scope)
+                                pairs=pairs, progress=sys.stderr.isatty(), **scope)
     if fmt == "table":
         click.echo(result.describe_sample())
         for row in result.summary.itertuples():
@@ -82,7 +83,8 @@ def duplicates(ctx: click.Context, min_similarity: float, limit: int | None, pai
     from ..analysis import near_duplicates
 
     with _open_store(ctx, init_schema=False) as store:
-        frame = near_duplicates(store, min_similarity=min_similarity, pairs=pairs, **scope)
+        frame = near_duplicates(store, min_similarity=min_similarity, pairs=pairs,
+                                progress=sys.stderr.isatty(), **scope)
     emit(frame.head(limit) if limit is not None else frame, fmt)
 
 
@@ -101,7 +103,8 @@ def sensitive(ctx: click.Context, kinds: tuple[str, ...], phone_region: str | No
 
     with _open_store(ctx, init_schema=False) as store:
         frame = sensitive_memories(store, kinds=list(kinds) or None,
-                                   phone_region=phone_region, **scope)
+                                   phone_region=phone_region, progress=sys.stderr.isatty(),
+                                   **scope)
     emit(frame, fmt)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._progress import progress_bar
 from ..agent.tokens import count_tokens
 from ..errors import HTMError, ValidationError
 from ..store import LongTermMemory
@@ -335,24 +336,15 @@ def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], 
                 raise ValidationError(f"the source has no {spec.table} table: is it a "
                                       f"{system} database?", field="source")
             summary.missing_tables.append(spec.table)
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=sum(count_rows(conn, s.table) for s in present),
-                   desc=f"importing {system}", unit="row")
+    total = sum(count_rows(conn, s.table) for s in present) if progress else None
     now = dt.datetime.now(dt.UTC)
-    try:
+    with progress_bar(bool(progress), total, f"importing {system}", "row") as bar:
         for spec in present:
             part = summary.table(spec.table)
             for chunk in stream_rows(conn, spec.query, chunk_rows):
                 _import_chunk(store, system, spec, chunk, part, now, embedding_model,
                               robot_metadata)
-                if bar is not None:
-                    bar.update(len(chunk))
-    finally:
-        if bar is not None:
-            bar.close()
+                bar.update(len(chunk))
     return summary
 
 

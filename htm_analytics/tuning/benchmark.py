@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .._progress import progress_bar
 from ..errors import EmbeddingError, ValidationError
 from ..store import LongTermMemory, TuningSession
 from ..validation import validate_positive_int
@@ -225,25 +226,14 @@ class _Run:
 @contextmanager
 def _interruptible(progress: bool, total: int, description: str, what: str) -> Iterator[_Run]:
     """A progress bar around a measurement loop; Ctrl-C ends the loop, keeping its results."""
-    bar = _progress_bar(progress, total, description)
-    run = _Run(update=bar.update if bar is not None else None)
-    try:
-        yield run
-    except KeyboardInterrupt:
-        run.interrupted = True
-        warnings.warn(f"benchmark interrupted: returning the {what} finished so far",
-                      RuntimeWarning, stacklevel=3)
-    finally:
-        if bar is not None:
-            bar.close()
-
-
-def _progress_bar(enabled: bool, total: int, description: str) -> Any:
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=description, unit="query", leave=False)
+    with progress_bar(bool(progress), total, description, "query") as bar:
+        run = _Run(update=bar.update if bar.shown else None)
+        try:
+            yield run
+        except KeyboardInterrupt:
+            run.interrupted = True
+            warnings.warn(f"benchmark interrupted: returning the {what} finished so far",
+                          RuntimeWarning, stacklevel=3)
 
 
 def _finish(rows: list[dict[str, Any]], store: LongTermMemory, repeats: int,

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from .._plotting import axes_or_new
+from .._progress import progress_bar
 from ..agent.embeddings import get_embedder
 from ..errors import ValidationError
 from ..store import (
@@ -405,39 +406,30 @@ def evaluate_conversations(
     abstained: list[dict[str, Any]] = []
     counts: list[dict[str, Any]] = []
     interrupted = False
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
-
-        bar = tqdm(total=sum(len(c.questions) for c in read) * len(chosen),
-                   desc="conversations", unit="search", leave=False)
-    try:
-        with scratch_database(server, f"{_PREFIX}_template") as template:
-            with LongTermMemory(template, init_schema=True, pool_size=1):
-                pass  # the schema once; each conversation's database is a copy of it
-            for replay in replays:
-                if bar is not None:
-                    bar.set_postfix_str(replay.conversations[0].conversation_id
-                                        if len(replay.conversations) == 1 else "all")
-                with scratch_database(server, _PREFIX, template=database_name(template),
-                                      keep=keep) as url:
-                    frame, abstention, rows = _evaluate_replay(
-                        url, replay, initialise=False, strategies=chosen, k=k,
-                        embedder=embedder, speaker_prefix=speaker_prefix)
-                    kept = database_name(url) if keep else None
-                scored.append(frame)
-                abstained += abstention
-                counts += [{**row, "database": kept} for row in rows]
-                if bar is not None:
+    with progress_bar(bool(progress), sum(len(c.questions) for c in read) * len(chosen),
+                      "conversations", "search") as bar:
+        try:
+            with scratch_database(server, f"{_PREFIX}_template") as template:
+                with LongTermMemory(template, init_schema=True, pool_size=1):
+                    pass  # the schema once; each conversation's database is a copy of it
+                for replay in replays:
+                    bar.note(replay.conversations[0].conversation_id
+                             if len(replay.conversations) == 1 else "all")
+                    with scratch_database(server, _PREFIX, template=database_name(template),
+                                          keep=keep) as url:
+                        frame, abstention, rows = _evaluate_replay(
+                            url, replay, initialise=False, strategies=chosen, k=k,
+                            embedder=embedder, speaker_prefix=speaker_prefix)
+                        kept = database_name(url) if keep else None
+                    scored.append(frame)
+                    abstained += abstention
+                    counts += [{**row, "database": kept} for row in rows]
                     bar.update(sum(len(c.questions) for c in replay.conversations)
                                * len(chosen))
-    except KeyboardInterrupt:
-        interrupted = True
-        warnings.warn(f"evaluation interrupted: returning the {len(counts)} conversations "
-                      "finished so far", RuntimeWarning, stacklevel=2)
-    finally:
-        if bar is not None:
-            bar.close()
+        except KeyboardInterrupt:
+            interrupted = True
+            warnings.warn(f"evaluation interrupted: returning the {len(counts)} conversations "
+                          "finished so far", RuntimeWarning, stacklevel=2)
     per_question = pd.concat([f for f in scored if len(f)], ignore_index=True) \
         if any(len(f) for f in scored) else pd.DataFrame()
     if len(per_question):
