@@ -92,6 +92,11 @@ def test_a_session_of_tool_calls_writes_nothing(database_url: str) -> None:
                 assert content["sensitive"]["rows"][0]["kind"] == "credential"
                 assert {r["check"] for r in content["summary"]["rows"]} == {
                     "near_duplicates", "sensitive", "supersession"}
+                assert content["checked"] == "Checked every one of the 34 memories."
+                sampled = await call(client, "hygiene", sample=10)
+                assert sampled["checked"].startswith("Checked 10 of 34 memories, chosen by")
+                assert sampled["summary"]["rows"][0]["share_low"] is not None
+                assert "sample" in await refused(client, "hygiene", sample=-1)
                 tuned = await call(client, "ef_search", target_recall=0.5)
                 assert tuned["sweep"]["rows"] and tuned["evidence"]
                 report = await client.read_resource(REPORT_URI)

@@ -33,6 +33,7 @@ from ..analysis.tags import popular_tags, tag_cooccurrence
 from ..analysis.trends import remember_trends
 from ..errors import HTMError, ValidationError
 from ..report.build import build_report
+from ..report.hygiene import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE
 from ..report.render import markdown_table
 from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory, SearchStrategy
 from ..tuning.advice import recommend_ef_search
@@ -225,14 +226,24 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
         return bounds.rows(advise(store))
 
     @tool
-    def hygiene(min_similarity: float = 0.95) -> dict[str, Any]:
+    def hygiene(min_similarity: float = 0.95,
+                sample: int = REPORT_HYGIENE_SAMPLE) -> dict[str, Any]:
         """What is wrong with the memory's content: groups of near-duplicate memories,
         memories holding credentials or personal data (masked excerpts only, never the
         secret), and pairs where a newer memory on the same subject says something different
         from an older one (supersession candidates, for review), each check with what it
-        means and what to do."""
-        result = memory_hygiene(store, min_similarity=min_similarity)
-        return {"memories": result.total, "summary": bounds.rows(result.summary),
+        means and what to do. A memory holding more than ``sample`` memories is checked on a
+        seeded sample of that many (near-duplicates on 1,000 of them), with each share
+        estimated and its 95% interval, as the report does; 0 checks every memory (minutes
+        to hours on a million)."""
+        if isinstance(sample, bool) or not isinstance(sample, int) or sample < 0:
+            raise ValidationError(f"must be a non-negative integer, got {sample!r}",
+                                  field="sample")
+        result = memory_hygiene(store, min_similarity=min_similarity, sample=sample or None,
+                                duplicates_sample=(min(sample, REPORT_DUPLICATES_SAMPLE)
+                                                   if sample else None))
+        return {"memories": result.total, "checked": result.describe_sample(),
+                "summary": bounds.rows(result.summary),
                 **{name: bounds.rows(frame) for name, frame in result.details.items()}}
 
     @tool
