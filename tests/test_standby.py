@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ from fixtures_db import embedded_test_dir
 from psycopg.conninfo import conninfo_to_dict
 
 from htm_analytics import (
+    DatabaseError,
     HTMError,
     LongTermMemory,
     advise,
@@ -149,3 +151,38 @@ def test_read_only_analytics_on_the_standby(standby: dict[str, str], tmp_path: P
         result = runner.invoke(cli, ["--db", url, *command])
         assert result.exit_code == 0, (command, result.output)
     assert "<html" in (tmp_path / "r.html").read_text().lower()
+
+
+def test_a_read_cancelled_by_replay_says_what_to_set(standby: dict[str, str]) -> None:
+    """A real recovery conflict: with no delay allowed, the standby cancels a running read
+    when it replays the primary's cleanup of rows deleted after the read began; the typed
+    error says which setting prevents it."""
+    def configure(delay: str | None) -> None:
+        with psycopg.connect(standby["standby"], autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM RESET max_standby_streaming_delay" if delay is None
+                         else f"ALTER SYSTEM SET max_standby_streaming_delay = '{delay}'")
+            conn.execute("SELECT pg_reload_conf()")
+
+    def clean_up_on_the_primary() -> None:
+        time.sleep(1)  # the standby's read has taken its snapshot
+        with psycopg.connect(standby["primary"], autocommit=True) as conn:
+            conn.execute("CREATE TABLE IF NOT EXISTS replay_probe (i int)")
+            conn.execute("INSERT INTO replay_probe SELECT generate_series(1, 1000)")
+            conn.execute("DELETE FROM replay_probe")
+            conn.execute("VACUUM replay_probe")
+
+    configure("0")
+    cleaner = threading.Thread(target=clean_up_on_the_primary)
+    try:
+        with LongTermMemory(standby["standby"], read_only=True) as replica:
+            cleaner.start()
+            with pytest.raises(DatabaseError) as cancelled:
+                replica.fetch_frame("SELECT count(*) FROM nodes, pg_sleep(30)")
+    finally:
+        cleaner.join(60)
+        configure(None)
+        with psycopg.connect(standby["primary"], autocommit=True) as conn:
+            conn.execute("DROP TABLE IF EXISTS replay_probe")
+    assert cancelled.value.sqlstate == "40001"
+    assert "conflict with recovery" in str(cancelled.value)
+    assert "hot_standby_feedback = on" in str(cancelled.value)

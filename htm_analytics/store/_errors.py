@@ -52,6 +52,13 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None) -> H
             "is right, or unset HTM_DBURL, HTM_DATABASE__URL and DATABASE_URL to use the "
             "embedded server."
         )
+    elif "conflict with recovery" in message:
+        # A hot standby cancels reads whose snapshot the primary's cleanup is about to
+        # remove, after max_standby_streaming_delay (30 s by default).
+        result = DatabaseError(
+            f"{message} (the standby cancelled this read to replay the primary's changes: for "
+            "long analyses on a standby set hot_standby_feedback = on there, or raise its "
+            "max_standby_streaming_delay)")
     else:
         result = DatabaseError(message)
     if isinstance(result, DatabaseError):
