@@ -21,10 +21,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 from bench_recall import corpus_database
 
 import htm_analytics as ha
 from htm_analytics.analysis.sensitive import _EMAIL, find_sensitive
+from htm_analytics.analysis.worker_pool import available_cpus
 from htm_analytics.store.connection import resolve_database_url
 from htm_analytics.store.databases import scratch_database
 
@@ -58,6 +60,9 @@ def main() -> None:
                         help="memories checked per index (0: every one)")
     parser.add_argument("--verify-reindex", action="store_true",
                         help="rebuild each index on a scratch copy and measure again")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, available_cpus()],
+                        help="sensitive_memories' worker processes, each timed in turn "
+                             "(default: 1 and every CPU)")
     parser.add_argument("--only", choices=["duplicates", "sensitive", "unreachable",
                                            "supersession"],
                         default=None, help="run one part only")
@@ -77,7 +82,7 @@ def main() -> None:
         if args.only in (None, "unreachable"):
             unreachable(store, args.unreachable_sample or None, args.verify_reindex)
         if args.only in (None, "sensitive"):
-            sensitive(store)
+            sensitive(store, args.workers)
 
 
 def unreachable(store: ha.LongTermMemory, sample: int | None, verify: bool) -> None:
@@ -170,12 +175,20 @@ def near_duplicate_recall(store: ha.LongTermMemory, args: argparse.Namespace) ->
 
 
 
-def sensitive(store: ha.LongTermMemory) -> None:
-    started, cpu = time.perf_counter(), time.process_time()
-    findings = ha.sensitive_memories(store)
-    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-    print(f"\n## sensitive_memories: {seconds:.1f} s ({cpu:.1f} s CPU) for "
-          f"{findings.attrs['scanned']:,} memories")
+def sensitive(store: ha.LongTermMemory, workers: list[int]) -> None:
+    timed = {}
+    for count in workers:
+        started, cpu = time.perf_counter(), time.process_time()
+        findings = ha.sensitive_memories(store, workers=count)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        print(f"\n## sensitive_memories(workers={count}): {seconds:.1f} s ({cpu:.1f} s CPU "
+              f"in this process) for {findings.attrs['scanned']:,} memories", flush=True)
+        if timed:  # the same findings, in the same order, however many workers
+            pd.testing.assert_frame_equal(findings, next(iter(timed.values()))[1])
+        timed[count] = (seconds, findings)
+    first = workers[0]
+    for count, (seconds, _) in timed.items():
+        print(f"workers={count}: {timed[first][0] / seconds:.2f}x the speed of workers={first}")
     print(findings.groupby(["kind", "detector"]).size().to_string())
     # Distinct addresses, counted here without printing any of them.
     addresses: collections.Counter[str] = collections.Counter()

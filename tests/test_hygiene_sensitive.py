@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
+import pandas as pd
 import pytest
 from hypothesis import given
 
 from htm_analytics import LongTermMemory, ValidationError
 from htm_analytics.analysis import sensitive_memories
 from htm_analytics.analysis.sensitive import find_sensitive
+from htm_analytics.analysis.worker_pool import ordered_map
 from tests.test_hostile_input import FAST, anything
 from tests.test_hygiene import random_texts
 
@@ -75,6 +78,34 @@ def test_planted_secrets_are_found_and_masked(ltm: LongTermMemory) -> None:
     assert len(sensitive_memories(ltm, kinds="phone", phone_region="GB")) == 2
 
 
+def test_worker_processes_find_the_same_in_the_same_order(
+        ltm: LongTermMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of seven memories spread over two spawned workers: the findings, their order
+    and the memories counted are those of one process."""
+    from htm_analytics.analysis import sensitive
+
+    ltm.bulk_add(random_texts(30, seed=5), robots="clean")
+    ltm.bulk_add(list(PLANTED.values()), robots="leaky")
+    ltm.bulk_add(random_texts(30, seed=6), robots="clean")
+    monkeypatch.setattr(sensitive, "_BATCH_ROWS", 7)
+    alone = sensitive_memories(ltm)
+    monkeypatch.setattr(sensitive, "_PARALLEL_FROM", 0)
+    spread = sensitive_memories(ltm, workers=2)
+    assert len(alone) == len(PLANTED) and alone.attrs["scanned"] == 60 + len(PLANTED)
+    pd.testing.assert_frame_equal(spread, alone)
+    assert spread.attrs == alone.attrs
+
+
+def test_ordered_map_keeps_the_order_and_stops_early() -> None:
+    assert list(ordered_map(operator.neg, range(50), workers=2)) == [-i for i in range(50)]
+    assert list(ordered_map(operator.neg, range(5), workers=1)) == [0, -1, -2, -3, -4]
+    taken = ordered_map(operator.neg, iter(range(10**6)), workers=2)
+    assert [next(taken) for _ in range(3)] == [0, -1, -2]
+    taken.close()  # the pool is shut down; the million items are never read
+    with pytest.raises(TypeError):
+        list(ordered_map(operator.neg, ["text"], workers=2))
+
+
 def test_clean_memory_has_no_findings(ltm: LongTermMemory) -> None:
     ltm.bulk_add(random_texts(50, seed=4) + LOOKALIKES, robots="clean")
     found = sensitive_memories(ltm)
@@ -89,14 +120,15 @@ def test_a_url_password_is_one_credential_not_an_email() -> None:
 
 
 @FAST
-@given(kinds=anything, robots=anything, region=anything, progress=anything)
+@given(kinds=anything, robots=anything, region=anything, progress=anything,
+       workers=anything)
 def test_bad_arguments_name_their_field(ltm: LongTermMemory, kinds: Any, robots: Any,
-                                        region: Any, progress: Any) -> None:
+                                        region: Any, progress: Any, workers: Any) -> None:
     try:
         sensitive_memories(ltm, kinds=kinds, robots=robots, phone_region=region,
-                           progress=progress)
+                           progress=progress, workers=workers)
     except ValidationError as exc:
-        assert exc.field in {"kinds", "robots", "phone_region", "progress"}
+        assert exc.field in {"kinds", "robots", "phone_region", "progress", "workers"}
 
 
 @pytest.mark.parametrize("kinds", [[], "secrets", ["email", 3]])

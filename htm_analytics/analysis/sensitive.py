@@ -27,6 +27,7 @@ from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
 from ._common import draw_sample, live_store, validate_choices
+from .worker_pool import ordered_map, validate_workers
 
 __all__ = ["SENSITIVE_KINDS", "SENSITIVE_COLUMNS", "sensitive_memories", "find_sensitive",
            "Finding"]
@@ -47,6 +48,8 @@ _EMAIL = re.compile(
 _CARD = re.compile(r"(?<![\d.,-])\d(?:[ -]?\d){12,18}(?![\d,]|\.\d)")
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 _EXCERPT_CONTEXT = 30
+_PARALLEL_FROM = 20_000  # memories read from which worker processes repay their start
+_BATCH_ROWS = 5_000  # memories per batch read, and per task of a worker
 # Text each slow plugin's patterns cannot match without (a substring every match contains),
 # checked first: the assignment-style patterns (``password = "..."``, ``cloudant_key: ...``)
 # cost far more than the rest together and need one of these words.
@@ -158,11 +161,25 @@ def masked_excerpt(text: str, findings: list[Finding], finding: Finding,
     return ("…" if start > 0 else "") + excerpt + ("…" if end < len(text) else "")
 
 
+def _scan(batch: tuple[list[int], list[str]], *, kinds: tuple[str, ...],
+          phone_region: str | None) -> tuple[int, list[tuple[int, str, str, str]]]:
+    """The memories of a batch read, and their findings of ``kinds`` as ``(node_id, kind,
+    detector, excerpt)`` (run in a worker process when there are several)."""
+    found = []
+    for node_id, content in zip(*batch):
+        # Every kind is looked for, so that excerpts mask the kinds not asked for too.
+        findings = find_sensitive(content, phone_region=phone_region)
+        found += [(node_id, f.kind, f.detector, masked_excerpt(content, findings, f))
+                  for f in findings if f.kind in kinds]
+    return len(batch[0]), found
+
+
 @share_docs
 def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None = None,
                        robots: str | list[str] | None = None, timeframe: Any = None,
                        phone_region: str | None = None, sample: int | None = None,
-                       seed: int = 0, progress: bool = False) -> pd.DataFrame:
+                       seed: int = 0, progress: bool = False, workers: int = 1
+                       ) -> pd.DataFrame:
     """Memories holding credentials or personal data, with masked excerpts.
 
     Parameters
@@ -187,6 +204,11 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
     seed : int
         Chooses the sample; the same seed gives the same memories.
     %(progress)s
+    workers : int
+        Processes that run the detectors (pure Python, one CPU each) when more than
+        20,000 memories are read; the findings are the same. More than 1 spawns them: a
+        script must then guard its entry point (``if __name__ == "__main__":``). The
+        command uses every CPU.
 
     Returns
     -------
@@ -215,23 +237,25 @@ def sensitive_memories(store: LongTermMemory, *, kinds: str | list[str] | None =
         raise ValidationError(f"must be a two-letter region code such as 'US', got "
                               f"{phone_region!r}", field="phone_region")
     validate_progress(progress)
+    workers = validate_workers(workers)
     scope = scope_params(timeframe=timeframe, robots=robots)
     drawn = draw_sample(store, sample, seed, scope)
-    rows: list[dict[str, Any]] = []
-    scanned = 0
     total = (len(drawn.ids) if drawn is not None else
-             store.count_in_scope(scope) if progress else None)
+             store.count_in_scope(scope) if progress or workers > 1 else None)
+    if total is not None and total < _PARALLEL_FROM:
+        workers = 1
+    batches = ((batch["id"].tolist(), batch["content"].tolist()) for batch in
+               store.iter_contents(scope=scope, batch_rows=_BATCH_ROWS,
+                                   ids=None if drawn is None else drawn.ids.tolist()))
+    rows: list[tuple[int, str, str, str]] = []
+    scanned = 0
     with progress_bar(progress, total, "sensitive data", "memories") as bar:
-        for batch in store.iter_contents(scope=scope,
-                                         ids=None if drawn is None else drawn.ids.tolist()):
-            scanned += len(batch)
-            for node_id, content in zip(batch["id"].tolist(), batch["content"].tolist()):
-                # Every kind is looked for, so that excerpts mask the kinds not asked for.
-                findings = find_sensitive(content, phone_region=phone_region)
-                rows += [{"node_id": node_id, "kind": f.kind, "detector": f.detector,
-                          "excerpt": masked_excerpt(content, findings, f)} for f in findings
-                         if f.kind in chosen]
-            bar.update(len(batch))
+        for read, found in ordered_map(functools.partial(_scan, kinds=chosen,
+                                                         phone_region=phone_region),
+                                       batches, workers=workers):
+            rows += found
+            scanned += read
+            bar.update(read)
     frame = pd.DataFrame(rows, columns=["node_id", "kind", "detector", "excerpt"])
     described = store.describe_nodes(sorted(set(frame["node_id"]))).set_index("id")
     frame["robots"] = frame["node_id"].map(described["robots"])

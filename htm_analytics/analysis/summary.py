@@ -15,6 +15,7 @@ from ._common import live_store, validate_choices, validate_sample, validate_see
 from .hygiene import near_duplicates, validate_pair_choice
 from .sensitive import sensitive_memories
 from .supersession import supersession_candidates
+from .worker_pool import validate_workers
 
 __all__ = ["HYGIENE_CHECKS", "HygieneResult", "memory_hygiene"]
 
@@ -63,7 +64,8 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                    min_similarity: float = 0.95, robots: str | list[str] | None = None,
                    timeframe: Any = None, sample: int | None = None,
                    duplicates_sample: int | None = None, seed: int = 0,
-                   pairs: str = "tree", progress: bool = False) -> HygieneResult:
+                   pairs: str = "tree", progress: bool = False,
+                   workers: int = 1) -> HygieneResult:
     """Run the chosen hygiene checks and sum them up.
 
     Parameters
@@ -96,6 +98,8 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         same either way; see :func:`near_duplicates`.
     %(progress)s
         One bar per check that reads every memory.
+    workers : int
+        Processes for the sensitive-data detectors; see :func:`sensitive_memories`.
 
     Returns
     -------
@@ -112,6 +116,7 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
     duplicates = validate_sample(duplicates_sample, field="duplicates_sample")
     validate_pair_choice(pairs)
     validate_progress(progress)
+    validate_workers(workers)
     total = _memories_in_scope(store, robots, timeframe)
     checked = total if size is None else min(size, total)
     searched = checked if duplicates is None else min(duplicates, checked)
@@ -146,7 +151,7 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                 "never merges by itself). Text twins are safe to merge: keep the older node "
                 "and move its robots' links.") if len(found_pairs) else "Nothing to do."})
     if "sensitive" in chosen:
-        found = sensitive_memories(store, progress=progress, **options)
+        found = sensitive_memories(store, progress=progress, workers=workers, **options)
         result.details["sensitive"] = found
         kinds = found["kind"].value_counts().to_dict()
         rows.append({

@@ -18,6 +18,10 @@ PAIR_CHOICES = ("tree", "all")
 
 __all__ = ["hygiene"]
 
+_WORKERS = click.option(
+    "--workers", type=click.IntRange(1, 64), default=None, metavar="N",
+    help="Processes running the sensitive-data detectors on more than 20,000 memories "
+         "[default: every CPU].")
 _SIMILARITY = click.option(
     "--min-similarity", type=click.FloatRange(0, 1, min_open=True), default=0.95,
     show_default=True, help="Least cosine similarity (trigram similarity for memories without "
@@ -38,21 +42,25 @@ _SIMILARITY = click.option(
 @click.option("--pairs", type=click.Choice(PAIR_CHOICES), default="tree", show_default=True,
               help="Near-duplicate pairs counted and kept: per group the strongest joining "
                    "its members (one per extra copy), or every pair.")
+@_WORKERS
 @scope_options
 @output_options
 @click.pass_context
 def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
-            sample: int | None, seed: int, pairs: str, fmt: str, **scope: Any) -> None:
+            sample: int | None, seed: int, pairs: str, workers: int | None, fmt: str,
+            **scope: Any) -> None:
     """Near-duplicates, secrets and personal data, supersessions: a summary, or one check's
     findings with a subcommand."""
     if ctx.invoked_subcommand is not None:
         return
     from ..analysis import memory_hygiene
+    from ..analysis.worker_pool import available_cpus
 
     with _open_store(ctx, init_schema=False) as store:
         result = memory_hygiene(store, checks=list(checks) or None,
                                 min_similarity=min_similarity, sample=sample, seed=seed,
-                                pairs=pairs, progress=sys.stderr.isatty(), **scope)
+                                pairs=pairs, progress=sys.stderr.isatty(),
+                                workers=workers or available_cpus(), **scope)
     if fmt == "table":
         click.echo(result.describe_sample())
         for row in result.summary.itertuples():
@@ -93,18 +101,20 @@ def duplicates(ctx: click.Context, min_similarity: float, limit: int | None, pai
               help="Only this kind (repeatable); all by default.")
 @click.option("--phone-region", default=None, metavar="CC",
               help="Also national phone numbers of this region (e.g. US, DE).")
+@_WORKERS
 @scope_options
 @output_options
 @click.pass_context
 def sensitive(ctx: click.Context, kinds: tuple[str, ...], phone_region: str | None,
-              fmt: str, **scope: Any) -> None:
+              workers: int | None, fmt: str, **scope: Any) -> None:
     """Credentials and personal data in memories: kind, detector, masked excerpt."""
     from ..analysis import sensitive_memories
+    from ..analysis.worker_pool import available_cpus
 
     with _open_store(ctx, init_schema=False) as store:
         frame = sensitive_memories(store, kinds=list(kinds) or None,
                                    phone_region=phone_region, progress=sys.stderr.isatty(),
-                                   **scope)
+                                   workers=workers or available_cpus(), **scope)
     emit(frame, fmt)
 
 
