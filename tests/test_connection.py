@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -74,6 +75,7 @@ def test_statement_timeout_raises_a_typed_error(database_url: str) -> None:
             ltm._fetch("SELECT pg_sleep(2)")
         assert info.value.sqlstate == "57014"
         assert isinstance(info.value, TimeoutError)
+        assert "--query-timeout SECONDS" in str(info.value)  # how to give it longer
         assert ltm._fetch("SHOW statement_timeout") == [{"statement_timeout": "100ms"}]
         # The pool recovered: the next statement works.
         assert ltm.exists(1) is False
@@ -122,3 +124,33 @@ def test_a_socket_directory_out_of_reach_is_left_alone(monkeypatch: pytest.Monke
     monkeypatch.setattr(Path, "is_file", denied)
     url = "host=/srv/someone-else dbname=x"
     assert resolve_database_url(url) == url
+
+
+def test_the_command_line_sets_the_query_timeout(database_url: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--query-timeout SECONDS`` (or ``HTM_QUERY_TIMEOUT``) reaches the store's
+    statement_timeout; a non-positive one is refused."""
+    from click.testing import CliRunner
+
+    from htm_analytics.cli import cli
+    from htm_analytics.cli._database import open_store
+
+    seen: list[object] = []
+
+    def opened(ctx: Any, **options: Any) -> Any:
+        store = open_store(ctx, **options)
+        seen.append(store._fetch("SHOW statement_timeout")[0]["statement_timeout"])
+        return store
+
+    monkeypatch.setattr("htm_analytics.cli._app._open_store", opened)
+    monkeypatch.setattr("htm_analytics.cli.hygiene._open_store", opened)
+    runner = CliRunner()
+    given = runner.invoke(cli, ["--db", database_url, "--query-timeout", "90", "hygiene",
+                                "--check", "supersession"])
+    assert given.exit_code == 0, given.output
+    from_env = runner.invoke(cli, ["--db", database_url, "hygiene", "--check", "supersession"],
+                             env={"HTM_QUERY_TIMEOUT": "2.5"})
+    assert from_env.exit_code == 0, from_env.output
+    assert seen == ["90s", "2500ms"]
+    refused = runner.invoke(cli, ["--db", database_url, "--query-timeout", "0", "tags"])
+    assert refused.exit_code == 2 and "--query-timeout" in refused.output

@@ -101,6 +101,26 @@ def test_the_long_checks_show_their_progress(planted: dict[str, Any],
     pd.testing.assert_frame_equal(shown.summary, quiet.summary)
 
 
+def test_the_summary_runs_its_one_long_statement_before_reading_every_memory(
+        planted: dict[str, Any]) -> None:
+    """The supersession statement (seconds at a million memories, and what a tight
+    query_timeout stops) runs before the checks that read every memory for minutes; the
+    summary and details keep their order."""
+    statements: list[str] = []
+    with ha.LongTermMemory(planted["url"], cache_size=0,
+                           tracer=lambda sql, *_: statements.append(str(sql))) as store:
+        result = ha.memory_hygiene(store)
+
+    def first(marker: str) -> int:
+        return next(i for i, text in enumerate(statements) if marker in text)
+
+    supersession = first("specific AS")
+    assert supersession < first("LEFT JOIN LATERAL")  # the vectors compared
+    assert supersession < first("AS has_vector")  # the texts scanned
+    order = ["near_duplicates", "sensitive", "supersession"]
+    assert result.summary["check"].tolist() == order and list(result.details) == order
+
+
 def test_report_section_and_advice(planted: dict[str, Any]) -> None:
     with ha.LongTermMemory(planted["url"], cache_size=0) as store:
         report = ha.build_report(store, benchmark=False)

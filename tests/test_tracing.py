@@ -22,6 +22,7 @@ def test_tracer_sees_every_statement_with_params_and_duration(database_url: str)
         store.search_fulltext(query="postgres")
         store.search(embedding=[0.1, 0.2, 0.3], limit=3)
         ha.tag_hierarchy(store)
+        ha.sensitive_memories(store)  # its texts stream through a named cursor
     texts = [text for text, _, _ in seen]
     assert opened >= 2  # the preparation's catalog reads and the pool's session settings
     assert any("INSERT INTO nodes" in t for t in texts)
@@ -29,6 +30,7 @@ def test_tracer_sees_every_statement_with_params_and_duration(database_url: str)
     assert any("hnsw.ef_search" in t for t in texts)  # settings of the vector search
     assert any("<=>" in t for t in texts)
     assert load_analytics_query("tag_hierarchy") in texts  # what the helper ran, verbatim
+    assert any("AS has_vector" in t for t in texts)  # declared once, its rows fetched later
     inserted = next(params for text, params, _ in seen if "INSERT INTO nodes" in text)
     assert isinstance(inserted, dict) and inserted["content"] == "traced memory about postgres"
     assert all(isinstance(seconds, float) and seconds >= 0 for _, _, seconds in seen)

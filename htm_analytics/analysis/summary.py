@@ -126,6 +126,25 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
     options: dict[str, Any] = {"robots": robots, "timeframe": timeframe,
                                "sample": checked if checked < total else None, "seed": seed}
     rows = []
+    # The supersession check is one statement of seconds, the others read every memory for
+    # minutes: run first, it fails (at query_timeout, say) before they have been paid for.
+    if "supersession" in chosen:
+        candidates = supersession_candidates(
+            store, max_similarity=max(min_similarity, 0.51), **options)
+        result.details["supersession"] = candidates
+        rows.append({
+            "check": "supersession", "findings": len(candidates),
+            "memories": len(set(candidates["node_old"]) | set(candidates["node_new"])),
+            "what_it_means": (
+                f"{len(candidates):,} pairs where a newer memory about the same subject (a shared "
+                "specific tag, similar vectors) drops words of an older one: it may supersede "
+                "it. About half such pairs are real supersessions on the labelled set "
+                "(precision 0.54): review each.") if len(candidates) else
+            "No newer memory seems to contradict an older one on the same subject.",
+            "what_to_do": (
+                "Review the pairs (htm-analytics hygiene supersession); where the newer one "
+                "holds, forget the older or tag it as outdated. Nothing is merged or hidden "
+                "automatically.") if len(candidates) else "Nothing to do."})
     if "near_duplicates" in chosen:
         found_pairs = near_duplicates(
             store, min_similarity=min_similarity, pairs=pairs, progress=progress,
@@ -163,23 +182,9 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
                 "Rotate any credential found (it has been readable by every robot), then "
                 "delete or redact those memories; check whether personal data may be kept "
                 "(GDPR: erase what has no purpose).") if len(found) else "Nothing to do."})
-    if "supersession" in chosen:
-        candidates = supersession_candidates(
-            store, max_similarity=max(min_similarity, 0.51), **options)
-        result.details["supersession"] = candidates
-        rows.append({
-            "check": "supersession", "findings": len(candidates),
-            "memories": len(set(candidates["node_old"]) | set(candidates["node_new"])),
-            "what_it_means": (
-                f"{len(candidates):,} pairs where a newer memory about the same subject (a shared "
-                "specific tag, similar vectors) drops words of an older one: it may supersede "
-                "it. About half such pairs are real supersessions on the labelled set "
-                "(precision 0.54): review each.") if len(candidates) else
-            "No newer memory seems to contradict an older one on the same subject.",
-            "what_to_do": (
-                "Review the pairs (htm-analytics hygiene supersession); where the newer one "
-                "holds, forget the older or tag it as outdated. Nothing is merged or hidden "
-                "automatically.") if len(candidates) else "Nothing to do."})
+    order = {check: i for i, check in enumerate(HYGIENE_CHECKS)}
+    rows.sort(key=lambda row: order[str(row["check"])])
+    result.details = dict(sorted(result.details.items(), key=lambda item: order[item[0]]))
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     frame["checked"] = result.total
     frame["share"] = frame["memories"] / max(result.total, 1)

@@ -56,13 +56,19 @@ class _Group(click.Group):
               help="Time zone of the writer of timestamp-without-time-zone columns (the "
                    "current gem writes its local time): e.g. America/Chicago. Default: "
                    "HTM_WRITER_TIMEZONE, else the server's TimeZone.")
+@click.option("--query-timeout", envvar="HTM_QUERY_TIMEOUT", default=None, metavar="SECONDS",
+              type=click.FloatRange(min=0.001, max=86_400),
+              help="Longest a statement may run before it is cancelled, for the long checks "
+                   "of a large memory. Default: HTM_QUERY_TIMEOUT, else 30.")
 @click.version_option(package_name="htm-analytics")
 @click.pass_context
-def cli(ctx: click.Context, db: str | None, writer_timezone: str | None) -> None:
+def cli(ctx: click.Context, db: str | None, writer_timezone: str | None,
+        query_timeout: float | None) -> None:
     """Explore, tune and report on the long-term memory of HTM robots."""
     ctx.ensure_object(dict)
     ctx.obj["db"] = db
     ctx.obj["writer_timezone"] = writer_timezone
+    ctx.obj["query_timeout"] = query_timeout
 
 
 @cli.command()

@@ -66,8 +66,13 @@ def say_database(url: str, why: str) -> None:
 
 
 def store_options(ctx: click.Context) -> dict[str, Any]:
-    """The store settings of the command line's own options (``--writer-timezone``)."""
-    return {"writer_timezone": ctx.obj.get("writer_timezone") if ctx.obj else None}
+    """The store settings of the command line's own options (``--writer-timezone``,
+    ``--query-timeout``)."""
+    given = ctx.obj or {}
+    options: dict[str, Any] = {"writer_timezone": given.get("writer_timezone")}
+    if given.get("query_timeout") is not None:
+        options["query_timeout"] = max(1, round(given["query_timeout"] * 1000))
+    return options
 
 
 def open_store(ctx: click.Context, **options: Any) -> LongTermMemory:

@@ -47,7 +47,7 @@ from .schema import native_index_dimensions, set_up_schema
 from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema, prefix_read
 from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
 from .server import missing_schema_error, read_overview
-from .tracing import Tracer, tracing_cursor_class
+from .tracing import Tracer, tracing_cursor_class, tracing_server_cursor_class
 
 __all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
 
@@ -123,6 +123,7 @@ class StoreBase:
             raise ValidationError(f"must be a time zone name, got {writer_timezone!r}",
                                   field="writer_timezone")
         self._cursor_class = tracing_cursor_class(tracer)
+        self._server_cursor_class = tracing_server_cursor_class(tracer)
         self._url = resolve_database_url(config_or_url)
         self.url = mask_url(self._url)
         # What the database has, read once at open (see _prepare_database).
@@ -227,6 +228,7 @@ class StoreBase:
 
     def _configure_connection(self, conn: psycopg.Connection[Any]) -> None:
         conn.cursor_factory = self._cursor_class
+        conn.server_cursor_factory = self._server_cursor_class
         register_vector(conn)
         # UTC, except where the HTM tables keep local time without a zone: there the session
         # runs in the writer's zone, so that what the store writes (CURRENT_TIMESTAMP into

@@ -36,7 +36,10 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None) -> H
     result: HTMError
     if isinstance(exc, pg_errors.QueryCanceled):
         result = QueryTimeoutError(
-            f"query cancelled after exceeding the statement timeout: {message}"
+            f"query cancelled after exceeding the statement timeout: {message} (the store's "
+            "query_timeout, 30 s unless set: LongTermMemory(query_timeout=MILLISECONDS), "
+            "htm-analytics --query-timeout SECONDS or HTM_QUERY_TIMEOUT; a check of every "
+            "memory can take a sample instead)"
         )
     elif isinstance(exc, (pg_errors.UndefinedTable, pg_errors.UndefinedFunction,
                           pg_errors.UndefinedObject, pg_errors.UndefinedColumn)):

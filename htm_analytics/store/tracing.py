@@ -22,7 +22,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["Tracer", "SQL_LOGGER", "mask_parameters", "tracing_cursor_class"]
+__all__ = ["Tracer", "SQL_LOGGER", "mask_parameters", "tracing_cursor_class",
+           "tracing_server_cursor_class"]
 
 Tracer = Callable[[str, Any, float], object]
 """``tracer(sql_text, params, seconds)``: called after each statement (also when it failed)."""
@@ -113,3 +114,23 @@ def tracing_cursor_class(tracer: Tracer | None) -> type[psycopg.Cursor[Any]]:
     """The cursor class a store's connections use (``connection.cursor_factory``)."""
     return type("TracingCursor", (_TracingCursor,), {"tracer": staticmethod(tracer)
                                                       if tracer else None})
+
+
+class _TracingServerCursor(psycopg.ServerCursor[Any]):
+    """A named (server-side) cursor reporting its query once, when it is declared: its rows
+    come later, a batch per ``fetchmany``, so the time reported is the declaration's."""
+
+    tracer: Tracer | None = None
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return super().execute(query, params, **kwargs)
+        finally:
+            _report(self.tracer, self, query, params, time.perf_counter() - started)
+
+
+def tracing_server_cursor_class(tracer: Tracer | None) -> type[psycopg.ServerCursor[Any]]:
+    """The class of a store's named cursors (``connection.server_cursor_factory``)."""
+    return type("TracingServerCursor", (_TracingServerCursor,),
+                {"tracer": staticmethod(tracer) if tracer else None})
