@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import operator
+import os
 from typing import Any
 
 import pandas as pd
 import pytest
 from hypothesis import given
 
-from htm_analytics import LongTermMemory, ValidationError
+from htm_analytics import HTMError, LongTermMemory, ValidationError
 from htm_analytics.analysis import sensitive_memories
 from htm_analytics.analysis.sensitive import find_sensitive
 from htm_analytics.analysis.worker_pool import ordered_map
@@ -104,6 +105,8 @@ def test_ordered_map_keeps_the_order_and_stops_early() -> None:
     taken.close()  # the pool is shut down; the million items are never read
     with pytest.raises(TypeError):
         list(ordered_map(operator.neg, ["text"], workers=2))
+    with pytest.raises(HTMError, match="worker process stopped"):  # a worker killed
+        list(ordered_map(os._exit, [3], workers=2))
 
 
 def test_clean_memory_has_no_findings(ltm: LongTermMemory) -> None:

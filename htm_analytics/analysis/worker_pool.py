@@ -14,9 +14,10 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
-from ..errors import ValidationError
+from ..errors import HTMError, ValidationError
 
 __all__ = ["available_cpus", "ordered_map", "validate_workers"]
 
@@ -48,7 +49,8 @@ def ordered_map(function: Callable[[_T], _R], items: Iterable[_T], *,
 
     In this process when ``workers`` is 1; otherwise in that many spawned processes, with at
     most two items per worker in flight, so that items are read (from a database cursor,
-    say) only as fast as they are done. ``function`` and the items must pickle.
+    say) only as fast as they are done. ``function`` and the items must pickle. A worker
+    that dies (out of memory, killed) raises :class:`~htm_analytics.HTMError`.
     """
     if workers == 1:
         yield from map(function, items)
@@ -63,6 +65,10 @@ def ordered_map(function: Callable[[_T], _R], items: Iterable[_T], *,
                     yield pending.popleft().result()
             while pending:
                 yield pending.popleft().result()
+        except BrokenProcessPool as exc:
+            raise HTMError(f"a worker process stopped before its batch was done ({exc}): out "
+                           "of memory, or killed? Run with one worker (workers=1, --workers "
+                           "1)") from exc
         except BaseException:  # an error, Ctrl-C or a consumer that stopped early
             pool.shutdown(wait=True, cancel_futures=True)
             raise
