@@ -162,9 +162,9 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         rows.append({
             "check": "near_duplicates", "findings": len(found_pairs), "memories": memories,
             "what_it_means": (
-                f"{groups}. Of the {len(found_pairs):,} pairs kept ({kept}), {twins:,} join "
-                "texts that differ only in case, spacing or punctuation (SHA-256 "
-                "deduplication missed them)."),
+                f"{groups}. Of the {len(found_pairs):,} pairs kept ({kept}), {twins:,} "
+                f"{'joins' if twins == 1 else 'join'} texts that differ only in case, spacing "
+                "or punctuation (SHA-256 deduplication missed them)."),
             "what_to_do": (
                 "Review the biggest clusters first; merge or delete the extra copies (HTM "
                 "never merges by itself). Text twins are safe to merge: keep the older node "
