@@ -75,6 +75,7 @@ def test_statement_timeout_raises_a_typed_error(database_url: str) -> None:
             ltm._fetch("SELECT pg_sleep(2)")
         assert info.value.sqlstate == "57014"
         assert isinstance(info.value, TimeoutError)
+        assert "the store's query_timeout of 0.1 s" in str(info.value)
         assert "--query-timeout SECONDS" in str(info.value)  # how to give it longer
         assert ltm._fetch("SHOW statement_timeout") == [{"statement_timeout": "100ms"}]
         # The pool recovered: the next statement works.

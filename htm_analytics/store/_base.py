@@ -276,7 +276,7 @@ class StoreBase:
         if isinstance(exc, psycopg_pool.PoolTimeout):
             return DatabaseConnectionError(
                 f"no {connection} to {self.url} became free: {exc}")
-        error = translate_database_error(exc, url=self.url)
+        error = translate_database_error(exc, url=self.url, query_timeout=self.query_timeout)
         if isinstance(error, DatabaseConnectionError) and not self._closed:
             # The server went away: test the idle connections now (the search connections
             # at their next use), so that the calls after this one do not meet the other

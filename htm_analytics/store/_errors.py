@@ -16,7 +16,8 @@ from ..errors import (
 __all__ = ["translate_database_error"]
 
 
-def translate_database_error(exc: psycopg.Error, *, url: str | None = None) -> HTMError:
+def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
+                             query_timeout: float | None = None) -> HTMError:
     """Map a psycopg error to the htm_analytics error of its SQLSTATE class.
 
     Parameters
@@ -25,6 +26,8 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None) -> H
         The driver error.
     url : str, optional
         The masked connection URL, quoted in connection errors.
+    query_timeout : float, optional
+        The store's ``query_timeout`` (ms), quoted when a statement ran past it.
 
     Returns
     -------
@@ -35,11 +38,13 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None) -> H
     message = str(exc).strip() or type(exc).__name__
     result: HTMError
     if isinstance(exc, pg_errors.QueryCanceled):
+        limit = ("the statement timeout" if query_timeout is None else
+                 f"the store's query_timeout of {query_timeout / 1000:g} s")
         result = QueryTimeoutError(
-            f"query cancelled after exceeding the statement timeout: {message} (the store's "
-            "query_timeout, 30 s unless set: LongTermMemory(query_timeout=MILLISECONDS), "
-            "htm-analytics --query-timeout SECONDS or HTM_QUERY_TIMEOUT; a check of every "
-            "memory can take a sample instead)"
+            f"query cancelled after exceeding {limit}: {message} (give statements longer "
+            "with LongTermMemory(query_timeout=MILLISECONDS), htm-analytics --query-timeout "
+            "SECONDS or HTM_QUERY_TIMEOUT; a check of every memory can take a sample "
+            "instead)"
         )
     elif isinstance(exc, (pg_errors.UndefinedTable, pg_errors.UndefinedFunction,
                           pg_errors.UndefinedObject, pg_errors.UndefinedColumn)):
