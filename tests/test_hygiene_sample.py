@@ -81,7 +81,8 @@ def touching(pairs: set[tuple[int, int]], ids: set[int]) -> set[tuple[int, int]]
     return {p for p in pairs if p[0] in ids or p[1] in ids}
 
 
-def test_the_sample_is_chosen_in_the_database_and_repeats(store: LongTermMemory) -> None:
+def test_the_sample_is_chosen_in_the_database_and_repeats(store: LongTermMemory,
+                                                          memory: dict[str, Any]) -> None:
     every = {int(i) for batch in store.iter_contents() for i in batch["id"]}
     ids = store.sample_ids(SAMPLE, seed=SEED)
     assert len(ids) == SAMPLE and set(ids.tolist()) <= every
@@ -94,6 +95,21 @@ def test_the_sample_is_chosen_in_the_database_and_repeats(store: LongTermMemory)
     robots = store.describe_nodes(beta.tolist())["robots"]
     assert len(beta) == 10 and robots.str.contains("beta").all()
     assert len(store.sample_ids(10_000, seed=SEED)) == len(every)
+    # Of one dimension's vectors only (the reachability check's sample of an index): the
+    # memories without a vector are never drawn, and a large enough sample is all of them.
+    vectors = store.vector_ids(DIMENSION)
+    drawn = store.sample_ids(20, seed=SEED, dimension=DIMENSION)
+    assert len(drawn) == 20 and set(drawn.tolist()) <= set(vectors.tolist())
+    assert set(drawn.tolist()) <= set(store.sample_ids(30, seed=SEED, dimension=DIMENSION))
+    assert store.sample_ids(10_000, seed=SEED, dimension=DIMENSION).tolist() == \
+        vectors.tolist() and len(vectors) < len(every)
+    statements: list[str] = []
+    with LongTermMemory(memory["url"], cache_size=0,
+                        tracer=lambda sql, *_: statements.append(str(sql))) as traced:
+        summary = ha.unreachable_memories(traced, sample=20, seed=SEED).attrs["summary"]
+    assert summary["checked"].tolist() == [20] * len(summary)
+    assert summary["memories"].tolist() == [len(vectors)] * len(summary)
+    assert any("hashint8extended" in text for text in statements)  # the same kind of sample
 
 
 def test_each_sampled_check_finds_what_the_full_check_finds_for_the_sample(

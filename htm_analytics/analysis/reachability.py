@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from ..errors import HTMError, ValidationError
@@ -54,10 +53,11 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
     ef_search : int, optional
         The ``hnsw.ef_search`` searched with (default: the store's, 40).
     sample : int, optional
-        Check this many memories per index, drawn at random (``seed``), and give the share
-        with a 95% Wilson interval; every memory by default.
+        Check this many memories per index, chosen in the database by a hash of their id and
+        ``seed`` as the other checks' samples are, and give the share with a 95% Wilson
+        interval; every memory by default.
     seed : int
-        Seed of the sample.
+        Chooses the sample; the same seed gives the same memories.
     verify_reindex : bool
         For an index with unreachable memories, build it anew on a scratch copy (a scratch
         database on the same server, dropped afterwards; needs the CREATEDB privilege) and
@@ -97,13 +97,14 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
         raise ValidationError(f"must be True or False, got {verify_reindex!r}",
                               field="verify_reindex")
     scope = scope_params(timeframe=timeframe, robots=robots)
-    rng = np.random.default_rng(seed)
     summaries: list[dict[str, Any]] = []
     missing_rows: list[dict[str, Any]] = []
-    for dimension in sorted(set(store.vector_groups(scope)["dimension"].tolist())):
-        ids = store.vector_ids(int(dimension), scope=scope)
-        checked = ids if sample is None or sample >= len(ids) else \
-            np.sort(rng.choice(ids, size=sample, replace=False))
+    groups = store.vector_groups(scope)  # one row per model and dimension
+    for dimension in sorted({int(d) for d in groups["dimension"]}):
+        memories = int(groups.loc[groups["dimension"] == dimension, "nodes"].sum())
+        checked = (store.vector_ids(dimension, scope=scope)
+                   if sample is None or sample >= memories else
+                   store.sample_ids(sample, seed=seed, scope=scope, dimension=dimension))
         for index, padded in _indexes(store, int(dimension)):
             tied: set[int] = set()
             lost = _search_own(store, checked, int(dimension), k, ef_search, padded, tied)
@@ -127,7 +128,7 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
                 except HTMError as exc:  # e.g. a read-only role may not create a database
                     failure = str(exc)
             summaries.append({
-                "index": index, "dimension": int(dimension), "memories": len(ids),
+                "index": index, "dimension": int(dimension), "memories": int(memories),
                 "checked": len(checked), "unreachable": len(lost),
                 "share": len(lost) / max(len(checked), 1), "share_low": low,
                 "share_high": high, "ef_search": ef_search,

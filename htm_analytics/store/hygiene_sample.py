@@ -49,14 +49,19 @@ class SampledHygieneMixin(StoreBase):
     """Reads for hygiene checks on a sample (see :class:`~htm_analytics.LongTermMemory`)."""
 
     def sample_ids(self, size: int, *, seed: int = 0,
-                   scope: Mapping[str, Any] | None = None) -> np.ndarray:
+                   scope: Mapping[str, Any] | None = None,
+                   dimension: int | None = None) -> np.ndarray:
         """The ids (int64, ascending) of ``size`` memories in scope chosen by a hash of their
         id and ``seed``: the same memories on every call with the same seed (all of them when
-        the scope holds fewer)."""
+        the scope holds fewer). ``dimension``: only memories holding a vector of that many
+        dimensions."""
         size = validate_positive_int(size, field="sample")
         seed = validate_number(seed, field="seed", minimum=0, maximum=2**63 - 1, integer=True)
+        if dimension is not None:
+            dimension = validate_positive_int(dimension, field="dimension")
         rows = self._fetch(_statement("sample_ids"),
-                           {**scope_parameters(scope), "size": size, "seed": seed})
+                           {**scope_parameters(scope), "size": size, "seed": seed,
+                            "dimension": dimension})
         return np.sort(np.fromiter((r["id"] for r in rows), dtype=np.int64, count=len(rows)))
 
     def vector_ids(self, dimension: int, *,
