@@ -228,6 +228,7 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
     from ..advisor import advise as advise_store
     from ..advisor import findings_document, gate_exit_code
     from ..analysis import memory_hygiene
+    from ..analysis.worker_pool import available_cpus
     from ..report.build import MIN_SWEEP_VECTORS
     from ..tuning.advice import recommend_ef_search
 
@@ -241,7 +242,8 @@ def advise(ctx: click.Context, sweep: bool, target_recall: float, hygiene: bool,
                                                 queries=min(200, stored),
                                                 progress=sys.stderr.isatty())
         content = memory_hygiene(store, sample=hygiene_sample or None,
-                                 progress=sys.stderr.isatty()) if hygiene else None
+                                 progress=sys.stderr.isatty(),
+                                 workers=available_cpus()) if hygiene else None
         findings = advise_store(store, ef_search_advice=ef_advice, hygiene=content)
     code = gate_exit_code(findings["severity"], fail_on)
     if fmt == "json":
