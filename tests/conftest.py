@@ -9,8 +9,13 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+from hypothesis import settings
 
 matplotlib.use("Agg")
+# Properties, not speed: no per-example deadline (hypothesis' 200 ms by default), which an
+# example of real size can pass on a loaded machine. Speed is measured in benchmarks/.
+settings.register_profile("htm_analytics", deadline=None)
+settings.load_profile("htm_analytics")
 
 pytest_plugins = ["fixtures_db"]
 

@@ -10,7 +10,7 @@ from itertools import pairwise
 import numpy as np
 import psycopg
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from pgvector.psycopg import register_vector
 from psycopg import sql
@@ -81,9 +81,6 @@ def test_the_time_between_pages_is_not_a_statement(ltm: LongTermMemory,
         assert len(seen) == 30
 
 
-# No deadline: an example can make a million pages, which takes longer than hypothesis'
-# 200 ms on a loaded machine (it failed so once); the property, not the time, is tested.
-@settings(deadline=None)
 @given(low=st.integers(-10**12, 10**12), span=st.integers(0, 10**6),
        nodes=st.integers(1, 10**6), page=st.integers(1, 10**5))
 def test_node_id_pages_cover_the_ids_once(low: int, span: int, nodes: int, page: int) -> None:
