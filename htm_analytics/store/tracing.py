@@ -77,21 +77,25 @@ def _report(tracer: Tracer | None, cursor: Any, query: Any, params: Any,
         tracer(text, params, seconds)
 
 
-class _TracingCursor(psycopg.Cursor[Any]):
-    """A cursor reporting each ``execute``, ``executemany`` and ``copy`` it runs.
-
-    In pipeline mode a statement is only queued by ``execute``, so its reported time is the
-    queueing, not the server's work.
-    """
+class _TracedExecute:
+    """``execute`` reported to the tracer and the log (for client and server cursors)."""
 
     tracer: Tracer | None = None
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
         started = time.perf_counter()
         try:
-            return super().execute(query, params, **kwargs)
+            return super().execute(query, params, **kwargs)  # type: ignore[misc]
         finally:
             _report(self.tracer, self, query, params, time.perf_counter() - started)
+
+
+class _TracingCursor(_TracedExecute, psycopg.Cursor[Any]):
+    """A cursor reporting each ``execute``, ``executemany`` and ``copy`` it runs.
+
+    In pipeline mode a statement is only queued by ``execute``, so its reported time is the
+    queueing, not the server's work.
+    """
 
     def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
         started = time.perf_counter()
@@ -116,18 +120,9 @@ def tracing_cursor_class(tracer: Tracer | None) -> type[psycopg.Cursor[Any]]:
                                                       if tracer else None})
 
 
-class _TracingServerCursor(psycopg.ServerCursor[Any]):
+class _TracingServerCursor(_TracedExecute, psycopg.ServerCursor[Any]):
     """A named (server-side) cursor reporting its query once, when it is declared: its rows
     come later, a batch per ``fetchmany``, so the time reported is the declaration's."""
-
-    tracer: Tracer | None = None
-
-    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        started = time.perf_counter()
-        try:
-            return super().execute(query, params, **kwargs)
-        finally:
-            _report(self.tracer, self, query, params, time.perf_counter() - started)
 
 
 def tracing_server_cursor_class(tracer: Tracer | None) -> type[psycopg.ServerCursor[Any]]:
