@@ -47,7 +47,7 @@ from .schema import native_index_dimensions, set_up_schema
 from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema, prefix_read
 from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
 from .server import missing_schema_error, read_overview
-from .tracing import Tracer, tracing_cursor_class, tracing_server_cursor_class
+from .tracing import Tracer, tracing_cursor_classes
 
 __all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
 
@@ -122,8 +122,7 @@ class StoreBase:
                 or "\x00" in writer_timezone or len(writer_timezone) > 100):
             raise ValidationError(f"must be a time zone name, got {writer_timezone!r}",
                                   field="writer_timezone")
-        self._cursor_class = tracing_cursor_class(tracer)
-        self._server_cursor_class = tracing_server_cursor_class(tracer)
+        self._cursor_class, self._server_cursor_class = tracing_cursor_classes(tracer)
         self._url = resolve_database_url(config_or_url)
         self.url = mask_url(self._url)
         # What the database has, read once at open (see _prepare_database).

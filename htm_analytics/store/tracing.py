@@ -22,8 +22,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["Tracer", "SQL_LOGGER", "mask_parameters", "tracing_cursor_class",
-           "tracing_server_cursor_class"]
+__all__ = ["Tracer", "SQL_LOGGER", "mask_parameters", "tracing_cursor_classes"]
 
 Tracer = Callable[[str, Any, float], object]
 """``tracer(sql_text, params, seconds)``: called after each statement (also when it failed)."""
@@ -114,18 +113,15 @@ class _TracingCursor(_TracedExecute, psycopg.Cursor[Any]):
             _report(self.tracer, self, statement, params, time.perf_counter() - started)
 
 
-def tracing_cursor_class(tracer: Tracer | None) -> type[psycopg.Cursor[Any]]:
-    """The cursor class a store's connections use (``connection.cursor_factory``)."""
-    return type("TracingCursor", (_TracingCursor,), {"tracer": staticmethod(tracer)
-                                                      if tracer else None})
-
-
 class _TracingServerCursor(_TracedExecute, psycopg.ServerCursor[Any]):
     """A named (server-side) cursor reporting its query once, when it is declared: its rows
     come later, a batch per ``fetchmany``, so the time reported is the declaration's."""
 
 
-def tracing_server_cursor_class(tracer: Tracer | None) -> type[psycopg.ServerCursor[Any]]:
-    """The class of a store's named cursors (``connection.server_cursor_factory``)."""
-    return type("TracingServerCursor", (_TracingServerCursor,),
-                {"tracer": staticmethod(tracer) if tracer else None})
+def tracing_cursor_classes(tracer: Tracer | None) -> tuple[
+        type[psycopg.Cursor[Any]], type[psycopg.ServerCursor[Any]]]:
+    """The cursor classes of a store's connections, reporting to ``tracer``: its cursors'
+    (``connection.cursor_factory``) and its named cursors' (``server_cursor_factory``)."""
+    bound = {"tracer": staticmethod(tracer) if tracer else None}
+    return (type("TracingCursor", (_TracingCursor,), bound),
+            type("TracingServerCursor", (_TracingServerCursor,), bound))
