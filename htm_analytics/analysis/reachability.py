@@ -105,9 +105,9 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
         checked = (store.vector_ids(dimension, scope=scope)
                    if sample is None or sample >= memories else
                    store.sample_ids(sample, seed=seed, scope=scope, dimension=dimension))
-        for index, padded in _indexes(store, int(dimension)):
+        for index, padded in _indexes(store, dimension):
             tied: set[int] = set()
-            lost = _search_own(store, checked, int(dimension), k, ef_search, padded, tied)
+            lost = _search_own(store, checked, dimension, k, ef_search, padded, tied)
             found_at: dict[int, int] = {}
             remaining, tried = lost, ef_search
             for factor in _ESCALATION:
@@ -115,7 +115,7 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
                 if not remaining or wider <= tried:
                     continue
                 tried = wider
-                still = _search_own(store, remaining, int(dimension), k, wider, padded)
+                still = _search_own(store, remaining, dimension, k, wider, padded)
                 found_at.update({node: wider for node in remaining if node not in still})
                 remaining = still
             low, high = wilson_interval(len(lost), len(checked))
@@ -123,12 +123,12 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
             after, failure = None, None
             if verify_reindex and lost:
                 try:
-                    after = len(_search_own(store, lost, int(dimension), k, ef_search, padded,
+                    after = len(_search_own(store, lost, dimension, k, ef_search, padded,
                                             rebuilt=index))
                 except HTMError as exc:  # e.g. a read-only role may not create a database
                     failure = str(exc)
             summaries.append({
-                "index": index, "dimension": int(dimension), "memories": int(memories),
+                "index": index, "dimension": dimension, "memories": memories,
                 "checked": len(checked), "unreachable": len(lost),
                 "share": len(lost) / max(len(checked), 1), "share_low": low,
                 "share_high": high, "ef_search": ef_search,
@@ -136,7 +136,7 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
                 "tied": len(tied), "after_reindex": after,
                 "what_to_do": _advice(index, len(lost), finding_all, len(remaining), after,
                                       failure)})
-            missing_rows += [{"index": index, "node_id": node, "dimension": int(dimension),
+            missing_rows += [{"index": index, "node_id": node, "dimension": dimension,
                               "found_at_ef_search": found_at.get(node)} for node in lost]
     frame = pd.DataFrame(missing_rows, columns=["index", "node_id", "dimension",
                                                 "found_at_ef_search"])
