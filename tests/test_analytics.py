@@ -494,6 +494,28 @@ def test_snapshot_keeps_tables_and_native_embeddings(store: LongTermMemory,
     assert lengths == [(384,)]
 
 
+def test_snapshot_vectors_equal_the_stored_ones(ltm: LongTermMemory, tmp_path: Path) -> None:
+    """Every vector arrives whole, at its own dimension and bit for bit; a memory without one
+    has NULL."""
+    robot = ltm.register_robot("r")
+    rng = np.random.default_rng(7)
+    stored = {}
+    for i in range(45):
+        dimension = (3, 5, 384)[i % 3]
+        vector = rng.standard_normal(dimension).astype(np.float32) if i % 9 else None
+        node = ltm.add(content=f"memory {i}", robot_id=robot, embedding=vector)
+        stored[node["node_id"]] = vector
+    path = export_snapshot(ltm, tmp_path / "vectors.duckdb")
+    with Snapshot(path) as snapshot, snapshot._con.cursor() as cur:
+        rows = dict(cur.execute("SELECT id, embedding FROM nodes").fetchall())
+    assert rows.keys() == stored.keys()
+    for node, vector in stored.items():
+        if vector is None:
+            assert rows[node] is None
+        else:
+            np.testing.assert_array_equal(np.array(rows[node], dtype=np.float32), vector)
+
+
 def test_export_snapshot_refuses_to_overwrite(store: LongTermMemory, tmp_path: Path) -> None:
     target = tmp_path / "memory.duckdb"
     export_snapshot(store, target)

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .._sql import read_sql
 from ..errors import ValidationError
@@ -72,6 +73,8 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
             con.execute(f"SET memory_limit = '{_DUCKDB_MEMORY}'")
             _create_tables(con)
             for table, chunk in store.iter_tables_chunks(MEMORY_TABLES):
+                if "embedding" in chunk:
+                    chunk["embedding"] = _arrow_vectors(chunk["embedding"])
                 con.register("chunk", chunk)
                 con.execute(f"INSERT INTO {table} SELECT * FROM chunk")  # our table names
                 con.unregister("chunk")
@@ -93,8 +96,28 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
     return target
 
 
+def _arrow_vectors(vectors: pd.Series) -> pd.Series:
+    """``vectors`` (numpy arrays or None) as one Arrow list-of-float32 column.
+
+    DuckDB reads such a column as a whole, three to four times faster than an object column,
+    whose arrays it converts one by one.
+    """
+    present = vectors.notna().to_numpy()
+    lengths = np.fromiter((len(v) if ok else 0 for v, ok in zip(vectors, present)),
+                          dtype=np.int64, count=len(vectors))
+    offsets = np.zeros(len(vectors) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.concatenate([np.asarray(v, dtype=np.float32)
+                             for v, ok in zip(vectors, present) if ok] or
+                            [np.zeros(0, dtype=np.float32)])
+    column = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values),
+                                           mask=pa.array(~present))
+    return pd.Series(pd.arrays.ArrowExtensionArray(column), index=vectors.index,
+                     name=vectors.name)
+
+
 def write_parquet(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
-    """Write a DataFrame to a Parquet file through DuckDB (no pyarrow needed)."""
+    """Write a DataFrame to a Parquet file through DuckDB."""
     with duckdb.connect() as con:
         con.register("frame", frame)
         con.table("frame").to_parquet(str(path))
