@@ -226,6 +226,32 @@ def test_the_report_and_the_advice_say_what_was_sampled(store: LongTermMemory) -
     assert f"Checked every one of the {total:,} memories." in section.text
 
 
+def test_the_report_runs_the_detectors_in_the_workers_asked(
+        store: LongTermMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``build_report(workers=2)`` hands its detectors to two processes, with the findings of
+    one; the command's ``--workers`` is checked before any work."""
+    from htm_analytics.analysis import sensitive
+
+    asked: list[int] = []
+
+    def recording(function: Any, items: Any, *, workers: int) -> Iterator[Any]:
+        asked.append(workers)
+        return real(function, items, workers=workers)
+
+    real = sensitive.ordered_map
+    monkeypatch.setattr(sensitive, "ordered_map", recording)
+    monkeypatch.setattr(sensitive, "_PARALLEL_FROM", 0)
+    built = {workers: ha.build_report(store, benchmark=False, advice=False, hygiene_sample=None,
+                                      workers=workers) for workers in (1, 2)}
+    assert asked == [1, 2]
+    found = [next(s for s in report.sections if s.key == "hygiene").data["sensitive"]
+             for report in built.values()]
+    assert len(found[0])
+    pd.testing.assert_frame_equal(found[1], found[0])
+    refused = CliRunner().invoke(cli, ["report", "--workers", "0"])
+    assert refused.exit_code == 2 and "--workers" in refused.output
+
+
 def test_the_commands_take_a_sample(memory: dict[str, Any], store: LongTermMemory) -> None:
     runner = CliRunner()
     total = store.count_in_scope()
@@ -272,3 +298,14 @@ def test_a_bad_report_sample_is_refused_before_any_work(store: LongTermMemory,
     with pytest.raises(ValidationError) as caught:
         ha.build_report(store, hygiene_sample=hygiene_sample)
     assert caught.value.field == "hygiene_sample"
+
+
+@FAST
+@given(workers=anything)
+def test_bad_report_workers_are_refused_before_any_work(store: LongTermMemory,
+                                                        workers: Any) -> None:
+    assume(not (isinstance(workers, int) and not isinstance(workers, bool)
+                and 1 <= workers <= 64))
+    with pytest.raises(ValidationError) as caught:
+        ha.build_report(store, workers=workers)
+    assert caught.value.field == "workers"

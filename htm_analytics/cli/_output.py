@@ -14,8 +14,8 @@ import click
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["output_options", "scope_options", "emit", "emit_document", "explain_empty",
-           "human_bytes"]
+__all__ = ["output_options", "scope_options", "workers_option", "emit", "emit_document",
+           "explain_empty", "human_bytes"]
 
 
 _JSON_ROWS = "Print one JSON document (an array of objects, one per row)."
@@ -60,6 +60,12 @@ def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(*args, timeframe=timeframe, robots=list(robots) or None, **kwargs)
 
     return wrapper
+
+
+workers_option = click.option(
+    "--workers", type=click.IntRange(1, 64), default=None, metavar="N",
+    help="Processes running the sensitive-data detectors on more than 20,000 memories "
+         "[default: every CPU].")
 
 
 def emit(frame: pd.DataFrame, fmt: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ._app import _open_store, _remember_db, cli
-from ._output import emit, output_options, scope_options
+from ._output import emit, output_options, scope_options, workers_option
 
 # Spelt out so that --help imports neither pandas nor the driver (a test checks them against
 # the library's HYGIENE_CHECKS and SENSITIVE_KINDS).
@@ -18,10 +18,6 @@ PAIR_CHOICES = ("tree", "all")
 
 __all__ = ["hygiene"]
 
-_WORKERS = click.option(
-    "--workers", type=click.IntRange(1, 64), default=None, metavar="N",
-    help="Processes running the sensitive-data detectors on more than 20,000 memories "
-         "[default: every CPU].")
 _SIMILARITY = click.option(
     "--min-similarity", type=click.FloatRange(0, 1, min_open=True), default=0.95,
     show_default=True, help="Least cosine similarity (trigram similarity for memories without "
@@ -42,7 +38,7 @@ _SIMILARITY = click.option(
 @click.option("--pairs", type=click.Choice(PAIR_CHOICES), default="tree", show_default=True,
               help="Near-duplicate pairs counted and kept: per group the strongest joining "
                    "its members (one per extra copy), or every pair.")
-@_WORKERS
+@workers_option
 @scope_options
 @output_options
 @click.pass_context
@@ -101,7 +97,7 @@ def duplicates(ctx: click.Context, min_similarity: float, limit: int | None, pai
               help="Only this kind (repeatable); all by default.")
 @click.option("--phone-region", default=None, metavar="CC",
               help="Also national phone numbers of this region (e.g. US, DE).")
-@_WORKERS
+@workers_option
 @scope_options
 @output_options
 @click.pass_context

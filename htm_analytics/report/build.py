@@ -32,6 +32,7 @@ from ..analysis.trends import (
     remember_count_distribution,
     remember_trends,
 )
+from ..analysis.worker_pool import validate_workers
 from ..frames import MemorySource
 from ..store import LongTermMemory, write_parquet
 from ..store.history import HistoryFolder, HistoryTable
@@ -199,7 +200,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                  benchmark: bool = True, sweep_queries: int = 200, freq: str = "W",
                  labelled_queries: tuple[Sequence[str], np.ndarray, Sequence[int]] | None = None,
                  advice: bool = True, hygiene: bool = True,
-                 hygiene_sample: int | None = REPORT_HYGIENE_SAMPLE,
+                 hygiene_sample: int | None = REPORT_HYGIENE_SAMPLE, workers: int = 1,
                  conversations: ConversationEvaluation | None = None,
                  history: str | os.PathLike[str] | HistoryFolder | HistoryTable | None = None
                  ) -> Report:
@@ -231,6 +232,11 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         memories (the section says so and gives estimated shares with their interval), so
         that the report's time stays bounded; near-duplicates are searched for the first
         1,000 of them (``REPORT_DUPLICATES_SAMPLE``). None checks every memory.
+    workers : int
+        Processes running the hygiene section's sensitive-data detectors when it reads more
+        than 20,000 memories (``hygiene_sample`` None or larger); see
+        :func:`~htm_analytics.sensitive_memories`, whose caller needs the ``__main__``
+        guard for more than one.
     conversations : ConversationEvaluation, optional
         A conversation benchmark's result (:func:`~htm_analytics.evaluate_conversations`,
         or its ``--json`` document read with :meth:`ConversationEvaluation.from_json`): adds
@@ -247,6 +253,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     live = isinstance(source, LongTermMemory)
     if hygiene_sample is not None:  # checked before any work
         hygiene_sample = validate_positive_int(hygiene_sample, field="hygiene_sample")
+    validate_workers(workers)
     facts: dict[str, str] = {}
     if isinstance(source, LongTermMemory):
         info = source.server_info
@@ -282,7 +289,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
         if hygiene:
             searched = None if hygiene_sample is None else REPORT_DUPLICATES_SAMPLE
             hygiene_part, hygiene_result = hygiene_section(
-                source, sample=hygiene_sample, duplicates_sample=searched)
+                source, sample=hygiene_sample, duplicates_sample=searched, workers=workers)
         # One reading of the statistics after every query of the report, shared by the
         # advisor and the index section, so that both give the same counts and age.
         findings = (advise(source, ef_search_advice=ef_advice, hygiene=hygiene_result)

@@ -58,12 +58,13 @@ def _headline(result: HygieneResult) -> str:
 
 def hygiene_section(store: LongTermMemory, *, min_similarity: float = 0.95,
                     sample: int | None = None, duplicates_sample: int | None = None,
-                    seed: int = 0) -> tuple[Section, HygieneResult]:
+                    seed: int = 0, workers: int = 1) -> tuple[Section, HygieneResult]:
     """Counts, the worst examples and what to do, from :func:`memory_hygiene` (on a seeded
     sample of ``sample`` memories when the memory holds more, near-duplicates on the first
-    ``duplicates_sample`` of them, as the section says)."""
+    ``duplicates_sample`` of them, as the section says; the detectors in ``workers``
+    processes)."""
     result = memory_hygiene(store, min_similarity=min_similarity, sample=sample,
-                            duplicates_sample=duplicates_sample, seed=seed)
+                            duplicates_sample=duplicates_sample, seed=seed, workers=workers)
     pairs, found = result.details["near_duplicates"], result.details["sensitive"]
     superseding = result.details["supersession"]
     worst = pairs.drop_duplicates("cluster").head(WORST_SHOWN)[
