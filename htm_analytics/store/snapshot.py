@@ -28,6 +28,7 @@ __all__ = ["export_snapshot", "Snapshot", "write_parquet"]
 _TABLES = (*MEMORY_TABLES, "snapshot_info")
 _DUCKDB_MEMORY = "256MB"  # DuckDB's buffer while a snapshot is written
 _PARQUET_ROW_GROUP = 10_000  # rows a Parquet row group holds (one is built in memory at once)
+_NO_VALUES = np.zeros(0, dtype=np.float32)
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -103,13 +104,11 @@ def _arrow_vectors(vectors: pd.Series) -> pd.Series:
     whose arrays it converts one by one.
     """
     present = vectors.notna().to_numpy()
-    lengths = np.fromiter((len(v) if ok else 0 for v, ok in zip(vectors, present)),
-                          dtype=np.int64, count=len(vectors))
-    offsets = np.zeros(len(vectors) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    values = np.concatenate([np.asarray(v, dtype=np.float32)
-                             for v, ok in zip(vectors, present) if ok] or
-                            [np.zeros(0, dtype=np.float32)])
+    arrays = [np.asarray(v, dtype=np.float32) if ok else _NO_VALUES
+              for v, ok in zip(vectors, present)]
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in arrays], out=offsets[1:])
+    values = np.concatenate([_NO_VALUES, *arrays])
     column = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values),
                                            mask=pa.array(~present))
     return pd.Series(pd.arrays.ArrowExtensionArray(column), index=vectors.index,
