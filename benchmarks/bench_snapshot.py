@@ -1,13 +1,15 @@
-"""Where a DuckDB snapshot's time goes, and its vectors handed to DuckDB two ways side by side.
+"""Where a DuckDB snapshot's time goes, and its nodes written three ways side by side.
 
 Usage:
     python benchmarks/bench_snapshot.py [--database URL] [--out DIR]
 
 Reads every memory table of the database once, as ``export_snapshot`` does (one snapshot, the
-same chunks), timing the reading alone. Each chunk of ``nodes`` is then inserted into two
-DuckDB files with the snapshot's settings: once with its vectors as an object column of numpy
-arrays (what ``export_snapshot`` did before), once as one Arrow list column (what it does
-now, conversion included); the order alternates per chunk. Last, the whole
+same chunks), timing the reading alone. Each chunk of ``nodes`` is then inserted into three
+DuckDB files with the snapshot's settings, the order rotating per chunk:
+- before: the vectors as an object column of numpy arrays, each chunk committed;
+- the vectors as one Arrow list column (conversion included), each chunk committed;
+- after, as ``export_snapshot`` writes now: Arrow, and every chunk in one transaction.
+The time of each file includes its final commit and close. Last, the whole
 ``export_snapshot`` is timed on its own. The database is only read.
 """
 
@@ -34,10 +36,17 @@ def _duckdb(path: Path) -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _insert(con: duckdb.DuckDBPyConnection, chunk: pd.DataFrame) -> None:
+def _insert(con: duckdb.DuckDBPyConnection, chunk: pd.DataFrame, *, arrow: bool) -> None:
+    if arrow:
+        chunk = chunk.assign(embedding=_arrow_vectors(chunk["embedding"]))
     con.register("chunk", chunk)
     con.execute("INSERT INTO nodes SELECT * FROM chunk")
     con.unregister("chunk")
+
+
+WAYS = {"before: object column, commit per chunk": (False, False),
+        "Arrow column, commit per chunk": (True, False),
+        "after: Arrow column, one transaction": (True, True)}
 
 
 def main() -> None:
@@ -49,39 +58,45 @@ def main() -> None:
     args = parser.parse_args()
     url = args.database or resolve_database_url()
     with tempfile.TemporaryDirectory(dir=args.out) as work, \
-            LongTermMemory(url, query_timeout=3600) as store:
+            LongTermMemory(url, query_timeout=3_600_000) as store:
         folder = Path(work)
-        seconds = {"read": 0.0, "object column": 0.0, "Arrow column": 0.0}
-        vectors = 0
-        with _duckdb(folder / "object.duckdb") as as_objects, \
-                _duckdb(folder / "arrow.duckdb") as as_arrow:
-            chunks = store.iter_tables_chunks()
-            position = 0
-            while True:
+        seconds = dict.fromkeys(["read", *WAYS], 0.0)
+        files = {name: _duckdb(folder / f"{i}.duckdb") for i, name in enumerate(WAYS)}
+        for name, (_, one_transaction) in WAYS.items():
+            if one_transaction:
+                files[name].begin()
+        vectors = position = 0
+        chunks = store.iter_tables_chunks()
+        while True:
+            started = time.perf_counter()
+            table, chunk = next(chunks, (None, None))
+            seconds["read"] += time.perf_counter() - started
+            if table is None or chunk is None:
+                break
+            if table != "nodes":
+                continue
+            vectors += int(chunk["embedding"].notna().sum())
+            names = list(WAYS)
+            for name in names[position % 3:] + names[:position % 3]:
                 started = time.perf_counter()
-                table, chunk = next(chunks, (None, None))
-                seconds["read"] += time.perf_counter() - started
-                if table is None or chunk is None:
-                    break
-                if table != "nodes":
-                    continue
-                vectors += int(chunk["embedding"].notna().sum())
-                ways = [("object column", lambda c: _insert(as_objects, c)),
-                        ("Arrow column", lambda c: _insert(as_arrow, c.assign(
-                            embedding=_arrow_vectors(c["embedding"]))))]
-                for name, insert in ways[::-1] if position % 2 else ways:
-                    started = time.perf_counter()
-                    insert(chunk)
-                    seconds[name] += time.perf_counter() - started
-                position += 1
+                _insert(files[name], chunk, arrow=WAYS[name][0])
+                seconds[name] += time.perf_counter() - started
+            position += 1
+        for name, (_, one_transaction) in WAYS.items():
+            started = time.perf_counter()
+            if one_transaction:
+                files[name].commit()
+            files[name].close()
+            seconds[name] += time.perf_counter() - started
         print(f"{vectors:,} vectors in {position} chunks of nodes")
         for name, value in seconds.items():
-            print(f"  {name:<40} {value:8.2f} s")
-        print(f"  nodes into DuckDB: object / Arrow       "
-              f"{seconds['object column'] / seconds['Arrow column']:8.2f}x")
+            print(f"  {name:<42} {value:8.2f} s")
+        before, after = (seconds[name] for name in (names[0], names[-1]))
+        print(f"  nodes into DuckDB, before / after          {before / after:8.2f}x")
         started = time.perf_counter()
         export_snapshot(store, folder / "snapshot.duckdb")
-        print(f"  export_snapshot, whole                   {time.perf_counter() - started:8.2f} s")
+        whole = time.perf_counter() - started
+        print(f"  {'export_snapshot, whole':<42} {whole:8.2f} s")
 
 
 if __name__ == "__main__":

@@ -73,12 +73,16 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
             con.execute("SET TimeZone = 'UTC'")
             con.execute(f"SET memory_limit = '{_DUCKDB_MEMORY}'")
             _create_tables(con)
+            # One transaction: DuckDB then writes the rows once, into the table's blocks,
+            # instead of into its log and again at each checkpoint (twice as fast).
+            con.begin()
             for table, chunk in store.iter_tables_chunks(MEMORY_TABLES):
                 if "embedding" in chunk:
                     chunk["embedding"] = _arrow_vectors(chunk["embedding"])
                 con.register("chunk", chunk)
                 con.execute(f"INSERT INTO {table} SELECT * FROM chunk")  # our table names
                 con.unregister("chunk")
+            con.commit()
             info = store.server_info
             con.execute("INSERT INTO snapshot_info VALUES (?, ?, ?, ?, ?)",
                         [dt.datetime.now(dt.UTC), store.url, SCHEMA_VERSION,
