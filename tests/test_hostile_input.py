@@ -32,7 +32,9 @@ from htm_analytics import (
     HTMError,
     LongTermMemory,
     QueryTimeoutError,
+    Snapshot,
     ValidationError,
+    export_snapshot,
     most_reinforced,
     remember_trends,
     retrieval_quality,
@@ -713,6 +715,24 @@ def test_histories_go_where_asked_or_are_refused_by_name(tmp_path, name, history
     if sample_id is not None:
         assert sample_id == 1
         assert len(read_history(location)["samples"]) == 1
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(name=st.one_of(hostile_text, st.sampled_from(["a\\b.duckdb", "c\\", "s.duckdb", "s.db",
+                                                     "p/", "..", ".", "~"])))
+def test_snapshots_go_where_asked_or_are_refused_by_name(store, tmp_path, name):
+    """Any path: the snapshot is written there and opens with the store's counts, or the call
+    raises a ValidationError naming ``path`` (a backslash among them: DuckDB would write
+    elsewhere)."""
+    home = tmp_path / uuid.uuid4().hex  # each example in a folder of its own
+    home.mkdir()
+    written = outcome(lambda: export_snapshot(store, f"{home}/{name}"), {"path"})
+    if written is None:
+        return
+    assert written.exists() and written.is_relative_to(home)
+    with Snapshot(written) as snapshot:
+        pd.testing.assert_frame_equal(snapshot.table_counts(), store.table_counts())
 
 
 @settings(max_examples=25, deadline=None,

@@ -20,6 +20,7 @@ from .._sql import read_sql
 from ..errors import ValidationError
 from ..frames import coerce_frame, load_analytics_query, node_id_pages, to_duckdb_query
 from .catalog import MEMORY_TABLES
+from .history_folder import path_text
 from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION
 
@@ -59,7 +60,7 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
     pathlib.Path
         The snapshot's path, to open with :class:`Snapshot`.
     """
-    target = Path(path)
+    target = Path(path_text(path, field="path"))
     as_database = target.suffix in (".duckdb", ".db")
     if target.exists() and not overwrite:
         raise ValidationError(f"{target} exists; pass overwrite=True to replace it", field="path")
@@ -150,7 +151,7 @@ class Snapshot:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+        self.path = Path(path_text(path, field="path"))
         if self.path.is_dir():
             missing = [t for t in _TABLES if not (self.path / f"{t}.parquet").exists()]
             if missing:
