@@ -1,7 +1,5 @@
 -- How often content is reinforced: robot-node pairs (by robot) or nodes (all robots summed)
 -- per remember count.
--- work_mem: 128MB (the per-node aggregate's hash table: 65 MB at a million memories, spilled
--- in five batches at 32 MB)
 WITH {scoped},
 counts AS (
     SELECT CASE WHEN %(by)s::text = 'robot' THEN r.name END AS grp,

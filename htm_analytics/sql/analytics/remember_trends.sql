@@ -1,7 +1,5 @@
 -- Remembers per period (and per robot or topic): new content, content another robot already
 -- had, and reinforcement of content the robot already had.
--- work_mem: 256MB (at a million memories its two window sorts take 95 and 79 MB and its hash
--- aggregates 72 MB; at 32 MB they spilled to disk, 11.8 s against 8.5 s in memory)
 WITH {remember_events},
 grouped AS (
     SELECT m.*,
