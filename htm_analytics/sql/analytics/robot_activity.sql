@@ -1,8 +1,8 @@
 -- Per robot: its nodes, remembers, and how many of its nodes other robots remember too.
 -- Shared nodes are a hashed set joined in, not a window over robot_nodes by node: the planner
--- fed that window through the node index, one buffer visit per row (3.9 s at a million
--- memories, against 2.2 s for this form).
--- work_mem: 128MB (the shared-node aggregate's hash table: 65 MB at a million memories)
+-- fed that window through the node index, one buffer visit per row (3.6 s at a million
+-- memories, against 2.7 s for this form; docs/benchmarks.md).
+-- work_mem: 128MB (the shared-node aggregate's hash table: 74 MB at a million memories)
 WITH {scoped},
 shared AS (
     SELECT rn.node_id
