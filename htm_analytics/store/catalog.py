@@ -14,9 +14,8 @@ from ..errors import ValidationError
 from ..frames import load_analytics_query, node_id_pages
 from ..validation import validate_positive_int
 from ._base import StoreBase
-from ._common import to_numpy
 from .display import MemoryStats
-from .vector_stream import fetch_bigint_columns, one_snapshot
+from .vector_stream import decode_vectors, fetch_bigint_columns, one_snapshot, raw_vectors
 
 __all__ = ["CatalogMixin", "MEMORY_TABLES"]
 
@@ -231,12 +230,13 @@ class CatalogMixin(StoreBase):
                     sql.Identifier(table))
                 # A named cursor streams from the server instead of loading the table.
                 with cur.connection.cursor(name=f"export_{table}", binary=True) as stream:
+                    raw_vectors(stream)
                     stream.execute(self._read(query))
                     columns = [c.name for c in stream.description or []]
                     while rows := stream.fetchmany(chunk_rows):
                         frame = pd.DataFrame(rows, columns=columns)
                         if "embedding" in frame:
                             frame["embedding"] = pd.Series(
-                                [None if v is None else to_numpy(v) for v in frame["embedding"]],
+                                decode_vectors(frame["embedding"].tolist()),
                                 index=frame.index, dtype=object)
                         yield table, frame
