@@ -36,13 +36,18 @@ def one_snapshot(cur: psycopg.Cursor[Any]) -> None:
         cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
 
 
+def _vector_fields(dimension: int) -> list[Any]:
+    """pgvector's binary value of ``vector(dimension)``: an int16 dimension, an unused int16,
+    then big-endian float4s."""
+    return [("dimension", ">i2"), ("unused", ">i2"), ("vector", ">f4", (dimension,))]
+
+
 def _row_type(dimension: int | None) -> np.dtype:
     """One binary COPY row of ``(id bigint, vector(dimension))`` (of ``(id bigint)`` for
     None), big-endian as sent."""
     fields: list[Any] = [("fields", ">i2"), ("id_length", ">i4"), ("id", ">i8")]
     if dimension is not None:
-        fields += [("vector_length", ">i4"), ("dimension", ">i2"), ("unused", ">i2"),
-                   ("vector", ">f4", (dimension,))]
+        fields += [("vector_length", ">i4"), *_vector_fields(dimension)]
     return np.dtype(fields)
 
 
@@ -152,16 +157,17 @@ def raw_vectors(cur: psycopg.Cursor[Any]) -> None:
 
 
 def decode_vectors(values: Sequence[bytes | None]) -> list[np.ndarray | None]:
-    """float32 arrays from pgvector's binary format (an int16 dimension, an unused int16, then
-    big-endian float4s), one NumPy conversion per distinct length; None stays None."""
+    """float32 arrays from pgvector's binary values (:func:`_vector_fields`), one NumPy
+    conversion per distinct length; None stays None."""
     decoded: list[np.ndarray | None] = [None] * len(values)
     rows_by_length: dict[int, list[int]] = {}
     for row, value in enumerate(values):
         if value is not None:
             rows_by_length.setdefault(len(value), []).append(row)
     for length, rows in rows_by_length.items():
-        words = np.frombuffer(b"".join(values[row] for row in rows),  # type: ignore[misc]
-                              dtype=">f4").reshape(len(rows), length // 4)
-        for row, vector in zip(rows, words[:, 1:].astype(np.float32)):  # past the header word
+        layout = np.dtype(_vector_fields((length - 4) // 4))
+        read = np.frombuffer(b"".join(values[row] for row in rows),  # type: ignore[misc]
+                             dtype=layout)
+        for row, vector in zip(rows, read["vector"].astype(np.float32)):
             decoded[row] = vector
     return decoded
