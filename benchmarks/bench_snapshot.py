@@ -66,7 +66,7 @@ def main() -> None:
         for name, (_, one_transaction) in WAYS.items():
             if one_transaction:
                 files[name].begin()
-        vectors = position = 0
+        names, vectors, position = list(WAYS), 0, 0
         chunks = store.iter_tables_chunks()
         while True:
             started = time.perf_counter()
@@ -77,8 +77,8 @@ def main() -> None:
             if table != "nodes":
                 continue
             vectors += int(chunk["embedding"].notna().sum())
-            names = list(WAYS)
-            for name in names[position % 3:] + names[:position % 3]:
+            turn = position % len(names)
+            for name in names[turn:] + names[:turn]:
                 started = time.perf_counter()
                 _insert(files[name], chunk, arrow=WAYS[name][0])
                 seconds[name] += time.perf_counter() - started
