@@ -202,6 +202,23 @@ def test_near_duplicates_can_search_a_sample_of_the_sample(store: LongTermMemory
     assert alone.summary.set_index("check")["checked"].to_dict()["sensitive"] == full.total
 
 
+def test_sampled_searches_go_a_few_memories_per_statement(memory: dict[str, Any]) -> None:
+    # A cold padded index at a million memories took 110-150 ms a search: a thousand in one
+    # statement outran the 30 s query_timeout and cost the report its whole run.
+    searched: list[list[int]] = []
+
+    def tracer(sql: str, params: Any, seconds: float) -> None:
+        if "sampled memories' near-duplicates" in str(sql):
+            searched.append(list(params["ids"]))
+
+    with LongTermMemory(memory["url"], cache_size=0, tracer=tracer) as traced:
+        found = ha.near_duplicates(traced, sample=SAMPLE, seed=SEED)
+        drawn = traced.sample_ids(SAMPLE, seed=SEED).tolist()
+    assert len(found) > 0 and len(searched) == 2
+    assert max(map(len, searched)) <= 50
+    assert [i for ids in searched for i in ids] == drawn
+
+
 def test_a_sample_as_large_as_the_memory_is_the_full_check(store: LongTermMemory) -> None:
     full = ha.memory_hygiene(store)
     again = ha.memory_hygiene(store, sample=full.total, seed=3)
