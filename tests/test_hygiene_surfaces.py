@@ -100,6 +100,20 @@ def test_the_long_checks_show_their_progress(planted: dict[str, Any],
     assert "sensitive data" in bars and "42/42" in bars
     pd.testing.assert_frame_equal(shown.summary, quiet.summary)
 
+    # The reachability check: every memory's own search through each index, counted as
+    # its batches of 50 are done.
+    with ha.LongTermMemory(planted["url"], cache_size=0) as store:
+        quiet = ha.unreachable_memories(store)
+        assert capsys.readouterr().err == ""
+        shown = ha.unreachable_memories(store, progress=True)
+        bars = capsys.readouterr().err
+        with pytest.raises(ha.ValidationError) as refused:
+            ha.unreachable_memories(store, progress=1)
+    assert refused.value.field == "progress"
+    searched = int(quiet.attrs["summary"]["checked"].sum())
+    assert searched >= 42 and "own-vector searches" in bars and f"{searched}/{searched}" in bars
+    pd.testing.assert_frame_equal(shown.attrs["summary"], quiet.attrs["summary"])
+
 
 def test_the_summary_runs_its_one_long_statement_before_reading_every_memory(
         planted: dict[str, Any]) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pandas as pd
 
+from .._progress import Progress, progress_bar, validate_progress
 from ..errors import HTMError, ValidationError
 from ..frames import scope_params
 from ..store import DEFAULT_EF_SEARCH, PADDED_INDEX, LongTermMemory, vector_index_name
@@ -41,7 +42,7 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
                          sample: int | None = None, seed: int = 0,
                          verify_reindex: bool = False,
                          robots: str | list[str] | None = None,
-                         timeframe: Any = None) -> pd.DataFrame:
+                         timeframe: Any = None, progress: bool = False) -> pd.DataFrame:
     """Memories the vector index does not return in the top ``k`` for their own vector.
 
     Parameters
@@ -65,6 +66,9 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
         The user's database is only read.
     robots, timeframe : optional
         Only memories in this scope are checked (the search itself ranks every memory).
+    progress : bool
+        Show a progress bar over the memories searched (every memory of a million, through
+        a padded index, takes hours: ``sample=`` takes minutes).
 
     Returns
     -------
@@ -96,48 +100,28 @@ def unreachable_memories(store: LongTermMemory, *, k: int = 10, ef_search: int |
     if not isinstance(verify_reindex, bool):
         raise ValidationError(f"must be True or False, got {verify_reindex!r}",
                               field="verify_reindex")
+    progress = validate_progress(progress)
     scope = scope_params(timeframe=timeframe, robots=robots)
     summaries: list[dict[str, Any]] = []
     missing_rows: list[dict[str, Any]] = []
     groups = store.vector_groups(scope)  # one row per model and dimension
+    plan = []  # (dimension, memories, checked ids, indexes)
     for dimension in sorted({int(d) for d in groups["dimension"]}):
         memories = int(groups.loc[groups["dimension"] == dimension, "nodes"].sum())
         checked = (store.vector_ids(dimension, scope=scope)
                    if sample is None or sample >= memories else
                    store.sample_ids(sample, seed=seed, scope=scope, dimension=dimension))
-        for index, padded in _indexes(store, dimension):
-            tied: set[int] = set()
-            lost = _search_own(store, checked, dimension, k, ef_search, padded, tied)
-            found_at: dict[int, int] = {}
-            remaining, tried = lost, ef_search
-            for factor in _ESCALATION:
-                wider = min(ef_search * factor, 1000)
-                if not remaining or wider <= tried:
-                    continue
-                tried = wider
-                still = _search_own(store, remaining, dimension, k, wider, padded)
-                found_at.update({node: wider for node in remaining if node not in still})
-                remaining = still
-            low, high = wilson_interval(len(lost), len(checked))
-            finding_all = max(found_at.values(), default=ef_search) if not remaining else None
-            after, failure = None, None
-            if verify_reindex and lost:
-                try:
-                    after = len(_search_own(store, lost, dimension, k, ef_search, padded,
-                                            rebuilt=index))
-                except HTMError as exc:  # e.g. a read-only role may not create a database
-                    failure = str(exc)
-            summaries.append({
-                "index": index, "dimension": dimension, "memories": memories,
-                "checked": len(checked), "unreachable": len(lost),
-                "share": len(lost) / max(len(checked), 1), "share_low": low,
-                "share_high": high, "ef_search": ef_search,
-                "ef_search_finding_all": finding_all, "still_unreachable": len(remaining),
-                "tied": len(tied), "after_reindex": after,
-                "what_to_do": _advice(index, len(lost), finding_all, len(remaining), after,
-                                      failure)})
-            missing_rows += [{"index": index, "node_id": node, "dimension": dimension,
-                              "found_at_ef_search": found_at.get(node)} for node in lost]
+        plan.append((dimension, memories, checked, _indexes(store, dimension)))
+    searches = sum(len(checked) * len(indexes) for _, _, checked, indexes in plan)
+    with progress_bar(progress, searches, "own-vector searches", "memory") as bar:
+        for dimension, memories, checked, indexes in plan:
+            for index, padded in indexes:
+                bar.note(index)
+                summary, lost_rows = _check_index(store, index, padded, checked, dimension,
+                                                  memories, k, ef_search, verify_reindex,
+                                                  bar)
+                summaries.append(summary)
+                missing_rows += lost_rows
     frame = pd.DataFrame(missing_rows, columns=["index", "node_id", "dimension",
                                                 "found_at_ef_search"])
     described = store.describe_nodes(sorted(set(frame["node_id"].tolist())),
@@ -162,9 +146,47 @@ def _indexes(store: LongTermMemory, dimension: int) -> list[tuple[str, bool]]:
     return found
 
 
+def _check_index(store: LongTermMemory, index: str, padded: bool, checked: Any,
+                 dimension: int, memories: int, k: int, ef_search: int, verify_reindex: bool,
+                 bar: Progress) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """One index's summary row and its unreachable memories' rows: ``checked`` searched at
+    ``ef_search``, the lost ones again at wider settings (and on a rebuilt copy on request)."""
+    tied: set[int] = set()
+    lost = _search_own(store, checked, dimension, k, ef_search, padded, tied, bar=bar)
+    found_at: dict[int, int] = {}
+    remaining, tried = lost, ef_search
+    for factor in _ESCALATION:
+        wider = min(ef_search * factor, 1000)
+        if not remaining or wider <= tried:
+            continue
+        tried = wider
+        still = _search_own(store, remaining, dimension, k, wider, padded)
+        found_at.update({node: wider for node in remaining if node not in still})
+        remaining = still
+    low, high = wilson_interval(len(lost), len(checked))
+    finding_all = max(found_at.values(), default=ef_search) if not remaining else None
+    after, failure = None, None
+    if verify_reindex and lost:
+        try:
+            after = len(_search_own(store, lost, dimension, k, ef_search, padded,
+                                    rebuilt=index))
+        except HTMError as exc:  # e.g. a read-only role may not create a database
+            failure = str(exc)
+    summary = {
+        "index": index, "dimension": dimension, "memories": memories,
+        "checked": len(checked), "unreachable": len(lost),
+        "share": len(lost) / max(len(checked), 1), "share_low": low,
+        "share_high": high, "ef_search": ef_search,
+        "ef_search_finding_all": finding_all, "still_unreachable": len(remaining),
+        "tied": len(tied), "after_reindex": after,
+        "what_to_do": _advice(index, len(lost), finding_all, len(remaining), after, failure)}
+    return summary, [{"index": index, "node_id": node, "dimension": dimension,
+                      "found_at_ef_search": found_at.get(node)} for node in lost]
+
+
 def _search_own(store: LongTermMemory, ids: Any, dimension: int, k: int, ef_search: int,
                 padded: bool, tied: set[int] | None = None,
-                rebuilt: str | None = None) -> list[int]:
+                rebuilt: str | None = None, bar: Progress | None = None) -> list[int]:
     """The memories of ``ids`` not in their own top ``k``; those crowded out by ``k``
     identical vectors (a tie, which no setting changes) go to ``tied`` instead. ``rebuilt``
     names an index to search through a freshly built copy of instead (one scratch copy
@@ -175,9 +197,13 @@ def _search_own(store: LongTermMemory, ids: Any, dimension: int, k: int, ef_sear
         batches = [store.reindexed_self_search(rebuilt, ids, dimension=dimension, k=k,
                                                ef_search=ef_search, padded=padded)]
     else:
-        batches = [store.self_search(ids[start:start + _BATCH], dimension=dimension, k=k,
-                                     ef_search=ef_search, padded=padded)
-                   for start in range(0, len(ids), _BATCH)]
+        batches = []
+        for start in range(0, len(ids), _BATCH):
+            batch = ids[start:start + _BATCH]
+            batches.append(store.self_search(batch, dimension=dimension, k=k,
+                                             ef_search=ef_search, padded=padded))
+            if bar is not None:
+                bar.update(len(batch))
     for ranks in batches:
         for node, (rank, crowded) in ranks.items():
             if rank is None and crowded and tied is not None:
