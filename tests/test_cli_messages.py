@@ -232,6 +232,21 @@ def test_help_is_fast_to_reach() -> None:
     assert done.stdout.strip().splitlines()[-1] == "heavy:"
 
 
+def test_every_help_text_prints_as_written() -> None:
+    # Click does not %-format help: "95%%" printed as written.
+    import click
+
+    def helps(command: click.Command, parent: click.Context | None, name: str) -> Iterator[str]:
+        context = click.Context(command, info_name=name, parent=parent)
+        yield command.get_help(context)
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            yield from helps(sub, context, sub_name)
+
+    texts = list(helps(cli, None, "htm-analytics"))
+    assert len(texts) > 30
+    assert [t.splitlines()[0] for t in texts if "%%" in t or "%(" in t] == []
+
+
 def test_the_spelt_out_defaults_are_the_library_ones() -> None:
     # Spelt out in the command line so that --help imports neither the driver nor pandas.
     from htm_analytics.cli import _database
