@@ -12,12 +12,15 @@ import pandas as pd
 import psycopg
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from psycopg.conninfo import conninfo_to_dict
 
 import htm_analytics as ha
 import htm_analytics.cli._database as cli_database
 from htm_analytics.agent.datasets import DEMO_ROBOTS, read_demo, simulate_remembers
 from htm_analytics.cli import cli
+from htm_analytics.cli._output import _as_text, _cut, terminal_table
 
 ROOT = Path(__file__).resolve().parents[1]
 URL_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")
@@ -122,6 +125,32 @@ def test_demo_history_does_not_pile_up_at_the_end() -> None:
     weekly = events.set_index("remembered_at").resample("W").size()
     # Activity grows towards the end, but the last full week is no spike over the one before.
     assert weekly.iloc[-2] < 1.3 * weekly.iloc[-3]
+
+
+@settings(max_examples=150, deadline=None)
+@given(columns=st.lists(st.lists(st.text(max_size=60), min_size=3, max_size=3),
+                        min_size=1, max_size=6),
+       width=st.integers(min_value=60, max_value=160))
+def test_a_table_is_laid_out_as_if_every_row_were_rendered(columns: list[list[str]],
+                                                          width: int) -> None:
+    # A long table's layout is chosen on the rows holding each column's longest value (a
+    # million rows rendered once per width tried took minutes): the same choice as
+    # rendering every row at each width.
+    frame = pd.DataFrame({f"column_{i}": values for i, values in enumerate(columns)})
+    text, cuttable = _as_text(frame)
+    fitting = None
+    for text_width in (40, 32, 24, 16):
+        rendered = _cut(text, cuttable, text_width).to_string(index=False)
+        if max(map(len, rendered.splitlines())) <= width:
+            fitting = rendered
+            break
+    shown = terminal_table(frame, width)
+    lines = shown.splitlines()
+    if fitting is not None:
+        assert shown == fitting and len(lines) == len(frame) + 1
+    else:
+        assert shown.startswith("-[ RECORD 1 ]") and len(lines) == 3 * (len(columns) + 1)
+    assert max(map(len, lines)) <= width  # a value's line break or tab is a space
 
 
 def test_terminal_tables_are_readable(ltm: ha.LongTermMemory, database_url: str) -> None:

@@ -132,21 +132,28 @@ def _terminal_width() -> int:
 def terminal_table(frame: pd.DataFrame, width: int | None = None) -> str:
     """``frame`` for a terminal ``width`` wide (default: the terminal's): one line per row,
     long text shortened to fit; a table too wide even so is printed as one record per row,
-    a column a line (psql's expanded display), rather than wrapped into blocks."""
+    a column a line (psql's expanded display), rather than wrapped into blocks.
 
+    The values are made text once and the table rendered once, whatever the number of rows
+    (a million rows took minutes when each width was tried by rendering every row)."""
     width = width or _terminal_width()
+    text, cuttable = _as_text(frame)
+    # Each column's longest value sets its width, before a cut and after it (a cut value is
+    # as long as the cut): the rows holding them are laid out as the whole table would be.
+    longest = text.iloc[sorted({int(text[c].str.len().to_numpy().argmax())
+                                for c in text.columns})]
     for text_width in (40, 32, 24, 16):
-        text = _readable(frame, text_width).to_string(index=False)
-        if max(map(len, text.splitlines())) <= width:
-            return text
-    shown = _readable(frame, max(16, width - 3 - max(len(str(c)) for c in frame.columns)))
+        laid_out = _cut(longest, cuttable, text_width).to_string(index=False)
+        if max(map(len, laid_out.splitlines())) <= width:
+            return _cut(text, cuttable, text_width).to_string(index=False)
+    shown = _cut(text, cuttable, max(16, width - 3 - max(len(str(c)) for c in text.columns)))
     label_width = max(len(str(c)) for c in shown.columns)
+    labels = [f"{str(c).ljust(label_width)} | " for c in shown.columns]
     records = []
-    for number, (_, row) in enumerate(shown.iterrows(), start=1):
+    for number, values in enumerate(zip(*(shown[c] for c in shown.columns)), start=1):
         header = f"-[ RECORD {number} ]"
-        lines = [header + "-" * max(0, min(width, 40) - len(header))]
-        lines += [f"{str(c).ljust(label_width)} | {v}" for c, v in row.items()]
-        records.append("\n".join(lines))
+        records.append("\n".join([header + "-" * max(0, min(width, 40) - len(header)),
+                                   *(label + value for label, value in zip(labels, values))]))
     return "\n".join(records)
 
 
@@ -158,14 +165,20 @@ def _shown_name(column: Any) -> Any:
     return "size" if name == "size_bytes" else f"{name[:-6]}_size"
 
 
-def _readable(frame: pd.DataFrame, text_width: int = 40) -> pd.DataFrame:
+_CONTROL = r"[\x00-\x1f\x7f-\x9f\u2028\u2029]"  # what would break or escape a line
+
+
+def _as_text(frame: pd.DataFrame) -> tuple[pd.DataFrame, list[Any]]:
     """A copy for the terminal: times to the minute, floats to 3 decimals, sizes in kB/MB/GB,
-    long text cut, and blanks instead of NaN/NaT/<NA>."""
+    control characters as spaces and blanks instead of NaN/NaT/<NA>; with the columns whose
+    long text may be cut."""
     import pandas as pd
 
     shown = pd.DataFrame(index=frame.index)
+    cuttable = []
     for column in frame.columns:
         values = frame[column]
+        name = _shown_name(column)
         if str(column).endswith("_bytes") and pd.api.types.is_numeric_dtype(values):
             text = values.map(human_bytes)
         elif pd.api.types.is_datetime64_any_dtype(values):
@@ -175,6 +188,19 @@ def _readable(frame: pd.DataFrame, text_width: int = 40) -> pd.DataFrame:
         else:
             text = values.map(lambda v: "" if v is None or (not isinstance(v, (list, tuple))
                                                             and pd.isna(v)) else str(v))
-            text = text.map(lambda t: t if len(t) <= text_width else t[:text_width - 1] + "…")
-        shown[_shown_name(column)] = text.fillna("").astype(object)
+            # A memory's line breaks and tabs as spaces: one line per row, as wide as its text.
+            text = text.str.replace(_CONTROL, " ", regex=True)
+            cuttable.append(name)
+        shown[name] = text.fillna("").astype(object)
+    return shown, cuttable
+
+
+def _cut(text: pd.DataFrame, cuttable: list[Any], text_width: int) -> pd.DataFrame:
+    """``text`` with the long values of ``cuttable`` columns cut to ``text_width``."""
+    shown = text.copy()
+    for name in cuttable:
+        values = shown[name]
+        long = values.str.len() > text_width
+        if long.any():
+            shown[name] = values.where(~long, values.str.slice(0, text_width - 1) + "…")
     return shown
