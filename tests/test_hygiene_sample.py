@@ -287,6 +287,26 @@ def test_the_commands_take_a_sample(memory: dict[str, Any], store: LongTermMemor
     assert f"among {SAMPLE:,} sampled of {total:,} memories" in advice.stdout
     refused = runner.invoke(cli, ["--db", memory["url"], "hygiene", "--sample", "0"])
     assert refused.exit_code != 0 and "--sample" in refused.output
+    # Each check's own command takes the same sample, and says so on stderr.
+    checks = {"duplicates": lambda: ha.near_duplicates(store, sample=SAMPLE, seed=SEED),
+              "sensitive": lambda: ha.sensitive_memories(store, sample=SAMPLE, seed=SEED),
+              "supersession": lambda: ha.supersession_candidates(store, sample=SAMPLE,
+                                                                 seed=SEED)}
+    for command, check in checks.items():
+        done = runner.invoke(cli, ["--db", memory["url"], "hygiene", command, "--sample",
+                                   str(SAMPLE), "--seed", str(SEED), "--json"])
+        assert done.exit_code == 0, done.output
+        expected = check()
+        assert len(json.loads(done.stdout)) == len(expected) > 0
+        drawn = expected.attrs["sample"]
+        assert (f"checked a sample of {SAMPLE:,} of {total:,} memories (--seed {SEED}): "
+                f"{drawn['involved']:,} involved") in done.stderr
+        refused = runner.invoke(cli, ["--db", memory["url"], "hygiene", command, "--sample",
+                                      "0"])
+        assert refused.exit_code == 2 and "--sample" in refused.output
+    unseeded = runner.invoke(cli, ["--db", memory["url"], "hygiene", "unreachable",
+                                   "--sample", "20", "--seed", "-1"])
+    assert unseeded.exit_code == 2 and "--seed" in unseeded.output
 
 
 @FAST

@@ -18,10 +18,27 @@ PAIR_CHOICES = ("tree", "all")
 
 __all__ = ["hygiene"]
 
+_SAMPLE = click.option(
+    "--sample", type=click.IntRange(min=1), default=None, metavar="N",
+    help="Check a seeded sample of N memories (shares estimated with a 95% interval) instead "
+         "of every memory: at a million memories the whole check takes minutes to hours.")
+_SEED = click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+                     help="Chooses the sample.")
+
 _SIMILARITY = click.option(
     "--min-similarity", type=click.FloatRange(0, 1, min_open=True), default=0.95,
     show_default=True, help="Least cosine similarity (trigram similarity for memories without "
                             "a vector) of a near-duplicate pair.")
+
+
+def _say_sample(frame: Any) -> None:
+    """On stderr, what a check on a sample read and what it estimates for every memory."""
+    drawn = frame.attrs.get("sample")
+    if drawn:
+        click.echo(f"checked a sample of {drawn['checked']:,} of {drawn['memories']:,} memories "
+                   f"(--seed {drawn['seed']}): {drawn['involved']:,} involved, "
+                   f"{drawn['share']:.1%} (95% interval {drawn['share_low']:.1%}-"
+                   f"{drawn['share_high']:.1%})", err=True)
 
 
 @cli.group(invoke_without_command=True)
@@ -30,11 +47,8 @@ _SIMILARITY = click.option(
 @click.option("--check", "checks", multiple=True, type=click.Choice(HYGIENE_CHECKS),
               help="Only this check (repeatable); all by default.")
 @_SIMILARITY
-@click.option("--sample", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Check a seeded sample of N memories (shares estimated with a 95% "
-                   "interval) instead of every memory.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Chooses the sample.")
+@_SAMPLE
+@_SEED
 @click.option("--pairs", type=click.Choice(PAIR_CHOICES), default="tree", show_default=True,
               help="Near-duplicate pairs counted and kept: per group the strongest joining "
                    "its members (one per extra copy), or every pair.")
@@ -78,17 +92,21 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
 @click.option("--pairs", type=click.Choice(PAIR_CHOICES), default="tree", show_default=True,
               help="Per cluster the strongest pairs joining its members (cluster size - 1: "
                    "memory in proportion to the memories), or every pair.")
+@_SAMPLE
+@_SEED
 @scope_options
 @output_options
 @click.pass_context
 def duplicates(ctx: click.Context, min_similarity: float, limit: int | None, pairs: str,
-               fmt: str, **scope: Any) -> None:
+               sample: int | None, seed: int, fmt: str, **scope: Any) -> None:
     """Pairs of near-duplicate memories, by cluster: ids, similarity, texts, robots."""
     from ..analysis import near_duplicates
 
     with _open_store(ctx, init_schema=False) as store:
         frame = near_duplicates(store, min_similarity=min_similarity, pairs=pairs,
-                                progress=sys.stderr.isatty(), **scope)
+                                sample=sample, seed=seed, progress=sys.stderr.isatty(),
+                                **scope)
+    _say_sample(frame)
     emit(frame.head(limit) if limit is not None else frame, fmt)
 
 
@@ -97,20 +115,25 @@ def duplicates(ctx: click.Context, min_similarity: float, limit: int | None, pai
               help="Only this kind (repeatable); all by default.")
 @click.option("--phone-region", default=None, metavar="CC",
               help="Also national phone numbers of this region (e.g. US, DE).")
+@_SAMPLE
+@_SEED
 @workers_option
 @scope_options
 @output_options
 @click.pass_context
 def sensitive(ctx: click.Context, kinds: tuple[str, ...], phone_region: str | None,
-              workers: int | None, fmt: str, **scope: Any) -> None:
+              sample: int | None, seed: int, workers: int | None, fmt: str,
+              **scope: Any) -> None:
     """Credentials and personal data in memories: kind, detector, masked excerpt."""
     from ..analysis import sensitive_memories
     from ..analysis.worker_pool import available_cpus
 
     with _open_store(ctx, init_schema=False) as store:
         frame = sensitive_memories(store, kinds=list(kinds) or None,
-                                   phone_region=phone_region, progress=sys.stderr.isatty(),
+                                   phone_region=phone_region, sample=sample, seed=seed,
+                                   progress=sys.stderr.isatty(),
                                    workers=workers or available_cpus(), **scope)
+    _say_sample(frame)
     emit(frame, fmt)
 
 
@@ -122,8 +145,7 @@ def sensitive(ctx: click.Context, kinds: tuple[str, ...], phone_region: str | No
               help="Check a seeded sample of N memories per index (the share with a 95% "
                    "interval) instead of every memory: at a million memories the whole check "
                    "takes hours, a sample of 2,000 minutes.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Chooses the sample.")
+@_SEED
 @click.option("--summary/--memories", default=True, show_default=True,
               help="One row per index, or one per unreachable memory.")
 @click.option("--verify-reindex", is_flag=True,
@@ -176,19 +198,25 @@ def stale(ctx: click.Context, days: float, limit: int | None, fmt: str, **scope:
                                       "near-duplicate instead.")
 @click.option("--max-tag-memories", type=int, default=100, show_default=True,
               help="A shared tag names a subject when at most this many memories hold it.")
+@_SAMPLE
+@_SEED
 @scope_options
 @output_options
 @click.pass_context
 def supersession(ctx: click.Context, min_similarity: float, max_similarity: float,
-                 max_tag_memories: int, fmt: str, **scope: Any) -> None:
+                 max_tag_memories: int, sample: int | None, seed: int, fmt: str,
+                 **scope: Any) -> None:
     """Pairs where a newer memory on the same subject says something different from an
     older one: ids, created_at, shared tags, similarity, words dropped and added."""
     from ..analysis import supersession_candidates
 
     with _open_store(ctx, init_schema=False) as store:
-        emit(supersession_candidates(store, min_similarity=min_similarity,
-                                     max_similarity=max_similarity,
-                                     max_tag_memories=max_tag_memories, **scope), fmt)
+        frame = supersession_candidates(store, min_similarity=min_similarity,
+                                        max_similarity=max_similarity,
+                                        max_tag_memories=max_tag_memories, sample=sample,
+                                        seed=seed, **scope)
+    _say_sample(frame)
+    emit(frame, fmt)
 
 
 @hygiene.command("retention")
