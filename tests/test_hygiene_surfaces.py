@@ -88,28 +88,25 @@ def test_the_long_checks_show_their_progress(planted: dict[str, Any],
 
     # Every update drawn (tqdm draws at most ten a second), so that the last count shows.
     monkeypatch.setattr(tqdm.auto, "tqdm", functools.partial(tqdm.std.tqdm, mininterval=0))
-    with ha.LongTermMemory(planted["url"], cache_size=0) as store:
-        quiet = ha.memory_hygiene(store)
-        assert capsys.readouterr().err == ""
-        shown = ha.memory_hygiene(store, progress=True)
-        bars = capsys.readouterr().err
-        with pytest.raises(ha.ValidationError) as refused:
-            ha.memory_hygiene(store, progress="yes")
-    assert refused.value.field == "progress"
+
+    def without_and_with_a_bar(check: Any) -> tuple[Any, Any, str]:
+        with ha.LongTermMemory(planted["url"], cache_size=0) as store:
+            quiet = check(store)
+            assert capsys.readouterr().err == ""
+            shown = check(store, progress=True)
+            bars = capsys.readouterr().err
+            with pytest.raises(ha.ValidationError) as refused:
+                check(store, progress="yes")
+        assert refused.value.field == "progress"
+        return quiet, shown, bars
+
+    quiet, shown, bars = without_and_with_a_bar(ha.memory_hygiene)
     assert "near-duplicates" in bars and "861/861" in bars  # 42 vectors: 42 * 41 / 2 pairs
     assert "sensitive data" in bars and "42/42" in bars
     pd.testing.assert_frame_equal(shown.summary, quiet.summary)
-
     # The reachability check: every memory's own search through each index, counted as
     # its batches of 50 are done.
-    with ha.LongTermMemory(planted["url"], cache_size=0) as store:
-        quiet = ha.unreachable_memories(store)
-        assert capsys.readouterr().err == ""
-        shown = ha.unreachable_memories(store, progress=True)
-        bars = capsys.readouterr().err
-        with pytest.raises(ha.ValidationError) as refused:
-            ha.unreachable_memories(store, progress=1)
-    assert refused.value.field == "progress"
+    quiet, shown, bars = without_and_with_a_bar(ha.unreachable_memories)
     searched = int(quiet.attrs["summary"]["checked"].sum())
     assert searched >= 42 and "own-vector searches" in bars and f"{searched}/{searched}" in bars
     pd.testing.assert_frame_equal(shown.attrs["summary"], quiet.attrs["summary"])
