@@ -22,6 +22,7 @@ from .._progress import Progress, progress_bar, validate_progress
 from ..errors import HTMError, ValidationError
 from ..frames import scope_params
 from ..store import DEFAULT_EF_SEARCH, PADDED_INDEX, LongTermMemory, vector_index_name
+from ..store.hygiene import SEARCHES_PER_STATEMENT
 from ._common import live_store, validate_sample, wilson_interval
 
 __all__ = ["UNREACHABLE_COLUMNS", "REACHABILITY_COLUMNS", "unreachable_memories"]
@@ -34,7 +35,6 @@ REACHABILITY_COLUMNS = {
     "share_high": "float64", "ef_search": "int64", "ef_search_finding_all": "Int64",
     "still_unreachable": "int64", "tied": "int64", "after_reindex": "Int64",
     "what_to_do": "string"}
-_BATCH = 50  # memories per statement: a padded search of 2000-d vectors is slow
 _ESCALATION = (2, 4, 8, 16, 25)  # multiples of ef_search tried, up to pgvector's 1000
 
 
@@ -198,8 +198,8 @@ def _search_own(store: LongTermMemory, ids: Any, dimension: int, k: int, ef_sear
                                                ef_search=ef_search, padded=padded)]
     else:
         batches = []
-        for start in range(0, len(ids), _BATCH):
-            batch = ids[start:start + _BATCH]
+        for start in range(0, len(ids), SEARCHES_PER_STATEMENT):
+            batch = ids[start:start + SEARCHES_PER_STATEMENT]
             batches.append(store.self_search(batch, dimension=dimension, k=k,
                                              ef_search=ef_search, padded=padded))
             if bar is not None:

@@ -23,8 +23,13 @@ from ._vectors import native_distance
 from .text_previews import SPARE, shown_texts
 from .vector_stream import copy_vector_batches, one_snapshot
 
-__all__ = ["HygieneMixin", "scope_condition", "scope_parameters", "self_search_statement",
-           "read_self_search"]
+__all__ = ["SEARCHES_PER_STATEMENT", "HygieneMixin", "scope_condition", "scope_parameters",
+           "self_search_statement", "read_self_search"]
+
+# HNSW searches of stored vectors per statement (the reachability and sampled near-duplicate
+# checks). A search of a cold padded (2000-d) index took 110-150 ms at a million memories, so
+# 1,000 in one statement outran the store's 30 s query_timeout; 50 stay near 7 s cold.
+SEARCHES_PER_STATEMENT = 50
 
 
 def scope_condition(alias: str = "n") -> str:

@@ -21,16 +21,12 @@ from psycopg import sql
 from .._sql import read_sql
 from ..validation import validate_ids, validate_number, validate_positive_int
 from ._base import StoreBase
-from .hygiene import scope_condition, scope_parameters
+from .hygiene import SEARCHES_PER_STATEMENT, scope_condition, scope_parameters
 from .vector_stream import copy_ids, one_snapshot
 
 __all__ = ["SampledHygieneMixin"]
 
 _PAIR_DTYPES = {"node_a": "int64", "node_b": "int64", "similarity": "float64"}
-# Sampled memories searched per statement. A search of a cold padded (2000-d) index at a
-# million memories took 110-150 ms here, so 1,000 in one statement outran the store's 30 s
-# query_timeout; 50 stay near 7 s cold.
-_IDS_PER_STATEMENT = 50
 
 
 def _statement(name: str, **parts: sql.Composable) -> sql.Composed:
@@ -114,9 +110,9 @@ class SampledHygieneMixin(StoreBase):
         with self._transaction() as cur:
             cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
                         "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
-            for start in range(0, len(chosen), _IDS_PER_STATEMENT):
+            for start in range(0, len(chosen), SEARCHES_PER_STATEMENT):
                 cur.execute(self._read(statement),
-                            {**params, "ids": chosen[start:start + _IDS_PER_STATEMENT]})
+                            {**params, "ids": chosen[start:start + SEARCHES_PER_STATEMENT]})
                 rows += cur.fetchall()
         return _ordered_pairs(rows)
 
