@@ -113,6 +113,30 @@ def test_slow_statements_are_recorded_out_of_the_box(ltm, database_url):
         slow["evidence"].iloc[0]
 
 
+def test_the_toolkits_own_slow_statements_are_set_apart(ltm, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        if os.environ.get("HTM_TEST_DSN") and not _has_statement_statistics(conn):
+            pytest.skip("HTM_TEST_DSN's server does not load pg_stat_statements")
+        for _ in range(3):
+            conn.execute("SELECT pg_sleep(0.02) AS application_marker")
+    for _ in range(3):
+        # A read through the toolkit, and rows through one of its named cursors (as the
+        # stale listing's): slow here by pg_sleep. (Not the application's statement with
+        # another alias: pg_stat_statements would count both as one, by their parse tree.)
+        ltm.fetch_frame("SELECT count(*) AS analysis_marker FROM (SELECT pg_sleep(0.02)) s")
+        with ltm._transaction() as cur, cur.connection.cursor(name="probe") as named:
+            named.execute("SELECT pg_sleep(0.02) FROM generate_series(1, 2)")
+            named.fetchall()
+    frame = advise(ltm, thresholds=AdvisorThresholds(slow_query_ms=15, slow_query_calls=3))
+    slow = _found(frame, "slow_queries")
+    assert slow["severity"].tolist() == ["warning", "info"]
+    application, own = slow["evidence"]
+    assert "application_marker" in application
+    assert "2 slow statements of this toolkit's own analyses" in own
+    assert 'FETCH FORWARD ALL FROM "htm_analytics_probe"' in own  # the most time of the two
+    assert slow["object"].tolist()[1] == "htm_analytics"
+
+
 def test_statement_statistics_are_created_by_init_db_only(empty_database_url, database_url):
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("DROP EXTENSION IF EXISTS pg_stat_statements")

@@ -10,6 +10,8 @@ import pytest
 import htm_analytics as ha
 from htm_analytics import LongTermMemory, ValidationError
 from htm_analytics.frames import load_analytics_query
+from htm_analytics.store import CURSOR_PREFIX, STATEMENT_MARKER
+from htm_analytics.store.tracing import marked_statement
 
 
 def test_tracer_sees_every_statement_with_params_and_duration(database_url: str) -> None:
@@ -29,11 +31,54 @@ def test_tracer_sees_every_statement_with_params_and_duration(database_url: str)
     assert any("node_search_vectors" in t and "ts_rank" in t for t in texts)
     assert any("hnsw.ef_search" in t for t in texts)  # settings of the vector search
     assert any("<=>" in t for t in texts)
-    assert load_analytics_query("tag_hierarchy") in texts  # what the helper ran, verbatim
+    # what the helper ran, verbatim but for the marker of the toolkit's own statements
+    assert marked_statement(load_analytics_query("tag_hierarchy")) in texts
     assert any("AS has_vector" in t for t in texts)  # declared once, its rows fetched later
     inserted = next(params for text, params, _ in seen if "INSERT INTO nodes" in text)
     assert isinstance(inserted, dict) and inserted["content"] == "traced memory about postgres"
     assert all(isinstance(seconds, float) and seconds >= 0 for _, _, seconds in seen)
+
+
+def test_the_toolkits_own_statements_are_marked_and_the_agents_are_not(
+        database_url: str) -> None:
+    seen: list[str] = []
+    with LongTermMemory(database_url, tracer=lambda text, *_: seen.append(text)) as store:
+        # What an agent runs, once the store is open: its statements are the application's.
+        seen.clear()
+        robot = store.register_robot("marker-bot")
+        node = store.add(content="a memory about statement markers", robot_id=robot,
+                         embedding=[0.1, 0.2, 0.3], tags=["db:postgres"])["node_id"]
+        store.add_tag(node_id=node, tag="notes:markers")
+        store.retrieve(node)
+        store.search_fulltext(query="markers")
+        store.search(embedding=[0.1, 0.2, 0.3], limit=3)
+        store.search_by_tags(tags=["db:postgres"])
+        store.update_working_memory(robot, held=[node])
+        gone = store.add(content="a memory to forget", robot_id=robot)["node_id"]
+        store.forget(gone, confirm="confirmed")
+        operations, seen[:] = list(seen), []
+        # What the toolkit's analyses run: every statement marked.
+        ha.tag_hierarchy(store)
+        ha.sensitive_memories(store)  # a named cursor
+        ha.stale_memories(store)
+        analyses = list(seen)
+    marked = [text for text in operations if STATEMENT_MARKER in text]
+    assert operations and not marked, marked
+    assert analyses and not [text for text in analyses if STATEMENT_MARKER not in text]
+
+
+@pytest.mark.parametrize(("statement", "expected"), [
+    ("SELECT 1", "SELECT /* htm_analytics */ 1"),
+    ("-- why\n  /* how */ WITH x AS (SELECT 1) SELECT * FROM x",
+     "-- why\n  /* how */ WITH /* htm_analytics */ x AS (SELECT 1) SELECT * FROM x"),
+    ("(SELECT 1)", "(SELECT 1)"),  # no first word: left as it is
+    ("", ""),
+])
+def test_the_marker_follows_the_first_word(statement: str, expected: str) -> None:
+    # pg_stat_statements keeps a statement's text from its first token: a leading comment
+    # would be cut off.
+    assert marked_statement(statement) == expected
+    assert CURSOR_PREFIX == "htm_analytics_"
 
 
 def test_sql_log_masks_parameters(database_url: str, caplog: pytest.LogCaptureFixture) -> None:

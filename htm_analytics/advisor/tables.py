@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from ..store import quote_identifier, quote_literal
+from ..store import CURSOR_PREFIX, STATEMENT_MARKER, quote_identifier, quote_literal
 from ._common import (
     Context,
     age_text,
@@ -145,8 +145,10 @@ def slow_queries(context: Context) -> Iterator[dict[str, str]]:
         return
     limits = context.limits
     slow = context.store.fetch_frame(query_text("slow_queries"), {
-        "slow_ms": limits.slow_query_ms, "min_calls": limits.slow_query_calls})
-    for _, statement in slow.iterrows():
+        "slow_ms": limits.slow_query_ms, "min_calls": limits.slow_query_calls,
+        "marker": STATEMENT_MARKER, "cursor_prefix": f'"{CURSOR_PREFIX}'})
+    own = slow[slow["toolkit"]]
+    for _, statement in slow[~slow["toolkit"]].iterrows():
         yield finding(
             "slow_queries", "warning", f"queryid {statement['queryid']}",
             f"{statement['mean_ms']:.1f} ms on average (standard deviation "
@@ -155,3 +157,17 @@ def slow_queries(context: Context) -> Iterator[dict[str, str]]:
             "EXPLAIN (ANALYZE, BUFFERS) it with typical parameters and index what it filters.",
             ["SELECT query, calls, mean_exec_time FROM pg_stat_statements "
              f"WHERE queryid = {int(statement['queryid'])}"])
+    if len(own):
+        # The toolkit's analyses read the whole memory: slow by nature, not the application's.
+        count = int(own["of_its_kind"].iloc[0])
+        yield finding(
+            "slow_queries", "info", "htm_analytics",
+            f"{count:,} slow statement{'s' if count != 1 else ''} of this toolkit's own "
+            f"analyses (marked {STATEMENT_MARKER}) left out of the slow statements; the one "
+            f"that took most time, {own['total_ms'].iloc[0] / 1000:.1f} s in all: "
+            f"{own['query'].iloc[0]}",
+            "Nothing for the application to index: these are whole-memory reads of reports, "
+            "checks and sweeps. Where they compete with the agents' queries, run the analyses "
+            "on a replica (docs/scaling.md).",
+            ["SELECT queryid, calls, mean_exec_time, query FROM pg_stat_statements "
+             f"WHERE strpos(query, '{STATEMENT_MARKER}') > 0 ORDER BY total_exec_time DESC"])

@@ -48,7 +48,7 @@ from .search_pool import DEFAULT_EF_SEARCH
 from .server import PGVECTOR_INSTALL_HINT, missing_schema_error, server_overview, server_sessions
 from .snapshot import Snapshot, export_snapshot, write_parquet
 from .table_recall import benchmark_table_recall
-from .tracing import SQL_LOGGER, Tracer
+from .tracing import CURSOR_PREFIX, SQL_LOGGER, STATEMENT_MARKER, Tracer
 from .tuning_session import TuningSession
 
 __all__ = [
@@ -62,6 +62,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "SEARCH_STRATEGIES",
     "SQL_LOGGER",
+    "STATEMENT_MARKER",
+    "CURSOR_PREFIX",
     "VECTOR_STRATEGIES",
     "LongTermMemory",
     "SchemaInfo",

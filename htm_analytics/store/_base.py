@@ -122,7 +122,10 @@ class StoreBase:
                 or "\x00" in writer_timezone or len(writer_timezone) > 100):
             raise ValidationError(f"must be a time zone name, got {writer_timezone!r}",
                                   field="writer_timezone")
-        self._cursor_class, self._server_cursor_class = tracing_cursor_classes(tracer)
+        # Statements on the pool are marked as the toolkit's own, except in the memory
+        # operations' transactions; searches, which agents run, on connections unmarked.
+        self._cursor_classes = tracing_cursor_classes(tracer, marked=True)
+        self._search_cursor_classes = tracing_cursor_classes(tracer, marked=False)
         self._url = resolve_database_url(config_or_url)
         self.url = mask_url(self._url)
         # What the database has, read once at open (see _prepare_database).
@@ -148,7 +151,7 @@ class StoreBase:
             raise DatabaseConnectionError(
                 f"could not open a connection pool to {self.url}: {exc}") from exc
         # Searches run on connections of their own (opened at the first search).
-        self._search = SearchConnections(self._url, self._configure_connection,
+        self._search = SearchConnections(self._url, self._configure_search_connection,
                                          self._pool.max_size)
         self._recall_buffer = RecallBuffer()
         self._cache = QueryCache(cache_size, cache_ttl)
@@ -161,7 +164,7 @@ class StoreBase:
                           writer_timezone: str | None) -> dict[str, Any]:
         try:
             with psycopg.connect(self._url, autocommit=True, connect_timeout=10,
-                                 cursor_factory=self._cursor_class) as conn:
+                                 cursor_factory=self._cursor_classes[0]) as conn:
                 overview = read_overview(conn)
                 if init_schema and overview["pgvector_available"] is None:
                     raise missing_schema_error(overview, self._url) or SchemaError("pgvector")
@@ -225,9 +228,12 @@ class StoreBase:
         if self.schema_info.has_event_log and not self.schema_info.event_triggers:
             cur.execute("SELECT set_config('htm_analytics.events_written', 'on', true)")
 
-    def _configure_connection(self, conn: psycopg.Connection[Any]) -> None:
-        conn.cursor_factory = self._cursor_class
-        conn.server_cursor_factory = self._server_cursor_class
+    def _configure_search_connection(self, conn: psycopg.Connection[Any]) -> None:
+        self._configure_connection(conn, self._search_cursor_classes)
+
+    def _configure_connection(self, conn: psycopg.Connection[Any],
+                              cursor_classes: tuple[type, type] | None = None) -> None:
+        conn.cursor_factory, conn.server_cursor_factory = cursor_classes or self._cursor_classes
         register_vector(conn)
         # UTC, except where the HTM tables keep local time without a zone: there the session
         # runs in the writer's zone, so that what the store writes (CURRENT_TIMESTAMP into
@@ -241,20 +247,29 @@ class StoreBase:
         conn.commit()
 
     @contextmanager
-    def _transaction(self) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
+    def _transaction(self, *, memory_operation: bool = False
+                     ) -> Iterator[psycopg.Cursor[dict[str, Any]]]:
         """A cursor in one transaction: committed on success, rolled back on any error.
 
         Inside :meth:`atomic` (on this thread) it is a savepoint of the atomic transaction.
+        Its statements are marked as the toolkit's own (:mod:`.tracing`) unless it is a
+        ``memory_operation``: one an agent runs (remember, retrieve, tag, forget).
         """
         self._check_open()
         outer: psycopg.Cursor[dict[str, Any]] | None = getattr(self._atomic, "cursor", None)
         with self._translated_errors():
             if outer is not None:
-                with outer.connection.transaction():
-                    yield outer
+                marked = outer.marked  # type: ignore[attr-defined]
+                outer.marked = not memory_operation  # type: ignore[attr-defined]
+                try:
+                    with outer.connection.transaction():
+                        yield outer
+                finally:
+                    outer.marked = marked  # type: ignore[attr-defined]
                 return
             with self._pool.connection() as conn, returning(conn, self._note_returned), \
                     conn.cursor(row_factory=dict_row) as cur:
+                cur.marked = not memory_operation  # type: ignore[attr-defined]
                 yield cur
 
     def _check_open(self) -> None:
@@ -316,8 +331,9 @@ class StoreBase:
         """A read statement as this database needs it: see :meth:`SchemaInfo.read_prefix`."""
         return prefix_read(query, self._read_prefix)
 
-    def _fetch(self, query: str | sql.Composable, params: Any = None) -> list[dict[str, Any]]:
-        with self._transaction() as cur:
+    def _fetch(self, query: str | sql.Composable, params: Any = None, *,
+               memory_operation: bool = False) -> list[dict[str, Any]]:
+        with self._transaction(memory_operation=memory_operation) as cur:
             cur.execute(self._read(query), params)
             return cur.fetchall() if cur.description else []
 
@@ -444,7 +460,7 @@ class StoreBase:
 
         def run(with_generation: bool) -> tuple[Rows, int | None]:
             text = self._search_text(statement, with_generation)
-            with self._transaction() as cur:
+            with self._transaction(memory_operation=True) as cur:
                 if before is not None:
                     before(cur)
                 rows = cur.execute(text, params).fetchall()
@@ -548,7 +564,7 @@ class StoreBase:
         return self._recall_buffer.flush(self._write_recall_part)
 
     def _write_recall_part(self, parameters: dict[str, Any]) -> None:
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             cur.execute(FLUSH_RECALL_WRITES, parameters)
 
     def _flush_before_direct_write(self) -> None:

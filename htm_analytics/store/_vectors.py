@@ -127,8 +127,9 @@ def stored_embedding_models(store: StoreBase) -> list[StoredModel]:
     """The stored vectors' models, read once and kept until the store adds a vector."""
     models = store._embedding_models
     if models is None:
-        stored = store.fetch_frame(EMBEDDING_MODELS).astype(object)
-        models = list(stored.where(stored.notna(), None).itertuples(index=False, name=None))
+        # Read on an agent's first remember or search: one of its memory operations.
+        models = [tuple(row.values()) for row in
+                  store._fetch(EMBEDDING_MODELS, memory_operation=True)]
         store._embedding_models = models
     return models
 

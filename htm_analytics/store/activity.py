@@ -79,7 +79,7 @@ class ActivityMixin(StoreBase):
             raise ValidationError("must be a mapping", field="metadata")
         if metadata is not None:
             metadata = validate_json(dict(metadata), field="metadata")
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             lock_robot_names(cur, [name])
             row = cur.execute("""UPDATE robots SET last_active = CURRENT_TIMESTAMP
                                  WHERE id = (SELECT min(id) FROM robots WHERE name = %s)
@@ -101,7 +101,7 @@ class ActivityMixin(StoreBase):
     def update_robot_activity(self, robot_id: int) -> None:
         """Set a robot's ``last_active`` to now (NotFoundError for an unknown robot)."""
         robot_id = validate_id(robot_id, field="robot_id")
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             cur.execute("UPDATE robots SET last_active = CURRENT_TIMESTAMP WHERE id = %s",
                         (robot_id,))
             if cur.rowcount == 0:
@@ -119,7 +119,7 @@ class ActivityMixin(StoreBase):
             raise ValidationError("must be 'retrieve' or 'recall'", field="event")
         if not ids:
             return 0
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             cur.execute("""UPDATE nodes SET access_count = access_count + 1,
                                             last_accessed = CURRENT_TIMESTAMP
                            WHERE id = ANY(%s::bigint[])""", (ids,))
@@ -168,7 +168,7 @@ class ActivityMixin(StoreBase):
         self._flush_before_direct_write()
         ids = sorted(held_ids | evicted_ids | recalled_ids)
         flags = [True if i in held_ids else False if i in evicted_ids else None for i in ids]
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             cur.execute("UPDATE robots SET last_active = CURRENT_TIMESTAMP WHERE id = %s",
                         (robot_id,))
             if cur.rowcount == 0:
@@ -228,7 +228,7 @@ class ActivityMixin(StoreBase):
         if not ids:
             return 0
         self._flush_before_direct_write()
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             if self._flags_on_robot_nodes:
                 cur.execute(_SET_ROBOT_WORKING_MEMORY, {"ids": ids, "held": [flag] * len(ids),
                                                         "robot_id": robot_id})

@@ -131,7 +131,7 @@ class ForgettingMixin(StoreBase):
         if not soft:
             _confirm(confirm, "forgetting" if self.schema_info.soft_deletes else
                      "forgetting on a schema without soft delete")
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             self._claim_event_logging(cur)
             if soft:
                 forgotten = set_forgotten(cur, self.schema_info, node_id, forgotten=True)
@@ -163,7 +163,7 @@ class ForgettingMixin(StoreBase):
         """
         node_id = validate_id(node_id, field="node_id")
         self._require_soft_deletes("restore")
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             self._claim_event_logging(cur)
             restored = set_forgotten(cur, self.schema_info, node_id, forgotten=False)
             if restored:
@@ -198,7 +198,7 @@ class ForgettingMixin(StoreBase):
         cutoff = _cutoff(older_than)
         self._require_soft_deletes("purge")
         _confirm(confirm, "purging")
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             self._claim_event_logging(cur)
             purged = [int(r["id"]) for r in cur.execute(_PURGE, {"cutoff": cutoff}).fetchall()]
             if purged:

@@ -216,7 +216,8 @@ def search_fulltext_any_bounded(store: StoreBase, query: str, limit: int,
                                 frame: tuple[dt.datetime, dt.datetime] | None,
                                 text_budget: int = LEXICAL_BUDGET) -> list[dict[str, Any]]:
     """The rows of :func:`fulltext_any_statement`, uncached."""
-    return store._fetch(*fulltext_any_statement(store, query, limit, frame, text_budget))
+    return store._fetch(*fulltext_any_statement(store, query, limit, frame, text_budget),
+                        memory_operation=True)
 
 
 FUZZY_WORD_SETTINGS = ("SELECT set_config('pg_trgm.similarity_threshold', %s, true), "

@@ -209,7 +209,7 @@ class NodesMixin(StoreBase):
                   tag_names: list[str]) -> tuple[int, bool, dict[str, Any] | None]:
         """One attempt of :meth:`add`, in one transaction."""
         provider, model = model_names
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             self._claim_event_logging(cur)
             row = self._find_twin(cur, content, given)
             is_new = False
@@ -294,7 +294,7 @@ class NodesMixin(StoreBase):
             None when no such node exists.
         """
         node_id = validate_id(node_id, field="node_id")
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             if self._read_prefix:
                 row = cur.execute(_COUNT_LIVE_ACCESS if self.schema_info.soft_deletes
                                   else _COUNT_ANY_ACCESS, (node_id,)).fetchone()
@@ -314,7 +314,8 @@ class NodesMixin(StoreBase):
         ids = validate_ids(node_ids, field="node_ids")
         rows = self._fetch("""SELECT rn.node_id, array_agg(r.name ORDER BY r.name) AS robots
                               FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id
-                              WHERE rn.node_id = ANY(%s) GROUP BY rn.node_id""", (ids,))
+                              WHERE rn.node_id = ANY(%s) GROUP BY rn.node_id""", (ids,),
+                           memory_operation=True)
         found = {int(r["node_id"]): list(r["robots"]) for r in rows}
         return {node: found.get(node, []) for node in ids}
 
@@ -325,12 +326,13 @@ class NodesMixin(StoreBase):
         hashes = [content_hash(c) for c in stripped]
         given = [content_hash(c) if isinstance(c, str) else h for c, h in zip(contents, hashes)]
         rows = self._fetch("SELECT content_hash, id FROM nodes WHERE content_hash = ANY(%s)",
-                           (list(set(hashes + given)),))
+                           (list(set(hashes + given)),), memory_operation=True)
         found = {r["content_hash"]: int(r["id"]) for r in rows}
         result = [found.get(h, found.get(g)) for h, g in zip(hashes, given)]
         missing = [i for i, node in enumerate(result) if node is None]
         if missing:
-            with self._transaction() as cur:  # stored unstripped by the seed-era gem?
+            # Stored unstripped by the seed-era gem?
+            with self._transaction(memory_operation=True) as cur:
                 for i in missing:
                     twin = self._find_twin(cur, stripped[i], contents[i])
                     result[i] = int(twin["id"]) if twin else None
@@ -340,7 +342,7 @@ class NodesMixin(StoreBase):
         """Whether a node with this id exists."""
         node_id = validate_id(node_id, field="node_id")
         return bool(self._fetch("SELECT EXISTS (SELECT 1 FROM nodes WHERE id = %s) AS e",
-                                (node_id,))[0]["e"])
+                                (node_id,), memory_operation=True)[0]["e"])
 
     def delete(self, node_id: int) -> bool:
         """Delete a node permanently; its robot links and tag links go with it (cascade).
@@ -348,7 +350,7 @@ class NodesMixin(StoreBase):
         The query cache is cleared. Returns True if a node was deleted, False if none existed.
         """
         node_id = validate_id(node_id, field="node_id")
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             self._claim_event_logging(cur)
             deleted = cur.execute("DELETE FROM nodes WHERE id = %s RETURNING id",
                                   (node_id,)).fetchone()

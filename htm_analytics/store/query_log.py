@@ -66,7 +66,7 @@ class QueryLogMixin(StoreBase):
             robot_id = validate_id(robot_id, field="robot_id")
         if not self.logs_query_vectors:
             return None
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             # A query lost in a crash costs nothing: the commit does not wait for the WAL's
             # flush to disk (it would be most of the call's time).
             row = cur.execute(_LOG, (vector, robot_id)).fetchone()

@@ -74,7 +74,7 @@ class TaggingMixin(StoreBase):
         if not isinstance(query, str):
             raise ValidationError(f"must be a string, got {type(query).__name__}",
                                   field="query")
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             return matching_tags(cur, query)
 
     def add_tag(self, *, node_id: int, tag: str, ancestors: bool = True) -> list[str]:
@@ -98,7 +98,7 @@ class TaggingMixin(StoreBase):
         """
         node_id = validate_id(node_id, field="node_id")
         names = tag_ancestors(validate_tag(tag)) if ancestors else [validate_tag(tag)]
-        with self._transaction() as cur:
+        with self._transaction(memory_operation=True) as cur:
             tag_ids = ensure_tags(cur, names)
             try:
                 cur.execute(TAG_NODE, {"node_id": node_id,
@@ -112,7 +112,8 @@ class TaggingMixin(StoreBase):
         """Names of the tags on a node, sorted (empty for an unknown node)."""
         node_id = validate_id(node_id, field="node_id")
         rows = self._fetch("""SELECT t.name FROM node_tags nt JOIN tags t ON t.id = nt.tag_id
-                              WHERE nt.node_id = %s ORDER BY t.name""", (node_id,))
+                              WHERE nt.node_id = %s ORDER BY t.name""", (node_id,),
+                           memory_operation=True)
         return [r["name"] for r in rows]
 
     def node_topics(self, node_id: int) -> list[str]:
@@ -143,7 +144,7 @@ class TaggingMixin(StoreBase):
             WHERE id IN (SELECT nt.node_id FROM node_tags nt JOIN tags t ON t.id = nt.tag_id
                          WHERE {condition})
             ORDER BY created_at DESC, id DESC LIMIT %(limit)s""",
-            {"topic": topic, "prefix": topic + ":%", "limit": limit})
+            {"topic": topic, "prefix": topic + ":%", "limit": limit}, memory_operation=True)
 
     def search_by_tags(self, *, tags: Sequence[str], match_all: bool = False,
                        timeframe: Timeframe = None, limit: int = 20) -> list[dict[str, Any]]:
@@ -177,7 +178,8 @@ class TaggingMixin(StoreBase):
                          WHERE nt.node_id = n.id ORDER BY t.name) AS tags
             FROM matched m JOIN nodes n ON n.id = m.node_id
             WHERE true{where}
-            ORDER BY relevance DESC, n.created_at DESC, n.id DESC LIMIT %(limit)s""", params)
+            ORDER BY relevance DESC, n.created_at DESC, n.id DESC LIMIT %(limit)s""", params,
+                           memory_operation=True)
 
     def popular_tags(self, *, limit: int = 20, timeframe: Timeframe = None) -> list[dict[str, Any]]:
         """Most used tags: ``[{"name": ..., "usage_count": ...}, ...]``, most used first.
@@ -192,7 +194,8 @@ class TaggingMixin(StoreBase):
             SELECT t.name, count(*) AS usage_count
             FROM node_tags nt JOIN tags t ON t.id = nt.tag_id JOIN nodes n ON n.id = nt.node_id
             WHERE TRUE{where}
-            GROUP BY t.name ORDER BY usage_count DESC, t.name LIMIT %(limit)s""", params)
+            GROUP BY t.name ORDER BY usage_count DESC, t.name LIMIT %(limit)s""", params,
+                           memory_operation=True)
 
     def topic_relationships(self, *, min_shared_nodes: int = 2,
                             limit: int = 50) -> list[dict[str, Any]]:
@@ -213,4 +216,4 @@ class TaggingMixin(StoreBase):
             GROUP BY t1.name, t2.name
             HAVING count(DISTINCT nt1.node_id) >= %(min)s
             ORDER BY shared_nodes DESC, topic1, topic2 LIMIT %(limit)s""",
-            {"min": min_shared, "limit": limit})
+            {"min": min_shared, "limit": limit}, memory_operation=True)

@@ -9,11 +9,18 @@ what a helper ran without memory contents or vectors landing in a log file::
     import logging
     logging.basicConfig()
     logging.getLogger("htm_analytics.sql").setLevel(logging.DEBUG)
+
+The statements of the toolkit's own analyses carry :data:`STATEMENT_MARKER` after their first
+word (a leading comment would not do: ``pg_stat_statements`` keeps a statement's text from
+its first token), and its named cursors' names begin with :data:`CURSOR_PREFIX`, so that the
+advisor can tell them from the application's statements. The memory operations an agent runs
+(remember, search, tag, forget) are left unmarked: they are the application's.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -22,12 +29,30 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["Tracer", "SQL_LOGGER", "mask_parameters", "tracing_cursor_classes"]
+__all__ = ["Tracer", "SQL_LOGGER", "STATEMENT_MARKER", "CURSOR_PREFIX", "mask_parameters",
+           "marked_statement", "tracing_cursor_classes"]
 
 Tracer = Callable[[str, Any, float], object]
 """``tracer(sql_text, params, seconds)``: called after each statement (also when it failed)."""
 
 SQL_LOGGER = logging.getLogger("htm_analytics.sql")
+
+STATEMENT_MARKER = "/* htm_analytics */"
+"""The comment in each statement of the toolkit's own analyses, as pg_stat_statements keeps it."""
+
+CURSOR_PREFIX = "htm_analytics_"
+"""The start of its named cursors' names (pg_stat_statements keeps ``FETCH ... FROM name``)."""
+
+# Leading white space and comments, then the first word, after which the marker goes.
+_FIRST_WORD = re.compile(r"(?:\s+|--[^\n]*(?:\n|$)|/\*.*?\*/)*[A-Za-z_]+", re.DOTALL)
+
+
+def marked_statement(text: str) -> str:
+    """``text`` with :data:`STATEMENT_MARKER` after its first word (unchanged without one)."""
+    match = _FIRST_WORD.match(text)
+    if match is None:
+        return text
+    return f"{text[:match.end()]} {STATEMENT_MARKER}{text[match.end():]}"
 
 
 def _describe(value: Any) -> str:
@@ -77,11 +102,19 @@ def _report(tracer: Tracer | None, cursor: Any, query: Any, params: Any,
 
 
 class _TracedExecute:
-    """``execute`` reported to the tracer and the log (for client and server cursors)."""
+    """``execute`` reported to the tracer and the log (for client and server cursors), its
+    statement marked as the toolkit's own while ``marked``."""
 
     tracer: Tracer | None = None
+    marked = False
+
+    def _marked(self, query: Any) -> Any:
+        if not self.marked or not isinstance(query, (str, sql.Composable)):
+            return query
+        return marked_statement(_statement_text(query, self))
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        query = self._marked(query)
         started = time.perf_counter()
         try:
             return super().execute(query, params, **kwargs)  # type: ignore[misc]
@@ -97,6 +130,7 @@ class _TracingCursor(_TracedExecute, psycopg.Cursor[Any]):
     """
 
     def executemany(self, query: Any, params_seq: Any, **kwargs: Any) -> None:
+        query = self._marked(query)
         started = time.perf_counter()
         try:
             super().executemany(query, params_seq, **kwargs)
@@ -105,6 +139,7 @@ class _TracingCursor(_TracedExecute, psycopg.Cursor[Any]):
 
     @contextmanager
     def copy(self, statement: Any, params: Any = None, **kwargs: Any) -> Iterator[Any]:
+        statement = self._marked(statement)
         started = time.perf_counter()
         try:
             with super().copy(statement, params, **kwargs) as copy:
@@ -115,13 +150,22 @@ class _TracingCursor(_TracedExecute, psycopg.Cursor[Any]):
 
 class _TracingServerCursor(_TracedExecute, psycopg.ServerCursor[Any]):
     """A named (server-side) cursor reporting its query once, when it is declared: its rows
-    come later, a batch per ``fetchmany``, so the time reported is the declaration's."""
+    come later, a batch per ``fetchmany``, so the time reported is the declaration's.
+
+    Its name begins with :data:`CURSOR_PREFIX` while ``marked``: psycopg fetches and closes
+    it by name."""
+
+    def __init__(self, connection: Any, name: str, *args: Any, **kwargs: Any) -> None:
+        if self.marked and not name.startswith(CURSOR_PREFIX):
+            name = CURSOR_PREFIX + name
+        super().__init__(connection, name, *args, **kwargs)
 
 
-def tracing_cursor_classes(tracer: Tracer | None) -> tuple[
+def tracing_cursor_classes(tracer: Tracer | None, *, marked: bool) -> tuple[
         type[psycopg.Cursor[Any]], type[psycopg.ServerCursor[Any]]]:
     """The cursor classes of a store's connections, reporting to ``tracer``: its cursors'
-    (``connection.cursor_factory``) and its named cursors' (``server_cursor_factory``)."""
-    bound = {"tracer": staticmethod(tracer) if tracer else None}
+    (``connection.cursor_factory``) and its named cursors' (``server_cursor_factory``),
+    marking their statements when ``marked`` (a cursor's own ``marked`` may differ)."""
+    bound = {"tracer": staticmethod(tracer) if tracer else None, "marked": marked}
     return (type("TracingCursor", (_TracingCursor,), bound),
             type("TracingServerCursor", (_TracingServerCursor,), bound))
