@@ -135,6 +135,10 @@ def test_the_toolkits_own_slow_statements_are_set_apart(ltm, database_url):
     assert "2 slow statements of this toolkit's own analyses" in own
     assert 'FETCH FORWARD ALL FROM "htm_analytics_probe"' in own  # the most time of the two
     assert slow["object"].tolist()[1] == "htm_analytics"
+    with psycopg.connect(database_url, autocommit=True) as conn:  # what it says to run
+        listed = [row[3] for row in conn.execute(slow["sql"].iloc[1]).fetchall()]
+    assert any("analysis_marker" in text for text in listed)
+    assert any('"htm_analytics_probe"' in text for text in listed)
 
 
 def test_statement_statistics_are_created_by_init_db_only(empty_database_url, database_url):

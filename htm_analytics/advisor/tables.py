@@ -170,4 +170,5 @@ def slow_queries(context: Context) -> Iterator[dict[str, str]]:
             "checks and sweeps. Where they compete with the agents' queries, run the analyses "
             "on a replica (docs/scaling.md).",
             ["SELECT queryid, calls, mean_exec_time, query FROM pg_stat_statements "
-             f"WHERE strpos(query, '{STATEMENT_MARKER}') > 0 ORDER BY total_exec_time DESC"])
+             f"WHERE strpos(query, '{STATEMENT_MARKER}') > 0 "
+             f"OR strpos(query, '\"{CURSOR_PREFIX}') > 0 ORDER BY total_exec_time DESC"])
