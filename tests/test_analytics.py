@@ -282,6 +282,78 @@ def test_remember_trends_fallback_without_event_log(server_url: str) -> None:
         assert approximate[column].sum() == exact[column].sum(), column
 
 
+def _trends_by_the_documented_rule(url: str) -> tuple[pd.DataFrame, int]:
+    """Weekly trends computed in pandas from the tables, as remember_trends documents them:
+    a pair's logged remembers where the log holds its remember_count of them, else its first
+    at first_remembered_at and the rest at last_remembered_at."""
+    with psycopg.connect(url) as conn:
+        pairs = pd.DataFrame(conn.execute(
+            "SELECT robot_id, node_id, remember_count, first_remembered_at, "
+            "last_remembered_at FROM robot_nodes").fetchall(),
+            columns=["robot_id", "node_id", "remember_count", "first", "last"])
+        events = pd.DataFrame(conn.execute(
+            "SELECT id, robot_id, node_id, occurred_at FROM memory_events "
+            "WHERE kind = 'remember'").fetchall(),
+            columns=["seq", "robot_id", "node_id", "occurred_at"])
+    logged = events.groupby(["robot_id", "node_id"]).size().rename("logged")
+    pairs = pairs.join(logged, on=["robot_id", "node_id"]).fillna({"logged": 0})
+    agree = pairs["logged"] == pairs["remember_count"]
+    others = pairs[~agree]
+    rows = pd.concat([
+        events.merge(pairs.loc[agree, ["robot_id", "node_id"]]).assign(weight=1),
+        others.assign(occurred_at=others["first"], seq=0, weight=1),
+        others[others["remember_count"] > 1].assign(
+            occurred_at=lambda f: f["last"], seq=1, weight=lambda f: f["remember_count"] - 1),
+    ])[["occurred_at", "seq", "robot_id", "node_id", "weight"]]
+    rows = rows.sort_values(["occurred_at", "seq", "robot_id"])
+    rows["node_rank"] = rows.groupby("node_id").cumcount()
+    rows["robot_rank"] = rows.groupby(["node_id", "robot_id"]).cumcount()
+    week = rows["occurred_at"].dt.tz_convert("UTC").dt.tz_convert(None).dt.to_period("W-SUN")
+    grouped = rows.assign(period=week.dt.start_time.dt.tz_localize("UTC")).groupby("period")
+    expected = pd.DataFrame({
+        "remembers": grouped["weight"].sum(),
+        "new_memories": grouped["node_rank"].apply(lambda r: (r == 0).sum()),
+        "shared_remembers": grouped.apply(
+            lambda g: ((g["robot_rank"] == 0) & (g["node_rank"] > 0)).sum(),
+            include_groups=False),
+        "repeated_remembers": grouped.apply(
+            lambda g: g.loc[g["robot_rank"] > 0, "weight"].sum(), include_groups=False),
+        "active_robots": grouped["robot_id"].nunique(),
+    })
+    return expected, int((pairs["remember_count"] - pairs["logged"]).sum())
+
+
+def test_remember_trends_mix_logged_and_approximated_pairs(server_url: str) -> None:
+    frame, _ = read_corpus(rows=200, embeddings=False)
+    with temporary_database(server_url, "htm_mixed") as url, LongTermMemory(url) as live:
+        remember_history(live, frame, days=30, end=END, seed=2)
+        with psycopg.connect(url, autocommit=True) as conn:
+            reinforced = [row[0] for row in conn.execute(
+                "SELECT min(id) FROM memory_events WHERE kind = 'remember' "
+                "GROUP BY robot_id, node_id HAVING count(*) >= 3 ORDER BY 1 LIMIT 4")]
+            assert len(reinforced) == 4
+            # Pairs whose log lost one remember (the log holds some, not all), one whose
+            # log lost all of them, and one whose first remember is stored after its last.
+            assert conn.execute(
+                "UPDATE robot_nodes rn SET first_remembered_at = "
+                "rn.last_remembered_at + interval '3 days' FROM memory_events e "
+                "WHERE rn.robot_id = e.robot_id AND rn.node_id = e.node_id "
+                "AND e.id = %s", (reinforced[0],)).rowcount == 1
+            conn.execute("DELETE FROM memory_events WHERE id = ANY(%s)", (reinforced[:3],))
+            assert conn.execute(
+                "DELETE FROM memory_events e USING memory_events f WHERE f.id = %s "
+                "AND e.robot_id = f.robot_id AND e.node_id = f.node_id",
+                (reinforced[3],)).rowcount >= 3
+        result = ha.remember_trends(live, freq="W")
+        expected, missing = _trends_by_the_documented_rule(url)
+    assert result.attrs["exact"] is False
+    assert result.attrs["missing_remembers"] == missing > 3
+    got = result.set_index("period")
+    got = got[got["remembers"] > 0]
+    for column in expected:
+        assert got[column].tolist() == expected[column].tolist(), column
+
+
 def test_remember_count_distribution_matches_pandas(store: LongTermMemory, raw: dict) -> None:
     robot_nodes = raw["robot_nodes"].merge(raw["robots"], on="robot_id")
     per_node = robot_nodes.groupby("node_id")["remember_count"].sum().value_counts().sort_index()

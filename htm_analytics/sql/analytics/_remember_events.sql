@@ -6,40 +6,55 @@
 -- sum(remember_count) minus the logged remembers of those pairs. Only the remembers of pairs
 -- that are still there count: those of a memory deleted since, or soft-deleted (the current
 -- gem's forget, which robot_nodes here leaves out), are left out as the memory is.
-logged_pairs AS (
-    SELECT robot_id, node_id, count(*) AS logged
-    FROM memory_events WHERE kind = 'remember'
-    GROUP BY robot_id, node_id
+-- One sort of the log by pair and time gives each logged remember its pair's count and its
+-- place in the pair (its rank within the robot-node, where the pair agrees); only the rank
+-- within the node needs a second sort.
+logged AS (
+    SELECT e.occurred_at, e.id AS seq, e.robot_id, e.node_id,
+           count(*) OVER (PARTITION BY e.node_id, e.robot_id) AS logged,
+           row_number() OVER (PARTITION BY e.node_id, e.robot_id
+                              ORDER BY e.occurred_at, e.id) AS pair_place
+    FROM memory_events e
+    WHERE e.kind = 'remember'
 ),
-pairs AS (
-    SELECT rn.robot_id, rn.node_id, rn.first_remembered_at, rn.last_remembered_at,
-           rn.remember_count, coalesce(l.logged, 0) AS logged,
+pair_remembers AS (
+    -- Each pair of robot_nodes once per logged remember of it (once when it has none).
+    SELECT rn.robot_id, rn.node_id, rn.remember_count, rn.first_remembered_at,
+           rn.last_remembered_at, l.occurred_at, l.seq, l.pair_place,
+           coalesce(l.logged, 0) AS logged,
            coalesce(l.logged, 0) = rn.remember_count AS agrees
     FROM robot_nodes rn
-    LEFT JOIN logged_pairs l ON l.robot_id = rn.robot_id AND l.node_id = rn.node_id
+    LEFT JOIN logged l ON l.robot_id = rn.robot_id AND l.node_id = rn.node_id
 ),
 history AS (
     SELECT coalesce(bool_and(agrees), true) AS exact,
            coalesce(sum(remember_count - logged), 0)::bigint AS missing_remembers
-    FROM pairs
+    FROM pair_remembers
+    WHERE coalesce(pair_place, 1) = 1
 ),
 raw_remembers AS (
-    SELECT e.occurred_at, e.id AS seq, e.robot_id, e.node_id, 1::bigint AS weight
-    FROM memory_events e
-    WHERE e.kind = 'remember' AND EXISTS (
-        SELECT 1 FROM pairs p
-        WHERE p.robot_id = e.robot_id AND p.node_id = e.node_id AND p.agrees)
+    SELECT occurred_at, seq, robot_id, node_id, 1::bigint AS weight, pair_place AS robot_rank
+    FROM pair_remembers
+    WHERE agrees AND pair_place IS NOT NULL
     UNION ALL
-    SELECT p.first_remembered_at, 0, p.robot_id, p.node_id, 1::bigint
-    FROM pairs p WHERE NOT p.agrees
+    -- The approximation's two remembers, ranked within the pair as their times order them.
+    SELECT first_remembered_at, 0, robot_id, node_id, 1::bigint,
+           CASE WHEN remember_count > 1 AND (last_remembered_at < first_remembered_at
+                OR (first_remembered_at IS NULL AND last_remembered_at IS NOT NULL))
+                THEN 2 ELSE 1 END
+    FROM pair_remembers
+    WHERE NOT agrees AND coalesce(pair_place, 1) = 1
     UNION ALL
-    SELECT p.last_remembered_at, 1, p.robot_id, p.node_id, p.remember_count::bigint - 1
-    FROM pairs p WHERE NOT p.agrees AND p.remember_count > 1
+    SELECT last_remembered_at, 1, robot_id, node_id, remember_count::bigint - 1,
+           CASE WHEN last_remembered_at < first_remembered_at
+                OR (first_remembered_at IS NULL AND last_remembered_at IS NOT NULL)
+                THEN 1 ELSE 2 END
+    FROM pair_remembers
+    WHERE NOT agrees AND coalesce(pair_place, 1) = 1 AND remember_count > 1
 ),
 remembers AS (
-    SELECT occurred_at, robot_id, node_id, weight,
-           row_number() OVER (PARTITION BY node_id ORDER BY occurred_at, seq, robot_id) AS node_rank,
-           row_number() OVER (PARTITION BY node_id, robot_id ORDER BY occurred_at, seq) AS robot_rank
+    SELECT occurred_at, robot_id, node_id, weight, robot_rank,
+           row_number() OVER (PARTITION BY node_id ORDER BY occurred_at, seq, robot_id) AS node_rank
     FROM raw_remembers
 ),
 scoped_remembers AS (
