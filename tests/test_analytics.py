@@ -13,11 +13,14 @@ import pandas as pd
 import psycopg
 import pytest
 from fixtures_db import END, temporary_database
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 
 import htm_analytics as ha
 from htm_analytics import LongTermMemory, Snapshot, ValidationError, export_snapshot
 from htm_analytics.agent.datasets import read_corpus, remember_history
+from htm_analytics.analysis.trends import _COUNTS, _every_period_and_group
 
 
 @pytest.fixture(scope="module")
@@ -280,6 +283,31 @@ def test_remember_trends_fallback_without_event_log(server_url: str) -> None:
     assert exact.attrs["exact"] is True and approximate.attrs["exact"] is False
     for column in ("remembers", "new_memories", "shared_remembers", "repeated_remembers"):
         assert approximate[column].sum() == exact[column].sum(), column
+
+
+@settings(max_examples=60, deadline=None)
+@given(cells=st.dictionaries(
+    st.tuples(st.integers(0, 9), st.sampled_from(["coder", "ops", "Ωmega", "a b", "#7"])),
+    st.lists(st.integers(0, 50), min_size=len(_COUNTS), max_size=len(_COUNTS)),
+    min_size=1))
+def test_every_period_and_group_is_the_reindexed_frame(cells: dict) -> None:
+    # The grid built as arrays equals the MultiIndex reindex with running sums per group.
+    start = pd.Timestamp("2026-01-05", tz="UTC")
+    frame = pd.DataFrame([{"period": start + pd.Timedelta(weeks=p), "robot": robot,
+                           **dict(zip(_COUNTS, counts))}
+                          for (p, robot), counts in cells.items()])
+    periods = pd.date_range(frame["period"].min(), frame["period"].max(), freq="W-MON",
+                            unit="us", name="period")
+    frame["period"] = frame["period"].astype("datetime64[us, UTC]")
+    full = pd.MultiIndex.from_product([periods, sorted(frame["robot"].unique())],
+                                      names=["period", "robot"])
+    expected = frame.set_index(["period", "robot"]).reindex(full, fill_value=0).reset_index()
+    by_robot = expected.groupby("robot")
+    expected["cumulative_memories"] = by_robot["new_memories"].cumsum()
+    expected["cumulative_remembers"] = by_robot["remembers"].cumsum()
+    got = _every_period_and_group(frame, "robot", periods)
+    assert_frame_equal(got.astype({"robot": object}), expected, check_dtype=False)
+    assert str(got["robot"].dtype) == "string"
 
 
 def _trends_by_the_documented_rule(url: str) -> tuple[pd.DataFrame, int]:
