@@ -1,7 +1,5 @@
 -- Remembers per period (and per robot or topic): new content, content another robot already
 -- had, and reinforcement of content the robot already had.
--- work_mem: 256MB (at a million memories: the robot_nodes hash table, 78 MB; the sorts of the
--- remembers by node, 87 MB, and by period and group, 110 MB; at 4 MB all three spill to disk)
 WITH {remember_events},
 grouped AS (
     SELECT m.*,
