@@ -261,6 +261,13 @@ def test_remember_trends_by_robot_and_tag(store: LongTermMemory, raw: dict) -> N
     assert by_tag.groupby("tag")["remembers"].sum().to_dict() == expected.to_dict()
 
 
+@pytest.mark.parametrize("by", [None, "robot", "tag"])
+def test_remember_trends_of_nothing_have_every_column(store: LongTermMemory, by) -> None:
+    nothing = ha.remember_trends(store, by=by, robots=["no such robot"])
+    assert len(nothing) == 0
+    assert {"cumulative_memories", "cumulative_remembers", "partial"} <= set(nothing.columns)
+
+
 def test_remember_trends_timeframe_keeps_history(store: LongTermMemory, raw: dict) -> None:
     start = END - dt.timedelta(days=14)
     end = END + dt.timedelta(days=1)  # leaves out the live adds, made today

@@ -92,6 +92,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     keys = ["period"] if by is None else ["period", by]
     frame = frame.rename(columns={"group": by} if by else {}).drop(
         columns=["exact", "missing_remembers"] + ([] if by else ["group"]))
+    gridded = fill_gaps and by is not None and len(frame) > 0
     if fill_gaps and len(frame):
         periods = pd.date_range(frame["period"].min(), frame["period"].max(), freq=pandas_freq,
                                 unit="us", name="period")
@@ -99,7 +100,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
             frame = frame.set_index("period").reindex(periods, fill_value=0).reset_index()
         else:
             frame = _every_period_and_group(frame, by, periods)
-    if not fill_gaps or by is None:
+    if not gridded:  # the grid has its running totals already
         frame = frame.sort_values(keys if by is None else [by, "period"])
         grouped = frame.groupby(by) if by else frame
         frame["cumulative_memories"] = grouped["new_memories"].cumsum()
