@@ -20,7 +20,7 @@ import htm_analytics as ha
 import htm_analytics.cli._database as cli_database
 from htm_analytics.agent.datasets import DEMO_ROBOTS, read_demo, simulate_remembers
 from htm_analytics.cli import cli
-from htm_analytics.cli._output import _as_text, _cut, terminal_table
+from htm_analytics.cli._output import _as_text, _cut, _pieces, terminal_lines, terminal_table
 
 ROOT = Path(__file__).resolve().parents[1]
 URL_VARIABLES = ("HTM_DBURL", "HTM_DATABASE__URL", "DATABASE_URL")
@@ -128,15 +128,19 @@ def test_demo_history_does_not_pile_up_at_the_end() -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(columns=st.lists(st.lists(st.text(max_size=60), min_size=3, max_size=3),
+@given(columns=st.lists(st.lists(st.text(max_size=60), min_size=5, max_size=5),
                         min_size=1, max_size=6),
-       width=st.integers(min_value=60, max_value=160))
+       width=st.integers(min_value=60, max_value=160),
+       rows_per_piece=st.integers(min_value=1, max_value=6))
 def test_a_table_is_laid_out_as_if_every_row_were_rendered(columns: list[list[str]],
-                                                          width: int) -> None:
+                                                          width: int,
+                                                          rows_per_piece: int) -> None:
     # A long table's layout is chosen on the rows holding each column's longest value (a
-    # million rows rendered once per width tried took minutes): the same choice as
-    # rendering every row at each width.
+    # million rows rendered once per width tried took minutes), and it is printed a few
+    # rows at a time: the same text as rendering every row at each width.
     frame = pd.DataFrame({f"column_{i}": values for i, values in enumerate(columns)})
+    assert "\n".join(terminal_lines(frame, width, rows_per_piece=rows_per_piece)) == \
+        terminal_table(frame, width)
     text, cuttable = _as_text(frame)
     fitting = None
     for text_width in (40, 32, 24, 16):
@@ -149,8 +153,22 @@ def test_a_table_is_laid_out_as_if_every_row_were_rendered(columns: list[list[st
     if fitting is not None:
         assert shown == fitting and len(lines) == len(frame) + 1
     else:
-        assert shown.startswith("-[ RECORD 1 ]") and len(lines) == 3 * (len(columns) + 1)
+        assert shown.startswith("-[ RECORD 1 ]") and len(lines) == 5 * (len(columns) + 1)
+        assert "-[ RECORD 5 ]" in shown
     assert max(map(len, lines)) <= width  # a value's line break or tab is a space
+
+
+@pytest.mark.parametrize("rows", [0, 1, 7, 25])
+@pytest.mark.parametrize("fmt", ["csv", "json"])
+def test_csv_and_json_in_pieces_are_one_document(monkeypatch: pytest.MonkeyPatch, fmt: str,
+                                                 rows: int) -> None:
+    frame = pd.DataFrame({"node_id": range(rows), "content": [f"memory, \"{i}\"\n" for i in
+                                                              range(rows)],
+                          "at": pd.date_range("2026-01-01", periods=rows, tz="UTC")})
+    monkeypatch.setattr("htm_analytics.cli._output.ROWS_PER_PIECE", 3)
+    whole = frame.to_csv(index=False) if fmt == "csv" else \
+        frame.to_json(orient="records", date_format="iso", indent=2) + "\n"
+    assert "".join(_pieces(frame, fmt)) == whole
 
 
 def test_terminal_tables_are_readable(ltm: ha.LongTermMemory, database_url: str) -> None:

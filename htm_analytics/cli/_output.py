@@ -6,7 +6,7 @@ import datetime as dt
 import functools
 import json
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -68,14 +68,39 @@ workers_option = click.option(
          "[default: every CPU].")
 
 
+ROWS_PER_PIECE = 10_000
+"""Rows made text and printed at a time: a listing of a million memories is never all in
+memory as text (its table took 3.9 GB at once)."""
+
+
 def emit(frame: pd.DataFrame, fmt: str) -> None:
-    """Print ``frame`` as a table, CSV or JSON: one document either way."""
+    """Print ``frame`` as a table, CSV or JSON: one document either way, printed in pieces of
+    :data:`ROWS_PER_PIECE` rows."""
+    for piece in _pieces(frame, fmt):
+        click.echo(piece, nl=False)
+
+
+def _pieces(frame: pd.DataFrame, fmt: str) -> Iterator[str]:
+    starts = range(0, len(frame), ROWS_PER_PIECE)
     if fmt == "csv":
-        click.echo(frame.to_csv(index=False), nl=False)
+        for start in starts or [0]:
+            yield frame.iloc[start:start + ROWS_PER_PIECE].to_csv(index=False,
+                                                                   header=start == 0)
     elif fmt == "json":
-        click.echo(frame.to_json(orient="records", date_format="iso", indent=2))
+        if not len(frame):
+            yield frame.to_json(orient="records", date_format="iso", indent=2) + "\n"
+            return
+        # Each piece's array without its brackets: the same text as the whole array.
+        for start in starts:
+            records = frame.iloc[start:start + ROWS_PER_PIECE].to_json(
+                orient="records", date_format="iso", indent=2)
+            yield ("[\n" if start == 0 else ",\n") + records[2:-2]
+        yield "\n]\n"
+    elif len(frame):
+        for lines in terminal_lines(frame):
+            yield lines + "\n"
     else:
-        click.echo(terminal_table(frame) if len(frame) else "(no rows)")
+        yield "(no rows)\n"
 
 
 def emit_document(document: dict[str, Any]) -> None:
@@ -132,29 +157,64 @@ def _terminal_width() -> int:
 def terminal_table(frame: pd.DataFrame, width: int | None = None) -> str:
     """``frame`` for a terminal ``width`` wide (default: the terminal's): one line per row,
     long text shortened to fit; a table too wide even so is printed as one record per row,
-    a column a line (psql's expanded display), rather than wrapped into blocks.
+    a column a line (psql's expanded display), rather than wrapped into blocks."""
+    return "\n".join(terminal_lines(frame, width))
 
-    The values are made text once and the table rendered once, whatever the number of rows
-    (a million rows took minutes when each width was tried by rendering every row)."""
+
+def terminal_lines(frame: pd.DataFrame, width: int | None = None, *,
+                   rows_per_piece: int = ROWS_PER_PIECE) -> Iterator[str]:
+    """:func:`terminal_table` in pieces of ``rows_per_piece`` rows (lines joined by newlines).
+
+    The values are made text a piece at a time, twice when there are several pieces: first
+    to find each column's longest value, which with the rows holding them decides the layout
+    (as the whole table would be laid out: a million rows took minutes when each width was
+    tried by rendering every row), then to print the piece in the widths of the whole table.
+    An empty frame has no lines."""
+    import pandas as pd
+
     width = width or _terminal_width()
-    text, cuttable = _as_text(frame)
-    # Each column's longest value sets its width, before a cut and after it (a cut value is
-    # as long as the cut): the rows holding them are laid out as the whole table would be.
-    longest = text.iloc[sorted({int(text[c].str.len().to_numpy().argmax())
-                                for c in text.columns})]
+    pieces = [frame.iloc[start:start + rows_per_piece]
+              for start in range(0, len(frame), rows_per_piece)]
+    if not pieces:
+        return
+    longest: dict[Any, tuple[int, pd.Series]] = {}
+    kept: dict[int, pd.DataFrame] = {}  # the text of a table of one piece, made once
+
+    def text_of(number: int) -> pd.DataFrame:
+        return kept[number] if number in kept else _as_text(pieces[number])[0]
+
+    for piece in pieces:
+        text, cuttable = _as_text(piece)
+        if len(pieces) == 1:
+            kept[0] = text
+        for column in text.columns:
+            lengths = text[column].str.len().to_numpy()
+            row = int(lengths.argmax())
+            if column not in longest or lengths[row] > longest[column][0]:
+                longest[column] = (int(lengths[row]), text.iloc[row])
+    holding = pd.DataFrame([row for _, row in longest.values()])
     for text_width in (40, 32, 24, 16):
-        laid_out = _cut(longest, cuttable, text_width).to_string(index=False)
-        if max(map(len, laid_out.splitlines())) <= width:
-            return _cut(text, cuttable, text_width).to_string(index=False)
-    shown = _cut(text, cuttable, max(16, width - 3 - max(len(str(c)) for c in text.columns)))
-    label_width = max(len(str(c)) for c in shown.columns)
-    labels = [f"{str(c).ljust(label_width)} | " for c in shown.columns]
-    records = []
-    for number, values in enumerate(zip(*(shown[c] for c in shown.columns)), start=1):
-        header = f"-[ RECORD {number} ]"
-        records.append("\n".join([header + "-" * max(0, min(width, 40) - len(header)),
-                                   *(label + value for label, value in zip(labels, values))]))
-    return "\n".join(records)
+        laid_out = _cut(holding, cuttable, text_width)
+        if max(map(len, laid_out.to_string(index=False).splitlines())) <= width:
+            widths: dict[Hashable, int] = {
+                c: max(len(str(c)), int(laid_out[c].str.len().max())) for c in laid_out.columns}
+            for number in range(len(pieces)):
+                yield _cut(text_of(number), cuttable, text_width).to_string(
+                    index=False, header=number == 0, col_space=widths)
+            return
+    text_width = max(16, width - 3 - max(len(str(c)) for c in holding.columns))
+    label_width = max(len(str(c)) for c in holding.columns)
+    labels = [f"{str(c).ljust(label_width)} | " for c in holding.columns]
+    record = 0
+    for number in range(len(pieces)):
+        shown = _cut(text_of(number), cuttable, text_width)
+        records = []
+        for values in zip(*(shown[c] for c in shown.columns)):
+            record += 1
+            header = f"-[ RECORD {record} ]"
+            records.append("\n".join([header + "-" * max(0, min(width, 40) - len(header)),
+                                       *(label + value for label, value in zip(labels, values))]))
+        yield "\n".join(records)
 
 
 def _shown_name(column: Any) -> Any:
