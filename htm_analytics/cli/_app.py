@@ -141,11 +141,10 @@ def _snapshot_hint(path: str) -> str:
 def report(ctx: click.Context, out: str | None, report_format: str, data_dir: str | None,
            data_format: str, snapshot_path: str | None, benchmark: bool, hygiene: bool,
            hygiene_sample: int, conversations_path: str | None, history_path: str | None,
-           title: str, workers: int | None) -> None:
+           title: str, workers: int) -> None:
     """Write a report: advice, stats, tags, trends, robots, indexes, HNSW recall curve (and a
     conversation benchmark's results with --conversations, "Since last time" with
     --history)."""
-    from ..analysis.worker_pool import available_cpus
     from ..errors import ValidationError
     from ..report.build import build_report
     from ..tuning.conversations import ConversationEvaluation
@@ -178,7 +177,7 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
         with _open_store(ctx, init_schema=False, pool_size=1) as store:
             built = build_report(store, title=title, benchmark=benchmark, hygiene=hygiene,
                                  hygiene_sample=hygiene_sample or None,
-                                 workers=workers or available_cpus(),
+                                 workers=workers,
                                  conversations=conversations, history=history_path)
     path = built.write_html(out) if report_format == "html" else built.write_markdown(out)
     click.echo(f"report written to {path}")

@@ -62,8 +62,16 @@ def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _every_cpu_unless_given(ctx: click.Context, param: click.Parameter,
+                            value: int | None) -> int:
+    from ..analysis.worker_pool import available_cpus
+
+    return value or available_cpus()
+
+
 workers_option = click.option(
     "--workers", type=click.IntRange(1, 64), default=None, metavar="N",
+    callback=_every_cpu_unless_given,
     help="Processes running the sensitive-data detectors on more than 20,000 memories "
          "[default: every CPU].")
 

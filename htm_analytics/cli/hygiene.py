@@ -57,20 +57,19 @@ def _say_sample(frame: Any) -> None:
 @output_options
 @click.pass_context
 def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
-            sample: int | None, seed: int, pairs: str, workers: int | None, fmt: str,
+            sample: int | None, seed: int, pairs: str, workers: int, fmt: str,
             **scope: Any) -> None:
     """Near-duplicates, secrets and personal data, supersessions: a summary, or one check's
     findings with a subcommand."""
     if ctx.invoked_subcommand is not None:
         return
     from ..analysis import memory_hygiene
-    from ..analysis.worker_pool import available_cpus
 
     with _open_store(ctx, init_schema=False) as store:
         result = memory_hygiene(store, checks=list(checks) or None,
                                 min_similarity=min_similarity, sample=sample, seed=seed,
                                 pairs=pairs, progress=sys.stderr.isatty(),
-                                workers=workers or available_cpus(), **scope)
+                                workers=workers, **scope)
     if fmt == "table":
         click.echo(result.describe_sample())
         for row in result.summary.itertuples():
@@ -122,17 +121,16 @@ def duplicates(ctx: click.Context, min_similarity: float, limit: int | None, pai
 @output_options
 @click.pass_context
 def sensitive(ctx: click.Context, kinds: tuple[str, ...], phone_region: str | None,
-              sample: int | None, seed: int, workers: int | None, fmt: str,
+              sample: int | None, seed: int, workers: int, fmt: str,
               **scope: Any) -> None:
     """Credentials and personal data in memories: kind, detector, masked excerpt."""
     from ..analysis import sensitive_memories
-    from ..analysis.worker_pool import available_cpus
 
     with _open_store(ctx, init_schema=False) as store:
         frame = sensitive_memories(store, kinds=list(kinds) or None,
                                    phone_region=phone_region, sample=sample, seed=seed,
                                    progress=sys.stderr.isatty(),
-                                   workers=workers or available_cpus(), **scope)
+                                   workers=workers, **scope)
     _say_sample(frame)
     emit(frame, fmt)
 
