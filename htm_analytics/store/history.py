@@ -20,11 +20,11 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import HistoryVersionError, ValidationError
+from .file_paths import path_text
 from .history_folder import (
     HistoryFolder,
     append_folder_sample,
     history_schema,
-    path_text,
     read_folder_history,
 )
 from .history_table import HistoryTable, append_table_sample, read_table_history

@@ -20,7 +20,7 @@ from .._sql import read_sql
 from ..errors import ValidationError
 from ..frames import coerce_frame, load_analytics_query, node_id_pages, to_duckdb_query
 from .catalog import MEMORY_TABLES
-from .history_folder import path_text
+from .file_paths import path_text
 from .memory import LongTermMemory
 from .schema import SCHEMA_VERSION
 
