@@ -93,12 +93,17 @@ def _has_statement_statistics(conn: psycopg.Connection) -> bool:
                              "WHERE extname = 'pg_stat_statements'").fetchone()[0])
 
 
-def test_slow_statements_are_recorded_out_of_the_box(ltm, database_url):
-    with psycopg.connect(database_url, autocommit=True) as conn:
+def _three_slow_application_statements(url: str, alias: str) -> None:
+    """Three calls of a 20 ms statement, as the application's (skips without statistics)."""
+    with psycopg.connect(url, autocommit=True) as conn:
         if os.environ.get("HTM_TEST_DSN") and not _has_statement_statistics(conn):
             pytest.skip("HTM_TEST_DSN's server does not load pg_stat_statements")
         for _ in range(3):
-            conn.execute("SELECT pg_sleep(0.02) AS slow_marker")
+            conn.execute(sql.SQL("SELECT pg_sleep(0.02) AS {}").format(sql.Identifier(alias)))
+
+
+def test_slow_statements_are_recorded_out_of_the_box(ltm, database_url):
+    _three_slow_application_statements(database_url, "slow_marker")
     frame = advise(ltm, thresholds=AdvisorThresholds(slow_query_ms=15, slow_query_calls=3))
     slow = _found(frame, "slow_queries")
     assert slow["severity"].tolist() == ["warning"]
@@ -114,11 +119,7 @@ def test_slow_statements_are_recorded_out_of_the_box(ltm, database_url):
 
 
 def test_the_toolkits_own_slow_statements_are_set_apart(ltm, database_url):
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        if os.environ.get("HTM_TEST_DSN") and not _has_statement_statistics(conn):
-            pytest.skip("HTM_TEST_DSN's server does not load pg_stat_statements")
-        for _ in range(3):
-            conn.execute("SELECT pg_sleep(0.02) AS application_marker")
+    _three_slow_application_statements(database_url, "application_marker")
     for _ in range(3):
         # A read through the toolkit, and rows through one of its named cursors (as the
         # stale listing's): slow here by pg_sleep. (Not the application's statement with
