@@ -271,3 +271,30 @@ def test_steady_growth_is_not_flagged(history_reader_url, database_url, tmp_path
     # The same periods judged by a stricter factor: the last one's rate is flagged.
     strict = DriftThresholds(growth_factor=0.1)
     assert "fast_growth" in set(drift_findings(frames, strict)["check"])
+
+
+def test_history_statements_carry_their_text_and_tell_the_toolkits_own(history_reader_url,
+                                                                       tmp_path):
+    path = tmp_path / "history.duckdb"
+    application = "SELECT name FROM robots WHERE id = $1"
+
+    def workload(calls: int) -> None:
+        with psycopg.connect(history_reader_url, autocommit=True) as conn:
+            for _ in range(calls):
+                conn.execute("SELECT name FROM robots WHERE id = %s", [1]).fetchall()
+
+    with LongTermMemory(history_reader_url, read_only=True) as store:
+        workload(2)
+        collect_sample(store, path, recall_queries=5, statements=1000)
+        workload(3)
+        collect_sample(store, path, recall_queries=5, statements=1000)
+    statements = history(path).statements
+    assert list(statements.columns[:5]) == ["sample_id", "collected_at", "queryid", "query",
+                                            "toolkit"]
+    assert statements["query"].notna().all() and statements["toolkit"].dtype == bool
+    by_text = statements.set_index("query")
+    assert by_text.loc[application, "calls"] == 3 and not by_text.loc[application, "toolkit"]
+    # collect's own reading of the index statistics is one of the toolkit's analyses
+    own = statements[statements["query"].str.contains("FROM pg_stat_user_indexes")]
+    assert len(own) == 1 and own["toolkit"].all() and own["calls"].iloc[0] == 1
+    assert by_text["toolkit"].sum() < len(by_text)

@@ -7,16 +7,27 @@ from dataclasses import dataclass
 import pandas as pd
 
 from .._sql import read_sql
-from ..store import LongTermMemory
+from ..store import CURSOR_PREFIX, STATEMENT_MARKER, LongTermMemory
 
-__all__ = ["SEVERITIES", "FINDING_COLUMNS", "RECALL_COLUMNS", "AdvisorThresholds",
-           "split_statements"]
+__all__ = ["SEVERITIES", "FINDING_COLUMNS", "RECALL_COLUMNS", "TOOLKIT_CURSOR",
+           "AdvisorThresholds", "split_statements", "toolkit_statements"]
 
 SEVERITIES = ("critical", "warning", "info")
 FINDING_COLUMNS = {"check": "string", "severity": "string", "object": "string",
                    "evidence": "string", "recommendation": "string", "sql": "string"}
 # Columns every recall (track_access, working-memory flags) rewrites on nodes.
 RECALL_COLUMNS = ("access_count", "last_accessed", "in_working_memory")
+# This toolkit's own statements in pg_stat_statements (store/tracing.py) carry its marker, or
+# FETCH from one of its cursors, whose names pg_stat_statements shows quoted.
+TOOLKIT_CURSOR = f'"{CURSOR_PREFIX}'
+
+
+def toolkit_statements(queries: pd.Series) -> pd.Series:
+    """Whether each statement's text is one of this toolkit's own (the rule of the advisor's
+    ``slow_queries.sql``)."""
+    text = queries.astype("string").fillna("")
+    return (text.str.contains(STATEMENT_MARKER, regex=False)
+            | text.str.contains(TOOLKIT_CURSOR, regex=False)).astype(bool)
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import pandas as pd
 
 from ..store import quote_identifier
 from ..store.history import HistoryFolder, HistoryTable, read_history
-from ._common import FINDING_COLUMNS, finding
+from ._common import FINDING_COLUMNS, finding, toolkit_statements
 
 __all__ = ["DriftThresholds", "MemoryHistory", "history", "drift_findings"]
 
@@ -102,6 +102,18 @@ def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
                   ].reset_index(drop=True)
 
 
+def _statement_periods(sampled: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """Calls and time per period and statement, with the statement's latest text and whether
+    it is one of this toolkit's own analyses."""
+    periods = _periods(sampled.assign(oid=0), ["queryid"], "oid", ["calls", "total_ms"],
+                       samples)
+    text = sampled.sort_values("sample_id").drop_duplicates("queryid", keep="last").set_index(
+        "queryid")["query"]
+    periods.insert(3, "query", periods["queryid"].map(text).astype("string"))
+    periods.insert(4, "toolkit", toolkit_statements(periods["query"]))
+    return periods
+
+
 def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
             thresholds: DriftThresholds | None = None) -> MemoryHistory:
     """Read a history written by ``htm-analytics collect`` into frames.
@@ -130,7 +142,9 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
           logged query vectors (``logged_recall``... ``logged_baseline_high``; NULL where
           none were logged) with ``logged_queries`` (how many the log held; NULL: no log);
         - ``robots``: per sample and robot: ``memories``;
-        - ``statements``: per period and statement: ``calls``, ``total_ms`` in the period.
+        - ``statements``: per period and statement (``queryid``; ``query``, its text as last
+          sampled; ``toolkit``: one of this toolkit's own analyses, which carry its marker):
+          ``calls``, ``total_ms`` in the period.
     """
     thresholds = thresholds or DriftThresholds()
     frames = read_history(path)
@@ -144,8 +158,7 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
     unique = frames["sample_indexes"].drop_duplicates("index_name", keep="last").set_index(
         "index_name")["is_unique"]
     usage["is_unique"] = usage["index_name"].map(unique).fillna(False).astype(bool)
-    statements = frames["sample_statements"].assign(oid=0)
-    statements = _periods(statements, ["queryid"], "oid", ["calls", "total_ms"], samples)
+    statements = _statement_periods(frames["sample_statements"], samples)
     recall = samples[["sample_id", "collected_at", "ef_search", *_RECALL_COLUMNS]].copy()
     for prefix in ("", "logged_"):
         recall[f"{prefix}recall"] = pd.to_numeric(recall[f"{prefix}recall"])

@@ -6,8 +6,9 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from ..store import CURSOR_PREFIX, STATEMENT_MARKER, quote_identifier, quote_literal
+from ..store import STATEMENT_MARKER, quote_identifier, quote_literal
 from ._common import (
+    TOOLKIT_CURSOR,
     Context,
     age_text,
     finding,
@@ -146,7 +147,7 @@ def slow_queries(context: Context) -> Iterator[dict[str, str]]:
     limits = context.limits
     slow = context.store.fetch_frame(query_text("slow_queries"), {
         "slow_ms": limits.slow_query_ms, "min_calls": limits.slow_query_calls,
-        "marker": STATEMENT_MARKER, "cursor_prefix": f'"{CURSOR_PREFIX}'})
+        "marker": STATEMENT_MARKER, "cursor_prefix": TOOLKIT_CURSOR})
     own = slow[slow["toolkit"]]
     for _, statement in slow[~slow["toolkit"]].iterrows():
         yield finding(
@@ -171,4 +172,4 @@ def slow_queries(context: Context) -> Iterator[dict[str, str]]:
             "on a replica (docs/scaling.md).",
             ["SELECT queryid, calls, mean_exec_time, query FROM pg_stat_statements "
              f"WHERE strpos(query, '{STATEMENT_MARKER}') > 0 "
-             f"OR strpos(query, '\"{CURSOR_PREFIX}') > 0 ORDER BY total_exec_time DESC"])
+             f"OR strpos(query, '{TOOLKIT_CURSOR}') > 0 ORDER BY total_exec_time DESC"])
