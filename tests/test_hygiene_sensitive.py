@@ -12,7 +12,7 @@ from hypothesis import given
 
 from htm_analytics import HTMError, LongTermMemory, ValidationError
 from htm_analytics.analysis import sensitive_memories
-from htm_analytics.analysis.sensitive import find_sensitive
+from htm_analytics.analysis.sensitive import find_sensitive, kinds_found
 from htm_analytics.analysis.worker_pool import ordered_map
 from tests.test_hostile_input import FAST, anything
 from tests.test_hygiene import random_texts
@@ -120,6 +120,11 @@ def test_a_url_password_is_one_credential_not_an_email() -> None:
     findings = find_sensitive("see https://admin:pw123456@example.com/path")
     assert [(f.kind, f.detector) for f in findings] == [("credential",
                                                          "Basic Auth Credentials")]
+
+
+def test_kinds_found_are_counted_in_words() -> None:
+    kinds = pd.Series(["email", "credential", "email", "payment_card"], dtype="string")
+    assert kinds_found(kinds) == "1 credential, 2 emails, 1 payment card"
 
 
 @FAST

@@ -14,7 +14,8 @@ from ..store import LongTermMemory
 from ..store.display import shorten_text
 
 __all__ = ["live_store", "validate_fraction", "validate_sample", "validate_seed",
-           "wilson_interval", "shorten_text", "validate_choices", "MemorySample", "draw_sample"]
+           "wilson_interval", "share_text", "shorten_text", "validate_choices", "MemorySample",
+           "draw_sample"]
 
 
 def live_store(store: Any) -> LongTermMemory:
@@ -99,6 +100,13 @@ def wilson_interval(hits: int, total: int, confidence: float = 0.95) -> tuple[fl
         / (1 + z * z / total)
     # Rounding can put a bound a hair past the share itself (at 0 or all hits): clamp it.
     return min(share, max(0.0, centre - half)), max(share, min(1.0, centre + half))
+
+
+def share_text(share: Any, low: Any, high: Any, *, digits: int = 1) -> str:
+    """A share estimated on a sample, with its interval (numbers, as a frame holds them),
+    worded the same everywhere: ``12.3% (95% interval 10.1%-14.8%)``."""
+    share, low, high = float(share), float(low), float(high)
+    return f"{share:.{digits}%} (95% interval {low:.{digits}%}-{high:.{digits}%})"
 
 
 def validate_choices(value: Any, allowed: tuple[str, ...], *, field: str) -> tuple[str, ...]:

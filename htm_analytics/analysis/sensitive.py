@@ -30,12 +30,20 @@ from ._common import draw_sample, live_store, validate_choices
 from .worker_pool import ordered_map, validate_workers
 
 __all__ = ["SENSITIVE_KINDS", "SENSITIVE_COLUMNS", "sensitive_memories", "find_sensitive",
-           "Finding"]
+           "Finding", "kinds_found"]
 
 SENSITIVE_KINDS = ("credential", "email", "phone", "payment_card", "iban")
 SENSITIVE_COLUMNS = {"node_id": "int64", "kind": "string", "detector": "string",
                      "excerpt": "string", "robots": "string",
                      "created_at": "datetime64[us, UTC]"}
+
+
+def kinds_found(kinds: pd.Series) -> str:
+    """How many findings of each kind, in words: ``2 credentials, 13 emails``."""
+    counts = sorted(kinds.value_counts().items())
+    return ", ".join(f"{n:,} {str(kind).replace('_', ' ')}{'' if n == 1 else 's'}"
+                     for kind, n in counts)
+
 
 # detect-secrets plugins left out: high-entropy strings and public IP addresses flag hashes,
 # checksums and example addresses in ordinary prose (they are for source code review).

@@ -11,9 +11,15 @@ from .._docs import share_docs
 from .._progress import validate_progress
 from ..frames import scope_params
 from ..store import LongTermMemory
-from ._common import live_store, validate_choices, validate_sample, validate_seed
+from ._common import (
+    live_store,
+    share_text,
+    validate_choices,
+    validate_sample,
+    validate_seed,
+)
 from .hygiene import near_duplicates, validate_pair_choice
-from .sensitive import sensitive_memories
+from .sensitive import kinds_found, sensitive_memories
 from .supersession import supersession_candidates
 from .worker_pool import validate_workers
 
@@ -172,12 +178,10 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
     if "sensitive" in chosen:
         found = sensitive_memories(store, progress=progress, workers=workers, **options)
         result.details["sensitive"] = found
-        kinds = found["kind"].value_counts().to_dict()
         rows.append({
             "check": "sensitive", "findings": len(found), "memories": found["node_id"].nunique(),
-            "what_it_means": ("; ".join(f"{n:,} {str(kind).replace('_', ' ')}" for kind, n in
-                                        sorted(kinds.items())) + " found (masked excerpts)."
-                              ) if kinds else "No credential or personal data found.",
+            "what_it_means": f"{kinds_found(found['kind'])} found (masked excerpts)."
+                             if len(found) else "No credential or personal data found.",
             "what_to_do": (
                 "Rotate any credential found (it has been readable by every robot), then "
                 "delete or redact those memories; check whether personal data may be kept "
@@ -215,8 +219,8 @@ def _estimated(frame: pd.DataFrame, result: HygieneResult) -> pd.DataFrame:
         frame.loc[frame.index[position], ["memories", "checked", "share", "share_low",
                                           "share_high"]] = [
             involved, estimated["checked"], estimated["share"], low, high]
-        estimate = (f"{involved:,} of the {estimated['checked']:,} sampled memories "
-                    f"({estimated['share']:.2%}, 95% interval {low:.2%}-{high:.2%}) "
+        estimate = (f"{involved:,} of the {estimated['checked']:,} sampled memories, "
+                    f"{share_text(estimated['share'], low, high, digits=2)}, "
                     f"{_ESTIMATED_SUBJECT[str(row.check)]}: about {low * result.total:,.0f}-"
                     f"{high * result.total:,.0f} of the {result.total:,} memories.")
         if row.check == "near_duplicates":

@@ -35,10 +35,12 @@ def _say_sample(frame: Any) -> None:
     """On stderr, what a check on a sample read and what it estimates for every memory."""
     drawn = frame.attrs.get("sample")
     if drawn:
+        from ..analysis._common import share_text
+
         click.echo(f"checked a sample of {drawn['checked']:,} of {drawn['memories']:,} memories "
                    f"(--seed {drawn['seed']}): {drawn['involved']:,} involved, "
-                   f"{drawn['share']:.1%} (95% interval {drawn['share_low']:.1%}-"
-                   f"{drawn['share_high']:.1%})", err=True)
+                   f"{share_text(drawn['share'], drawn['share_low'], drawn['share_high'])}",
+                   err=True)
 
 
 @cli.group(invoke_without_command=True)
@@ -64,6 +66,7 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
     if ctx.invoked_subcommand is not None:
         return
     from ..analysis import memory_hygiene
+    from ..analysis._common import share_text
 
     with _open_store(ctx, init_schema=False) as store:
         result = memory_hygiene(store, checks=list(checks) or None,
@@ -73,11 +76,12 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
     if fmt == "table":
         click.echo(result.describe_sample())
         for row in result.summary.itertuples():
-            interval = (f", 95% interval {row.share_low:.1%}-{row.share_high:.1%}"
-                        if result.sampled else "")
-            click.echo(f"\n{row.check}: {row.findings:,} findings, {row.memories:,} memories "
-                       f"({row.share:.1%}{interval})\n  {row.what_it_means}\n"
-                       f"  -> {row.what_to_do}")
+            share = (share_text(row.share, row.share_low, row.share_high) if result.sampled
+                     else f"{row.share:.1%}")
+            findings = f"{row.findings:,} finding{'' if row.findings == 1 else 's'}"
+            memories = f"{row.memories:,} {'memory' if row.memories == 1 else 'memories'}"
+            click.echo(f"\n{row.check}: {findings}, {memories}, {share}\n"
+                       f"  {row.what_it_means}\n  -> {row.what_to_do}")
         click.echo("\nMore: htm-analytics hygiene duplicates | sensitive | supersession | "
                    "unreachable | stale | retention | growth")
         return

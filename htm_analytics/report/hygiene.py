@@ -6,6 +6,8 @@ from __future__ import annotations
 import pandas as pd
 
 from ..analysis import HygieneResult, memory_hygiene
+from ..analysis._common import share_text
+from ..analysis.sensitive import kinds_found
 from ..store import LongTermMemory
 from .render import Section, counted
 
@@ -30,13 +32,11 @@ def _headline(result: HygieneResult) -> str:
     summary = result.summary.set_index("check")
     pairs, found = result.details["near_duplicates"], result.details["sensitive"]
     superseding = result.details["supersession"]
-    kinds = (f" ({', '.join(f'{n} {k}' for k, n in found['kind'].value_counts().items())})"
-             if len(found) else "")
+    kinds = f" ({kinds_found(found['kind'])})" if len(found) else ""
     if result.sampled:
         def share(check: str) -> str:
             row = summary.loc[check]
-            return (f"{row['share']:.1%} (95% interval {row['share_low']:.1%}-"
-                    f"{row['share_high']:.1%})")
+            return share_text(row["share"], row["share_low"], row["share_high"])
         nested = ("" if result.duplicates_checked == result.checked else
                   f", near-duplicates on {result.duplicates_checked:,} of them")
         return (f"Hygiene, on a sample of {result.checked:,} of {result.total:,} memories "

@@ -23,10 +23,13 @@ from ..errors import ValidationError
 from ..validation import validate_positive_int
 from .sources import postgres_source
 
-__all__ = ["DEFAULT_PROBES_SWEEP", "benchmark_table_recall"]
+__all__ = ["DEFAULT_EF_SEARCH_SWEEP", "DEFAULT_PROBES_SWEEP", "HIT_EPSILON",
+           "benchmark_table_recall"]
 
 DEFAULT_PROBES_SWEEP = (1, 2, 4, 8, 16, 32, 64)
 DEFAULT_EF_SEARCH_SWEEP = (10, 20, 40, 80, 160, 320)
+# A returned row is a hit when its true distance is within the true k-th distance plus this
+# (as ann-benchmarks counts it), so that ties at the k-th place do not count as misses.
 HIT_EPSILON = 1e-3
 _OPERATORS = {"vector_cosine_ops": ("<=>", "cosine"), "vector_l2_ops": ("<->", "l2"),
               "vector_ip_ops": ("<#>", "inner_product")}

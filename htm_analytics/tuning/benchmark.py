@@ -22,6 +22,7 @@ from scipy import stats
 from .._progress import progress_bar
 from ..errors import EmbeddingError, ValidationError
 from ..store import LongTermMemory, TuningSession
+from ..store.table_recall import DEFAULT_EF_SEARCH_SWEEP, HIT_EPSILON
 from ..validation import validate_positive_int
 from ._ground_truth import returned_distances, stable_sample, streamed_neighbor_distances, unit_rows
 from .plots import plot_recall_by_ef, plot_recall_latency
@@ -31,8 +32,6 @@ __all__ = [
     "plot_recall_latency", "plot_recall_by_ef",
 ]
 
-DEFAULT_EF_SEARCH_SWEEP = (10, 20, 40, 80, 160, 320)
-HIT_EPSILON = 1e-3
 _ITERATIVE_MODES = (None, "strict_order", "relaxed_order")
 
 
