@@ -30,7 +30,7 @@ from htm_analytics.advisor import (
     split_statements,
 )
 from htm_analytics.cli import cli, main
-from htm_analytics.store import database_name, scratch_database
+from htm_analytics.store import database_name, hnsw_graph_bytes, scratch_database
 
 # Long enough for the provoked sessions, short enough for a test.
 FAST = AdvisorThresholds(long_query_seconds=0.3, idle_transaction_seconds=0.3)
@@ -242,7 +242,9 @@ def test_provoked_checks_are_found_and_their_sql_runs(database_url, server_url):
         "evidence"].iloc[0]
     assert "maintenance_work_mem is 1MB" in _found(frame, "hnsw_build_memory")[
         "evidence"].iloc[0]
-    assert "150 vectors of 16 dimensions" in _found(frame, "padded_vectors")["evidence"].iloc[0]
+    padded = _found(frame, "padded_vectors")
+    assert "150 vectors of 16 dimensions" in padded["evidence"].iloc[0]
+    assert "SET maintenance_work_mem" not in padded["sql"].iloc[0]  # a 0.2 MB graph fits 1MB
     assert "2 models or dimensions" in _found(frame, "mixed_embeddings")["evidence"].iloc[0]
     assert list(frame["severity"]) == sorted(frame["severity"], key=[
         "critical", "warning", "info"].index)
@@ -280,6 +282,29 @@ def test_provoked_checks_are_found_and_their_sql_runs(database_url, server_url):
                                 "WHERE embedding IS NOT NULL").fetchone()[0] == [16]
             assert conn.execute("SELECT count(*) FROM nodes WHERE content = "
                                 "'three dimensions'").fetchone()[0] == 1
+
+
+def test_the_native_index_advice_gives_its_build_the_graphs_memory(ltm, database_url):
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(sql.SQL("ALTER DATABASE {} SET maintenance_work_mem = '1MB'").format(
+            sql.Identifier(conn.info.dbname)))
+    vectors = np.random.default_rng(1).normal(size=(3000, 16)).astype(np.float32)
+    ltm.bulk_add([f"memory {i}" for i in range(3000)], robots="builder", embeddings=vectors)
+    with LongTermMemory(database_url) as store:
+        padded = _found(advise(store), "padded_vectors")
+    graph = 3000 * hnsw_graph_bytes(16)  # 3.9 MB: more than 1MB
+    assert f"about {graph / 2**20:.1f} MB while it is built, more than maintenance_work_mem " \
+           "(1MB)" in padded["recommendation"].iloc[0]
+    setting, build = split_statements(padded["sql"].iloc[0])
+    assert setting == f"SET maintenance_work_mem = '{-(-graph * 5 // 4 // 2**20)}MB'"
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(setting)
+        notices: list[str] = []
+        conn.add_notice_handler(lambda notice: notices.append(notice.message_primary))
+        conn.execute(build)
+        assert conn.execute("SELECT to_regclass('idx_nodes_embedding_16')").fetchone()[0]
+    # pgvector says when a graph outgrows the memory; this one was built in it
+    assert not [n for n in notices if "maintenance_work_mem" in n], notices
 
 
 def test_bad_input_is_rejected(ltm):

@@ -55,7 +55,6 @@ def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
         dimension = int(index["dimension"]) if pd.notna(index["dimension"]) else 0
         needed = int(index["indexed_rows"]) * hnsw_graph_bytes(dimension, int(index["m"]))
         if needed > int(index["maintenance_work_mem_bytes"]):
-            megabytes = -(-needed * 5 // 4 // 2**20)  # a quarter more as margin
             yield finding(
                 "hnsw_build_memory", "warning", f"{index['schema']}.{index['index']}",
                 f"a rebuild needs about {size_text(needed)} for {int(index['indexed_rows']):,} "
@@ -63,8 +62,14 @@ def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
                 f"{index['maintenance_work_mem']}",
                 "A graph that does not fit is built far slower (pgvector notes 'hnsw graph no "
                 "longer fits into maintenance_work_mem'). Raise it for the rebuild's session.",
-                [f"SET maintenance_work_mem = {quote_literal(f'{megabytes}MB')}",
-                 f"REINDEX INDEX CONCURRENTLY {name}"])
+                [_build_memory_setting(needed), f"REINDEX INDEX CONCURRENTLY {name}"])
+
+
+def _build_memory_setting(graph_bytes: int) -> str:
+    """The SET that gives a session's index build an HNSW graph of ``graph_bytes``, with a
+    quarter more as margin."""
+    megabytes = -(-graph_bytes * 5 // 4 // 2**20)
+    return f"SET maintenance_work_mem = {quote_literal(f'{megabytes}MB')}"
 
 
 def vectors(context: Context) -> Iterator[dict[str, str]]:
@@ -75,18 +80,25 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
         dimension = int(row["dimension"])
         if row["has_native_index"] or dimension >= 2000:
             continue
+        # A graph past maintenance_work_mem is built on disk, about three times slower.
+        graph = int(row["vectors"]) * hnsw_graph_bytes(dimension)
+        memory = graph > int(row["maintenance_work_mem_bytes"])
+        build = (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS "
+                 f"{quote_identifier(vector_index_name(dimension))} "
+                 f"ON {quote_identifier('public', 'nodes')} "
+                 f"USING hnsw ((subvector(embedding, 1, {dimension})::vector({dimension})) "
+                 f"vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
+                 f"WHERE embedding_dimension = {dimension}")
         yield finding(
             "padded_vectors", "warning", "public.nodes",
             f"{int(row['vectors']):,} vectors of {dimension} dimensions are searched through "
             "the reference schema's index on vectors zero-padded to 2000",
             f"Index them at their own dimension: 2-5x faster builds and searches (README); "
-            f"searches use it automatically (LongTermMemory.create_native_index({dimension})).",
-            [f"CREATE INDEX CONCURRENTLY IF NOT EXISTS "
-             f"{quote_identifier(vector_index_name(dimension))} "
-             f"ON {quote_identifier('public', 'nodes')} "
-             f"USING hnsw ((subvector(embedding, 1, {dimension})::vector({dimension})) "
-             f"vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
-             f"WHERE embedding_dimension = {dimension}"])
+            f"searches use it automatically (LongTermMemory.create_native_index({dimension}))."
+            + (f" Its graph needs about {size_text(graph)} while it is built, more than "
+               f"maintenance_work_mem ({row['maintenance_work_mem']}): the SET gives the "
+               "build's session that memory." if memory else ""),
+            [_build_memory_setting(graph), build] if memory else [build])
     models = context.store.embedding_models()
     if len(models) > 1:
         described = "; ".join(
