@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from ..errors import ValidationError
 from ..store import LongTermMemory
@@ -93,7 +93,7 @@ def wilson_interval(hits: int, total: int, confidence: float = 0.95) -> tuple[fl
     """The Wilson score interval of a proportion ``hits / total`` (NaNs when ``total`` is 0)."""
     if total == 0:
         return math.nan, math.nan
-    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)  # the standard library's: no scipy.stats
     share = hits / total
     centre = (share + z * z / (2 * total)) / (1 + z * z / total)
     half = z * math.sqrt(share * (1 - share) / total + z * z / (4 * total * total)) \

@@ -7,12 +7,14 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ..errors import ValidationError
 from ..frames import period_unit, scope_params
 from ..store import LongTermMemory
 from ._common import live_store
+
+# scipy.stats is imported by the functions that fit, not with the module: it takes about a
+# second, which every command importing the analysis package paid.
 
 __all__ = ["GROWTH_COLUMNS", "memory_growth"]
 
@@ -92,6 +94,8 @@ def _robot_series(counts: pd.DataFrame, freq: str, horizon: int,
     ``memory_growth`` (62 s at 100k memories, 2,000 robots). Here each robot is one row of
     a robots x periods matrix, and its least-squares line comes from masked sums.
     """
+    from scipy import stats
+
     robots = pd.Index(counts["robot"].unique())
     grid = pd.date_range(counts["period"].min(), counts["period"].max(), freq=freq)
     row = robots.get_indexer(pd.Index(counts["robot"]))
@@ -150,6 +154,8 @@ def _robot_series(counts: pd.DataFrame, freq: str, horizon: int,
 
 def _series(rows: pd.DataFrame, robot: str, freq: str, horizon: int, confidence: float,
             hnsw_bytes: float | None) -> pd.DataFrame:
+    from scipy import stats
+
     periods = pd.date_range(rows["period"].min(), rows["period"].max(), freq=freq)
     new = rows.set_index("period")["new"].reindex(periods, fill_value=0).astype(float)
     observed = pd.DataFrame({"period": periods, "robot": robot, "kind": "observed",
