@@ -35,6 +35,11 @@ def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
     items = re.findall(r"<li>(.*?)</li>", findings.group(1))
     heads = [i.split(":")[0] for i in items]
     assert heads[0] == "Advisor", items
+    counted = re.match(r"Advisor: (\d+) findings? \((\d+) critical, (\d+) warnings?, (\d+) "
+                       r"info\)\.$", items[0])
+    assert counted, items[0]
+    total, *severities = map(int, counted.groups())
+    assert total == sum(severities) == html.count("<li class='finding'>")
     assert heads.index("Search") < heads.index("Indexes") < heads.index("HNSW"), items
     assert re.match(r"HNSW: ef_search \d+ is the smallest reaching recall 0.95 \(",
                     items[heads.index("HNSW")])

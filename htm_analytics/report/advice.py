@@ -16,7 +16,7 @@ from ..tuning.advice import (
     recommend_ef_search,
 )
 from ..tuning.benchmark import plot_recall_by_ef, plot_recall_latency
-from .render import Figure, Section, first_sentence
+from .render import Figure, Section, counted, first_sentence
 
 __all__ = ["advisor_section", "hnsw_section", "findings_html", "findings_markdown"]
 
@@ -56,8 +56,10 @@ def advisor_section(findings: pd.DataFrame) -> Section:
     """The report's first section: the findings of :func:`~htm_analytics.advise`, most
     severe first."""
     counts = findings["severity"].value_counts()
-    summary = ", ".join(f"{int(counts.get(s, 0))} {s}" for s in ("critical", "warning", "info"))
-    headline = [f"Advisor: {summary} finding(s)."]
+    by_severity = (f"{int(counts.get('critical', 0))} critical, "
+                   f"{counted(int(counts.get('warning', 0)), 'warning')}, "
+                   f"{int(counts.get('info', 0))} info")
+    headline = [f"Advisor: {counted(len(findings), 'finding')} ({by_severity})."]
     headline += [f"{str(row.severity).capitalize()}: {row.check} on {row.object}: "
                  f"{first_sentence(str(row.recommendation))}"
                  for row in findings.itertuples() if row.severity != "info"][:5]
