@@ -292,3 +292,31 @@ def test_the_derived_dimension_is_the_last_non_zero_component(
             "NULL::integer AS embedding_dimension FROM unnest(%s::text[]) AS v) AS nodes",
             ([str([*map(float, v), *[0.0] * (2000 - dimension)]) for v in vectors],))]
     assert found == [dimension, dimension]
+
+
+def test_the_native_index_advice_covers_the_vectors_the_gem_wrote(
+        server_url: str, roles: dict[str, str]) -> None:  # noqa: F811
+    # The gem never writes embedding_dimension: the advised index must be the one
+    # create_native_index builds, whose predicate derives the dimension from the vector.
+    from htm_analytics.advisor import split_statements
+
+    with gem_written(server_url, roles) as url:
+        with LongTermMemory(as_role(url, roles["reader"]), cache_size=0) as reader:
+            findings = ha.advise(reader)
+        padded = findings[findings["check"] == "padded_vectors"]
+        assert f"3 vectors of {DIMENSION} dimensions" in padded["evidence"].iloc[0]
+        with psycopg.connect(url, autocommit=True) as conn:
+            for statement in split_statements(padded["sql"].iloc[0]):
+                conn.execute(statement)
+            # every stored vector is in it (the build counts what it indexed)
+            indexed, stored = conn.execute(
+                "SELECT (SELECT reltuples FROM pg_class WHERE relname = %s), "
+                "(SELECT count(*) FROM nodes WHERE embedding IS NOT NULL)",
+                [f"idx_nodes_embedding_{DIMENSION}"]).fetchone()
+            assert stored > 0 and indexed == stored
+        with LongTermMemory(as_role(url, roles["reader"]), cache_size=0) as reader:
+            assert reader.native_dimensions == {DIMENSION}
+            for position in live_positions():
+                hits = reader.search(embedding=vector(position), limit=1)
+                assert [h["content"] for h in hits] == [CONTENTS[position]]
+            assert "padded_vectors" not in set(ha.advise(reader)["check"])

@@ -551,6 +551,12 @@ STORE_CALLS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
                           "robot_id": st.one_of(st.none(), hostile_ids)}),
     "logged_query_vectors": (lambda s, a: s.logged_query_vectors(a["dimension"]),
                              {"dimension": st.one_of(st.integers(-2, 2**40), anything)}),
+    "native_index_statement": (
+        lambda s, a: s.native_index_statement(a["dimension"], m=a["m"],
+                                              ef_construction=a["ef_construction"]),
+        {"dimension": st.one_of(st.integers(-2, 2**40), anything),
+         "m": st.one_of(st.integers(-2, 200), anything),
+         "ef_construction": st.one_of(st.integers(-2, 2000), anything)}),
     "robots_of_nodes": (lambda s, a: s.robots_of_nodes(a["node_ids"]),
                         {"node_ids": hostile_ids}),
     "search_by_strategy": (lambda s, a: s.search_by_strategy(a["strategy"], query=a["query"],

@@ -13,7 +13,6 @@ from ..store import (
     hnsw_graph_bytes,
     quote_identifier,
     quote_literal,
-    vector_index_name,
 )
 from ..tuning.advice import compare_latency
 from ._common import (
@@ -83,12 +82,7 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
         # A graph past maintenance_work_mem is built on disk, about three times slower.
         graph = int(row["vectors"]) * hnsw_graph_bytes(dimension)
         memory = graph > int(row["maintenance_work_mem_bytes"])
-        build = (f"CREATE INDEX CONCURRENTLY IF NOT EXISTS "
-                 f"{quote_identifier(vector_index_name(dimension))} "
-                 f"ON {quote_identifier('public', 'nodes')} "
-                 f"USING hnsw ((subvector(embedding, 1, {dimension})::vector({dimension})) "
-                 f"vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
-                 f"WHERE embedding_dimension = {dimension}")
+        build = context.store.native_index_statement(dimension)
         yield finding(
             "padded_vectors", "warning", "public.nodes",
             f"{int(row['vectors']):,} vectors of {dimension} dimensions are searched through "

@@ -54,14 +54,16 @@ def raise_build_memory(cur: psycopg.Cursor[dict[str, Any]], graph_bytes: int,
 
 
 def _native_index_sql(dimension: int, m: int, ef_construction: int, name: str, *,
-                      derived: bool) -> sql.Composed:
+                      derived: bool, concurrently: bool = False) -> sql.Composed:
     # Where the writer leaves embedding_dimension NULL (the current gem), the predicate is the
     # dimension as reads derive it, the same expression, so that the planner matches them.
     has_dimension = derived_dimension_sql() if derived else "embedding_dimension"
     return sql.SQL(
-        "CREATE INDEX IF NOT EXISTS {name} ON nodes USING hnsw "
+        "CREATE INDEX {concurrently}IF NOT EXISTS {name} ON {nodes} USING hnsw "
         "((subvector(embedding, 1, {d})::vector({d})) vector_cosine_ops) "
         "WITH (m = {m}, ef_construction = {efc}) WHERE {has_dimension} = {d}").format(
+        concurrently=sql.SQL("CONCURRENTLY " if concurrently else ""),
+        nodes=sql.Identifier("public", "nodes"),
         name=sql.Identifier(name), d=sql.Literal(dimension), m=sql.Literal(m),
         efc=sql.Literal(ef_construction), has_dimension=sql.SQL(has_dimension))
 
@@ -118,6 +120,27 @@ class IndexingMixin(StoreBase):
         self._native_index_added(dimension)
         self._cache.clear()
         return name
+
+    def native_index_statement(self, dimension: int, *, m: int = 16,
+                               ef_construction: int = 64) -> str:
+        """The ``CREATE INDEX CONCURRENTLY`` that builds the index of
+        :meth:`create_native_index` outside a transaction, for a user to review and run
+        (without blocking writers for the build). Nothing is run.
+
+        Returns
+        -------
+        str
+            The statement, with the predicate this database's reads match (the dimension
+            derived from the vector where the writer leaves ``embedding_dimension`` NULL).
+        """
+        dimension = validate_positive_int(dimension, field="dimension",
+                                          maximum=MAX_EMBEDDING_DIMENSION)
+        m = validate_positive_int(m, field="m", maximum=100)
+        ef_construction = validate_positive_int(ef_construction, field="ef_construction",
+                                                maximum=1000)
+        return _native_index_sql(dimension, m, ef_construction, vector_index_name(dimension),
+                                 derived=self.schema_info.derives_dimensions,
+                                 concurrently=True).as_string(None)
 
     @contextmanager
     def tuning_session(self) -> Iterator[TuningSession]:
