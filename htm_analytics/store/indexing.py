@@ -53,6 +53,18 @@ def raise_build_memory(cur: psycopg.Cursor[dict[str, Any]], graph_bytes: int,
                     (f"{build_memory_kb}kB",))
 
 
+def _build_options(dimension: Any, m: Any, ef_construction: Any) -> tuple[int, int, int]:
+    """A native index's dimension and HNSW options, checked as pgvector would check them."""
+    dimension = validate_positive_int(dimension, field="dimension",
+                                      maximum=MAX_EMBEDDING_DIMENSION)
+    m = validate_positive_int(m, field="m", maximum=100)
+    ef_construction = validate_positive_int(ef_construction, field="ef_construction",
+                                            maximum=1000)
+    if ef_construction < 2 * m:
+        raise ValidationError(f"must be at least 2 * m = {2 * m}", field="ef_construction")
+    return dimension, m, ef_construction
+
+
 def _native_index_sql(dimension: int, m: int, ef_construction: int, name: str, *,
                       derived: bool, concurrently: bool = False) -> sql.Composed:
     # Where the writer leaves embedding_dimension NULL (the current gem), the predicate is the
@@ -98,13 +110,7 @@ class IndexingMixin(StoreBase):
         str
             The index name.
         """
-        dimension = validate_positive_int(dimension, field="dimension",
-                                          maximum=MAX_EMBEDDING_DIMENSION)
-        m = validate_positive_int(m, field="m", maximum=100)
-        ef_construction = validate_positive_int(ef_construction, field="ef_construction",
-                                                maximum=1000)
-        if ef_construction < 2 * m:
-            raise ValidationError(f"must be at least 2 * m = {2 * m}", field="ef_construction")
+        dimension, m, ef_construction = _build_options(dimension, m, ef_construction)
         build_memory = None if maintenance_work_mem is None else validate_memory_size(
             maintenance_work_mem, field="maintenance_work_mem")
         name = vector_index_name(dimension)
@@ -133,11 +139,7 @@ class IndexingMixin(StoreBase):
             The statement, with the predicate this database's reads match (the dimension
             derived from the vector where the writer leaves ``embedding_dimension`` NULL).
         """
-        dimension = validate_positive_int(dimension, field="dimension",
-                                          maximum=MAX_EMBEDDING_DIMENSION)
-        m = validate_positive_int(m, field="m", maximum=100)
-        ef_construction = validate_positive_int(ef_construction, field="ef_construction",
-                                                maximum=1000)
+        dimension, m, ef_construction = _build_options(dimension, m, ef_construction)
         return _native_index_sql(dimension, m, ef_construction, vector_index_name(dimension),
                                  derived=self.schema_info.derives_dimensions,
                                  concurrently=True).as_string(None)
