@@ -26,6 +26,7 @@ from .._progress import progress_bar, validate_progress
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
+from ..store.display import counted
 from ._common import draw_sample, live_store, validate_choices
 from .worker_pool import ordered_map, validate_workers
 
@@ -40,9 +41,8 @@ SENSITIVE_COLUMNS = {"node_id": "int64", "kind": "string", "detector": "string",
 
 def kinds_found(kinds: pd.Series) -> str:
     """How many findings of each kind, in words: ``2 credentials, 13 emails``."""
-    counts = sorted(kinds.value_counts().items())
-    return ", ".join(f"{n:,} {str(kind).replace('_', ' ')}{'' if n == 1 else 's'}"
-                     for kind, n in counts)
+    return ", ".join(counted(int(n), str(kind).replace("_", " "))
+                     for kind, n in sorted(kinds.value_counts().items()))
 
 
 # detect-secrets plugins left out: high-entropy strings and public IP addresses flag hashes,

@@ -67,6 +67,7 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
         return
     from ..analysis import memory_hygiene
     from ..analysis._common import share_text
+    from ..store.display import counted
 
     with _open_store(ctx, init_schema=False) as store:
         result = memory_hygiene(store, checks=list(checks) or None,
@@ -75,13 +76,12 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
                                 workers=workers, **scope)
     if fmt == "table":
         click.echo(result.describe_sample())
-        for row in result.summary.itertuples():
-            share = (share_text(row.share, row.share_low, row.share_high) if result.sampled
-                     else f"{row.share:.1%}")
-            findings = f"{row.findings:,} finding{'' if row.findings == 1 else 's'}"
-            memories = f"{row.memories:,} {'memory' if row.memories == 1 else 'memories'}"
-            click.echo(f"\n{row.check}: {findings}, {memories}, {share}\n"
-                       f"  {row.what_it_means}\n  -> {row.what_to_do}")
+        for row in result.summary.to_dict("records"):
+            share = (share_text(row["share"], row["share_low"], row["share_high"])
+                     if result.sampled else f"{row['share']:.1%}")
+            click.echo(f"\n{row['check']}: {counted(row['findings'], 'finding')}, "
+                       f"{counted(row['memories'], 'memory', 'memories')}, {share}\n"
+                       f"  {row['what_it_means']}\n  -> {row['what_to_do']}")
         click.echo("\nMore: htm-analytics hygiene duplicates | sensitive | supersession | "
                    "unreachable | stale | retention | growth")
         return

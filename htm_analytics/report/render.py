@@ -11,6 +11,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..store.display import counted
+
 __all__ = ["Figure", "Section", "html_table", "escape", "markdown_table", "with_size", "shorten",
            "REPORT_CSS", "counted", "first_sentence"]
 
@@ -126,12 +128,6 @@ def shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame:
     frame[column] = frame[column].astype(str).map(
         lambda text: text if len(text) <= width else text[: width - 1] + "…")
     return frame
-
-
-def counted(number: int, singular: str, plural: str | None = None) -> str:
-    """``number`` and the noun in agreement: ``1 memory``, ``2,777 memories``."""
-    noun = singular if number == 1 else (plural or f"{singular}s")
-    return f"{number:,} {noun}"
 
 
 _SENTENCE_END = re.compile(r"[.!?](?=\s|$)")

@@ -7,10 +7,16 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["SearchResults", "MemoryStats", "shorten_text", "shorten_beginning"]
+__all__ = ["SearchResults", "MemoryStats", "counted", "shorten_text", "shorten_beginning"]
 
 _PREVIEW = 200
 _QUICK = 16  # characters past the width first flattened: enough unless the text is mostly spaces
+
+
+def counted(number: int, singular: str, plural: str | None = None) -> str:
+    """``number`` and the noun in agreement: ``1 memory``, ``2,777 memories``."""
+    noun = singular if number == 1 else (plural or f"{singular}s")
+    return f"{number:,} {noun}"
 
 
 def shorten_text(text: Any, width: int) -> str:
