@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib
 import numpy as np
 import pandas as pd
 
@@ -129,6 +128,8 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
     ``**kwargs`` go to :meth:`matplotlib.axes.Axes.imshow` (``vmin``/``vmax`` override the
     scale). Returns the Axes.
     """
+    import matplotlib
+
     matrix = df.pivot(index="robot1", columns="robot2", values=value)
     # Room for the names too (long names would squeeze the matrix to nothing), but capped:
     # the figure of a thousand robots must not take gigabytes.

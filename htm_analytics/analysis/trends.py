@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import matplotlib.patches
 import numpy as np
 import pandas as pd
 from pandas.tseries.frequencies import to_offset
@@ -247,6 +246,8 @@ def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = No
     ``robot`` or ``tag`` column: one line per group of ``y`` (default
     ``cumulative_memories``). ``**kwargs`` go to the matplotlib call. Returns the Axes.
     """
+    import matplotlib.patches
+
     ax = axes_or_new(ax, (9, 4))
     group = next((c for c in ("robot", "tag") if c in df), None)
     if group is not None:
