@@ -232,11 +232,12 @@ def test_help_is_fast_to_reach() -> None:
     assert done.stdout.strip().splitlines()[-1] == "heavy:"
 
 
-def test_the_analysis_package_leaves_fits_graphs_and_plots_to_the_calls_that_need_them(
+def test_the_analysis_packages_leave_fits_graphs_and_plots_to_the_calls_that_need_them(
 ) -> None:
-    # scipy.stats took about a second of every analysis command's start, matplotlib and
-    # networkx 0.4 s more (docs/benchmarks.md)
-    code = ("import sys, htm_analytics.analysis; print(*[m for m in ('scipy.stats', "
+    # scipy.stats took about a second of every analysis or advice command's start,
+    # matplotlib, networkx and scipy.sparse 0.6 s more (docs/benchmarks.md)
+    code = ("import sys, htm_analytics.analysis, htm_analytics.advisor, htm_analytics.tuning, "
+            "htm_analytics.report; print(*[m for m in ('scipy.stats', 'scipy.sparse', "
             "'matplotlib', 'networkx') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=tempfile.gettempdir())

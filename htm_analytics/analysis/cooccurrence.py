@@ -14,7 +14,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 
 from ..frames import MemorySource
 
@@ -65,6 +64,8 @@ def cooccurrence_counts(source: MemorySource, params: dict[str, Any]
     memories, a topic and its own ancestor left out (columns of
     :data:`COOCCURRENCE_DTYPES`, ``topic1 < topic2`` by code point, unsorted), and every
     topic in scope with its size (``tag``, ``nodes``)."""
+    import scipy.sparse as sp  # here, not with the module: every analysis command imports it
+
     topics = _Topics(source.analytics_frame("tag_names", {}, {"id": "int64", "name": "string"}),
                      params["prefix"], params["level"])
     count = len(topics.names)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from scipy.sparse import coo_matrix, csr_matrix
-from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
+
+# scipy.sparse is imported where a graph is built: with the module, every command importing
+# the analysis package paid for it.
 
 __all__ = ["PAIR_BASES", "PairCollector", "pair_clusters"]
 
@@ -30,6 +31,9 @@ def pair_clusters(node_a: np.ndarray, node_b: np.ndarray
     A sparse graph, not a networkx one: a cluster of 4,000 alike memories has 8 million
     pairs, held by networkx at hundreds of bytes each.
     """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+
     edges = len(node_a)
     nodes, position = np.unique(np.concatenate([node_a, node_b]), return_inverse=True)
     graph = coo_matrix((np.ones(edges, dtype=np.int8), (position[:edges], position[edges:])),
@@ -73,6 +77,9 @@ class _Pairs:
 
     def spanning_forest(self) -> _Pairs:
         """A maximum spanning forest of these distinct pairs, by similarity."""
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import minimum_spanning_tree
+
         edges = len(self)
         nodes, position = np.unique(np.concatenate([self.a, self.b]), return_inverse=True)
         rows, cols = position[:edges], position[edges:]

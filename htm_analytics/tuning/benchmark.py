@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .._progress import progress_bar
 from ..errors import EmbeddingError, ValidationError
@@ -210,6 +209,8 @@ def _mean_interval(recall: np.ndarray) -> dict[str, float]:
     draw of as many queries could put it."""
     if len(recall) < 2:
         return {"recall_low": float("nan"), "recall_high": float("nan")}
+    from scipy import stats  # here, not with the module: about a second of every import
+
     half = float(stats.t.ppf(0.975, len(recall) - 1) * recall.std(ddof=1)
                  / np.sqrt(len(recall)))
     mean = float(recall.mean())

@@ -17,7 +17,6 @@ from typing import Any
 import ir_measures
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .._plotting import axes_or_new, fraction_limits
 from ..errors import ValidationError
@@ -144,6 +143,8 @@ def _paired_p_value(a: np.ndarray, b: np.ndarray) -> float:
         return 1.0  # identical on every query
     if np.ptp(differences) == 0:
         return 0.0  # the same non-zero difference on every query
+    from scipy import stats  # here, not with the module: about a second of every import
+
     return float(stats.ttest_rel(a, b).pvalue)
 
 
