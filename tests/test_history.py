@@ -298,3 +298,37 @@ def test_history_statements_carry_their_text_and_tell_the_toolkits_own(history_r
     own = statements[statements["query"].str.contains("FROM pg_stat_user_indexes")]
     assert len(own) == 1 and own["toolkit"].all() and own["calls"].iloc[0] == 1
     assert by_text["toolkit"].sum() < len(by_text)
+
+
+def test_a_statement_started_since_the_last_sample_shows_its_whole_count(history_reader_url,
+                                                                        db, tmp_path):
+    # pg_stat_statements 1.11 (PostgreSQL 17) dates each entry (stats_since): a statement
+    # first run after the previous sample is counted in its first period instead of being
+    # left out, and one whose counters started again is counted from zero.
+    dated = db.execute("SELECT count(*) FROM pg_attribute WHERE attname = 'stats_since' "
+                       "AND attrelid = 'pg_stat_statements'::regclass").fetchone()[0]
+    if not dated:
+        pytest.skip("this server's pg_stat_statements does not date its entries")
+    path = tmp_path / "history.duckdb"
+    again = "SELECT name FROM robots WHERE id = $1"
+    new = "SELECT count(*) FROM tags WHERE id = $1"
+
+    def run(statement: str, calls: int) -> None:
+        with psycopg.connect(history_reader_url, autocommit=True) as conn:
+            for _ in range(calls):
+                conn.execute(statement.replace("$1", "%s"), [1]).fetchall()
+
+    with LongTermMemory(history_reader_url, read_only=True) as store:
+        run(again, 2)
+        collect_sample(store, path, recall_queries=5, statements=1000)
+        queryid = db.execute(
+            "SELECT queryid FROM pg_stat_statements WHERE query = %s AND dbid = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())",
+            [again]).fetchone()[0]
+        db.execute("SELECT pg_stat_statements_reset(0, 0, %s)", [queryid])
+        run(again, 5)
+        run(new, 4)
+        collect_sample(store, path, recall_queries=5, statements=1000)
+    statements = history(path).statements.set_index("query")
+    assert statements.loc[new, ["calls", "counters_reset"]].tolist() == [4, False]
+    assert statements.loc[again, ["calls", "counters_reset"]].tolist() == [5, True]

@@ -38,7 +38,9 @@ from htm_analytics.store.history import (
 LOGGED = ["logged_queries", "logged_recall", "logged_recall_low", "logged_recall_high",
           "logged_recall_queries"]
 # The columns of samples each schema version added.
-ADDED = {2: LOGGED, 3: ["recall_index"]}
+# The columns each schema version added, per table.
+ADDED = {2: {"samples": LOGGED}, 3: {"samples": ["recall_index"]},
+         4: {"sample_statements": ["stats_since"]}}
 
 
 
@@ -130,50 +132,57 @@ def test_a_parquet_folder_reads_as_the_duckdb_file(history_reader_url, database_
     assert [row["sample_id"] for row in json.loads(shown.stdout)] == [1, 2]
 
 
-def _added_since(version: int) -> list[str]:
-    """The columns of samples added by the versions after ``version``."""
-    return [column for added, columns in ADDED.items() if added > version
-            for column in columns]
+def _added_since(version: int, table: str = "samples") -> list[str]:
+    """The columns of ``table`` added by the versions after ``version``."""
+    return [column for added, tables in ADDED.items() if added > version
+            for column in tables.get(table, [])]
 
 
 def _downgrade(location, version: int) -> None:
     """Make a history written by this release look as schema ``version`` wrote it: without
     the columns the later versions added."""
-    dropped = _added_since(version)
+    dropped = {table: _added_since(version, table) for table in ("samples", "sample_statements")}
     if isinstance(location, HistoryFolder):
         with duckdb.connect() as con:
             for home in location.path.glob("sample_*"):
-                target, old = home / "samples.parquet", home / "old.parquet"
-                con.read_parquet(str(target)).project(
-                    f"* EXCLUDE ({', '.join(dropped)})").to_parquet(str(old))
-                old.replace(target)
+                for table, columns in dropped.items():
+                    target, old = home / f"{table}.parquet", home / "old.parquet"
+                    if columns and target.exists():
+                        con.read_parquet(str(target)).project(
+                            f"* EXCLUDE ({', '.join(columns)})").to_parquet(str(old))
+                        old.replace(target)
             con.sql(f"SELECT 'schema_version' AS key, '{version}' AS value").to_parquet(
                 str(location.path / "history_meta.parquet"))
         return
     with duckdb.connect(str(location)) as con:
-        for column in dropped:
-            con.execute(f"ALTER TABLE samples DROP COLUMN {column}")
+        for table, columns in dropped.items():
+            for column in columns:
+                con.execute(f"ALTER TABLE {table} DROP COLUMN {column}")
         con.execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'",
                     [str(version)])
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 3])
 @pytest.mark.parametrize("where", ["history.duckdb", "history/"])
 def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp_path, where,
                                                          version):
     location = history_location(f"{tmp_path}/{where}")
     _collect(history_reader_url, location)
     _downgrade(location, version)
-    old = read_history(location)["samples"]
-    assert old[_added_since(version)].isna().all().all()  # read, the added columns NULL
+    old = read_history(location)
+    for table in ("samples", "sample_statements"):  # read, the added columns NULL
+        assert old[table][_added_since(version, table)].isna().all().all()
     assert len(history(location).recall) == 1
     _collect(history_reader_url, location)  # this release's collect adds the columns
     frames = history(location)
     assert frames.samples["sample_id"].tolist() == [1, 2]
     assert frames.samples["logged_queries"].isna().tolist() == [version < 2, False]
     assert frames.samples["logged_queries"].iloc[-1] == 0  # the log is there, and empty
-    # The older sample does not say which index its recall searched; the new one does.
-    assert frames.samples["recall_index"].isna().tolist() == [True, False]
+    # A sample of version 1 or 2 does not say which index its recall searched; the new one
+    # does, and says since when pg_stat_statements counted each statement.
+    assert frames.samples["recall_index"].isna().tolist() == [version < 3, False]
+    dated = read_history(location)["sample_statements"].groupby("sample_id")["stats_since"]
+    assert dated.apply(lambda since: since.notna().all()).tolist() == [False, True]
     assert frames.recall["recall_index"].iloc[-1] == "idx_nodes_embedding"
     assert frames.recall["recall"].notna().all()
     if isinstance(location, HistoryFolder):

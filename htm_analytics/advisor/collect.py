@@ -127,7 +127,8 @@ def collect_sample(store: LongTermMemory,
     indexes = indexes.rename(columns={"table": "table_name", "index": "index_name"})
     robots = robot_activity(store)[["robot", "nodes"]].rename(columns={"nodes": "memories"})
     top = store.top_statements(statements) if server["statements_available"] else \
-        pd.DataFrame(columns=["queryid", "query", "calls", "total_ms", "mean_ms", "rows"])
+        pd.DataFrame(columns=["queryid", "query", "calls", "total_ms", "mean_ms", "rows",
+                              "stats_since"])
     recall = _sampled_recall(store, server["ef_search"], recall_queries, k, seed)
     samples = pd.DataFrame([{**server, **recall, "toolkit_version": version("htm-analytics")}])
     sample = {"samples": samples, "sample_tables": tables, "sample_indexes": indexes,

@@ -81,23 +81,44 @@ def _reset_between(samples: pd.DataFrame) -> pd.Series:
 
 
 def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
-             samples: pd.DataFrame) -> pd.DataFrame:
-    """Each relation's counters turned into usage per period (between consecutive samples)."""
+             samples: pd.DataFrame, *, since: str | None = None) -> pd.DataFrame:
+    """Each relation's counters turned into usage per period (between consecutive samples).
+
+    ``since``: the column saying when each entry started counting (pg_stat_statements'
+    ``stats_since``). An entry started after the previous sample holds only this period's
+    counts: one missing from the previous sample is counted whole in its first period, one
+    started again has its counters reset. Without it (or where it is NULL), an entry shows
+    from its second sample, its earlier counts being unknown.
+    """
     order = samples[["sample_id", "collected_at"]].reset_index(drop=True)
     order["previous_id"] = order["sample_id"].shift(1).astype("Int64")
+    order["previous_at"] = order["collected_at"].shift(1)
     reset = dict(zip(samples["sample_id"], _reset_between(samples)))
     frame = frame.merge(order, on="sample_id")
-    prior = frame[["sample_id", *key, oid, *counters]].rename(
+    dated = [since] if since else []
+    prior = frame[["sample_id", *key, oid, *counters, *dated]].rename(
         columns={"sample_id": "previous_id", oid: "previous_oid",
-                 **{c: f"previous_{c}" for c in counters}})
-    joined = frame.merge(prior, on=["previous_id", *key], how="inner")
-    joined["counters_reset"] = joined["sample_id"].map(reset).astype(bool) \
-        | (joined[oid] != joined["previous_oid"])
+                 **{c: f"previous_{c}" for c in [*counters, *dated]}})
+    joined = frame.merge(prior, on=["previous_id", *key], how="left" if since else "inner")
+    sample_reset = joined["sample_id"].map(reset).astype(bool)
+    joined["counters_reset"] = sample_reset | (joined[oid] != joined["previous_oid"])
+    if since:
+        first = joined["previous_oid"].isna()
+        keep = ~first | (joined[since] > joined["previous_at"])
+        joined, first, sample_reset = joined[keep], first[keep], sample_reset[keep]
+        restarted = joined[since].notna() & joined[f"previous_{since}"].notna() \
+            & (joined[since] != joined[f"previous_{since}"])
+        joined["counters_reset"] = joined["counters_reset"].where(~first, sample_reset) \
+            | (restarted & ~first)
+        for counter in counters:  # a first period counts from zero
+            joined[f"previous_{counter}"] = joined[f"previous_{counter}"].fillna(0)
     for counter in counters:
         joined["counters_reset"] |= joined[counter] < joined[f"previous_{counter}"]
     for counter in counters:
-        joined[counter] = np.where(joined["counters_reset"], joined[counter],
-                                   joined[counter] - joined[f"previous_{counter}"])
+        joined[counter] = pd.Series(np.where(
+            joined["counters_reset"], joined[counter],
+            joined[counter] - joined[f"previous_{counter}"]), index=joined.index).astype(
+                frame[counter].dtype)
     return joined[["sample_id", "collected_at", *key, *counters, "counters_reset"]
                   ].reset_index(drop=True)
 
@@ -105,8 +126,10 @@ def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
 def _statement_periods(sampled: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """Calls and time per period and statement, with the statement's latest text and whether
     it is one of this toolkit's own analyses."""
-    periods = _periods(sampled.assign(oid=0), ["queryid"], "oid", ["calls", "total_ms"],
-                       samples)
+    sampled = sampled.assign(oid=0, stats_since=pd.to_datetime(sampled["stats_since"],
+                                                                utc=True))
+    periods = _periods(sampled, ["queryid"], "oid", ["calls", "total_ms"], samples,
+                       since="stats_since")
     text = sampled.sort_values("sample_id").drop_duplicates("queryid", keep="last").set_index(
         "queryid")["query"]
     periods.insert(3, "query", periods["queryid"].map(text).astype("string"))
@@ -144,7 +167,10 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
         - ``robots``: per sample and robot: ``memories``;
         - ``statements``: per period and statement (``queryid``; ``query``, its text as last
           sampled; ``toolkit``: one of this toolkit's own analyses, which carry its marker):
-          ``calls``, ``total_ms`` in the period.
+          ``calls``, ``total_ms`` in the period, ``counters_reset`` (the statement's entry
+          started counting again in the period). A statement first counted after the
+          previous sample shows from its first period where pg_stat_statements dates its
+          entries (``stats_since``), else from its second.
     """
     thresholds = thresholds or DriftThresholds()
     frames = read_history(path)

@@ -34,7 +34,7 @@ __all__ = ["HISTORY_FORMATS", "HISTORY_SCHEMA_VERSION", "HISTORY_TABLES", "Histo
            "HistoryTable", "append_sample", "check_version", "history_location",
            "read_history"]
 
-HISTORY_SCHEMA_VERSION = 3
+HISTORY_SCHEMA_VERSION = 4
 HISTORY_FORMATS = ("duckdb", "parquet")
 # The frames of a sample, and the table each is stored in.
 HISTORY_TABLES = ("samples", "sample_tables", "sample_indexes", "sample_robots",
@@ -173,7 +173,7 @@ def _frame(con: duckdb.DuckDBPyConnection, table: str) -> pd.DataFrame:
 
 def _utc_times(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.columns:
-        if column.endswith("_at") or column == "stats_reset":
+        if column.endswith("_at") or column in ("stats_reset", "stats_since"):
             frame[column] = pd.to_datetime(frame[column], utc=True)
     return frame
 

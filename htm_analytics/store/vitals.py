@@ -43,6 +43,7 @@ class VitalsMixin(StoreBase):
     def top_statements(self, limit: int = 20) -> pd.DataFrame:
         """The ``limit`` statements of this database with the most execution time, from
         ``pg_stat_statements`` (cumulative): ``queryid``, ``query``, ``calls``, ``total_ms``,
-        ``mean_ms``, ``rows``. Call it only where ``statements_available``."""
+        ``mean_ms``, ``rows``, and ``stats_since`` (when the entry started counting; NULL
+        before pg_stat_statements 1.11). Call it only where ``statements_available``."""
         limit = validate_positive_int(limit, field="limit")
         return self.fetch_frame(read_sql("history", "statements.sql"), {"limit": limit})

@@ -1,4 +1,4 @@
--- The history of a memory's vital signs, schema version 3 (docs/history.md): DuckDB, PostgreSQL,
+-- The history of a memory's vital signs, schema version 4 (docs/history.md): DuckDB, PostgreSQL,
 -- and the tables of a Parquet folder. A new version only adds (each statement is idempotent, so a
 -- history of an older version is brought up to date by running them all), and a reader refuses
 -- a history of a newer version than its own.
@@ -34,3 +34,6 @@ ALTER TABLE samples ADD COLUMN IF NOT EXISTS logged_recall_queries BIGINT;
 -- measured dimension has a native index, else idx_nodes_embedding), NULL where no recall was
 -- measured.
 ALTER TABLE samples ADD COLUMN IF NOT EXISTS recall_index TEXT;
+-- Version 4: when pg_stat_statements started counting each statement (its stats_since, from
+-- PostgreSQL 17), NULL where the server does not say.
+ALTER TABLE sample_statements ADD COLUMN IF NOT EXISTS stats_since TIMESTAMPTZ;
