@@ -623,35 +623,6 @@ def test_snapshot_vectors_equal_the_stored_ones(ltm: LongTermMemory, tmp_path: P
             np.testing.assert_array_equal(np.array(rows[node], dtype=np.float32), vector)
 
 
-def test_arrow_chunks_hold_what_the_frames_hold(ltm: LongTermMemory) -> None:
-    """The snapshot reads Arrow tables (iter_tables_arrow): row for row the values of the
-    DataFrames iter_tables_chunks gives, NULLs, times, texts and vectors included."""
-    robot = ltm.register_robot("rôbot ünïcode")
-    rng = np.random.default_rng(11)
-    for i in range(7):
-        ltm.add(content=f"mémoire {i}\n\t«quoted»", robot_id=robot, tags=[f"a:b{i % 2}"],
-                token_count=i,
-                embedding=rng.standard_normal(384).astype(np.float32) if i % 4 else None)
-
-    def same(a: object, b: object) -> bool:
-        if isinstance(a, np.ndarray) or isinstance(b, list):
-            return a is not None and b is not None and np.array_equal(
-                np.asarray(a, dtype=np.float32), np.asarray(b, dtype=np.float32))
-        if a is None or (isinstance(a, float) and np.isnan(a)):
-            return b is None
-        return bool(a == b)
-
-    frames = list(ltm.iter_tables_chunks(chunk_rows=3))
-    tables = list(ltm.iter_tables_arrow(chunk_rows=3))
-    assert [t for t, _ in frames] == [t for t, _ in tables]
-    assert {t for t, _ in tables} == {"robots", "nodes", "robot_nodes", "tags", "node_tags",
-                                      "memory_events"}
-    for (table, frame), (_, arrow) in zip(frames, tables):
-        assert list(frame.columns) == arrow.column_names, table
-        for expected, got in zip(frame.to_dict("records"), arrow.to_pylist(), strict=True):
-            assert all(same(expected[c], got[c]) for c in expected), (table, expected, got)
-
-
 def test_export_snapshot_refuses_to_overwrite(store: LongTermMemory, tmp_path: Path) -> None:
     target = tmp_path / "memory.duckdb"
     export_snapshot(store, target)

@@ -14,6 +14,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from .._sql import read_sql
 from ..errors import ValidationError
@@ -28,6 +29,7 @@ __all__ = ["export_snapshot", "Snapshot", "write_parquet"]
 _TABLES = (*MEMORY_TABLES, "snapshot_info")
 _DUCKDB_MEMORY = "256MB"  # DuckDB's buffer while a snapshot is written
 _PARQUET_ROW_GROUP = 10_000  # rows a Parquet row group holds (one is built in memory at once)
+_NO_VALUES = np.zeros(0, dtype=np.float32)
 _TRANSACTION_ROWS = 100_000  # rows DuckDB receives in one transaction while a snapshot is written
 
 
@@ -79,7 +81,9 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
             # (several times faster); bounded, because it holds a transaction's rows.
             pending = 0
             con.begin()
-            for table, chunk in store.iter_tables_arrow(MEMORY_TABLES):
+            for table, chunk in store.iter_tables_chunks(MEMORY_TABLES):
+                if "embedding" in chunk:
+                    chunk["embedding"] = _arrow_vectors(chunk["embedding"])
                 con.register("chunk", chunk)
                 con.execute(f"INSERT INTO {table} SELECT * FROM chunk")  # our table names
                 con.unregister("chunk")
@@ -105,6 +109,24 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _arrow_vectors(vectors: pd.Series) -> pd.Series:
+    """``vectors`` (numpy arrays or None) as one Arrow list-of-float32 column.
+
+    DuckDB reads such a column as a whole, three to four times faster than an object column,
+    whose arrays it converts one by one.
+    """
+    present = vectors.notna().to_numpy()
+    arrays = [np.asarray(v, dtype=np.float32) if ok else _NO_VALUES
+              for v, ok in zip(vectors, present)]
+    offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+    np.cumsum([len(a) for a in arrays], out=offsets[1:])
+    values = np.concatenate([_NO_VALUES, *arrays])
+    column = pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values),
+                                           mask=pa.array(~present))
+    return pd.Series(pd.arrays.ArrowExtensionArray(column), index=vectors.index,
+                     name=vectors.name)
 
 
 def write_parquet(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
