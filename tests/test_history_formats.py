@@ -162,7 +162,7 @@ def _downgrade(location, version: int) -> None:
                     [str(version)])
 
 
-@pytest.mark.parametrize("version", [1, 3])
+@pytest.mark.parametrize("version", [1, 2, 3])
 @pytest.mark.parametrize("where", ["history.duckdb", "history/"])
 def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp_path, where,
                                                          version):
@@ -248,7 +248,7 @@ def test_bad_places_are_refused_by_name(history_reader_url, tmp_path):
     assert not (tmp_path / "missing").exists()  # reads create nothing
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, database_url,
                                                             db, version):
     runner = CliRunner()
@@ -260,17 +260,22 @@ def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, 
         assert done.exit_code == 0, done.output
 
     collect()
-    dropped = _added_since(version)
-    for column in dropped:
-        db.execute(sql.SQL("ALTER TABLE kept.samples DROP COLUMN {}").format(
-            sql.Identifier(column)))
+    dropped = {table: _added_since(version, table) for table in ("samples", "sample_statements")}
+    for table, columns in dropped.items():
+        for column in columns:
+            db.execute(sql.SQL("ALTER TABLE kept.{} DROP COLUMN {}").format(
+                sql.Identifier(table), sql.Identifier(column)))
     db.execute("UPDATE kept.history_meta SET value = %s", [str(version)])
     target = history_module.HistoryTable(database_url, "kept")
-    assert read_history(target)["samples"][dropped].isna().all().all()
+    old = read_history(target)
+    for table, columns in dropped.items():
+        assert old[table][columns].isna().all().all()
     collect()
     frames = history(target)
     assert frames.samples["logged_queries"].isna().tolist() == [version < 2, False]
-    assert frames.samples["recall_index"].isna().tolist() == [True, False]
+    assert frames.samples["recall_index"].isna().tolist() == [version < 3, False]
+    dated = read_history(target)["sample_statements"].groupby("sample_id")["stats_since"]
+    assert dated.apply(lambda since: since.notna().all()).tolist() == [False, True]
     assert frames.samples["recall_index"].iloc[-1] == "idx_nodes_embedding"
     assert db.execute("SELECT value FROM kept.history_meta").fetchone()[0] == \
         str(HISTORY_SCHEMA_VERSION)
