@@ -126,10 +126,8 @@ def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
 def _statement_periods(sampled: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
     """Calls and time per period and statement, with the statement's latest text and whether
     it is one of this toolkit's own analyses."""
-    sampled = sampled.assign(oid=0, stats_since=pd.to_datetime(sampled["stats_since"],
-                                                                utc=True))
-    periods = _periods(sampled, ["queryid"], "oid", ["calls", "total_ms"], samples,
-                       since="stats_since")
+    periods = _periods(sampled.assign(oid=0), ["queryid"], "oid", ["calls", "total_ms"],
+                       samples, since="stats_since")
     text = sampled.sort_values("sample_id").drop_duplicates("queryid", keep="last").set_index(
         "queryid")["query"]
     periods.insert(3, "query", periods["queryid"].map(text).astype("string"))
