@@ -3,6 +3,7 @@ functions taking them (``ax=None``, returning the Axes). They read through a
 :class:`~htm_analytics.LongTermMemory` or an offline :class:`~htm_analytics.Snapshot`.
 """
 
+from ._common import share_text
 from .growth import (
     GROWTH_COLUMNS,
     memory_growth,
@@ -131,4 +132,5 @@ __all__ = [
     "most_reinforced",
     "plot_remember_trends",
     "plot_remember_count_distribution",
+    "share_text",
 ]

@@ -35,7 +35,7 @@ def _say_sample(frame: Any) -> None:
     """On stderr, what a check on a sample read and what it estimates for every memory."""
     drawn = frame.attrs.get("sample")
     if drawn:
-        from ..analysis._common import share_text
+        from ..analysis import share_text
 
         click.echo(f"checked a sample of {drawn['checked']:,} of {drawn['memories']:,} memories "
                    f"(--seed {drawn['seed']}): {drawn['involved']:,} involved, "
@@ -65,8 +65,7 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
     findings with a subcommand."""
     if ctx.invoked_subcommand is not None:
         return
-    from ..analysis import memory_hygiene
-    from ..analysis._common import share_text
+    from ..analysis import memory_hygiene, share_text
     from ..store.display import counted
 
     with _open_store(ctx, init_schema=False) as store:

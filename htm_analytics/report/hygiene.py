@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis import HygieneResult, memory_hygiene
-from ..analysis._common import share_text
+from ..analysis import HygieneResult, memory_hygiene, share_text
 from ..analysis.sensitive import kinds_found
 from ..store import LongTermMemory
 from .render import Section, counted

@@ -15,6 +15,7 @@ from ..frames import load_analytics_query, node_id_pages
 from ..validation import validate_positive_int
 from ._base import StoreBase
 from .display import MemoryStats
+from .packed_rows import packed_pages
 from .vector_stream import decode_vectors, fetch_bigint_columns, one_snapshot, raw_vectors
 
 __all__ = ["CatalogMixin", "MEMORY_TABLES"]
@@ -36,6 +37,16 @@ _EXPORT_COLUMNS = {
     "tags": "id, name, created_at",
     "node_tags": "id, node_id, tag_id, created_at",
     "memory_events": "id, occurred_at, kind, robot_id, node_id",
+}
+# The tables of fixed-width columns only, read packed (see packed_rows): the links, most of a
+# large memory's rows.
+_PACKED_TABLES = {
+    "robot_nodes": {"id": "bigint", "robot_id": "bigint", "node_id": "bigint",
+                    "first_remembered_at": "timestamptz", "last_remembered_at": "timestamptz",
+                    "remember_count": "integer", "created_at": "timestamptz",
+                    "updated_at": "timestamptz"},
+    "node_tags": {"id": "bigint", "node_id": "bigint", "tag_id": "bigint",
+                  "created_at": "timestamptz"},
 }
 
 
@@ -222,6 +233,10 @@ class CatalogMixin(StoreBase):
         with self._transaction() as cur:
             one_snapshot(cur)
             for table in tables:
+                if table in _PACKED_TABLES:
+                    yield from ((table, chunk) for chunk in self._packed_chunks(
+                        cur, table, chunk_rows))
+                    continue
                 metadata = sql.SQL("metadata::text"
                                    if self.schema_info.has_column(table, "metadata")
                                    else "NULL::text")
@@ -240,3 +255,14 @@ class CatalogMixin(StoreBase):
                                 decode_vectors(frame["embedding"].tolist()),
                                 index=frame.index, dtype=object)
                         yield table, frame
+
+    def _packed_chunks(self, cur: Any, table: str, chunk_rows: int) -> Iterator[pd.DataFrame]:
+        """``table`` (of :data:`_PACKED_TABLES`) read packed, in chunks of ``chunk_rows``."""
+        columns = _PACKED_TABLES[table]
+        query = self._read(sql.SQL("SELECT {} FROM {}").format(
+            sql.SQL(", ").join(map(sql.Identifier, columns)), sql.Identifier(table)))
+        relation = sql.SQL("({})").format(query if isinstance(query, sql.Composable)
+                                          else sql.SQL(query))
+        for page in packed_pages(cur, relation, columns):
+            for start in range(0, len(page), chunk_rows):
+                yield page.iloc[start:start + chunk_rows].reset_index(drop=True)
