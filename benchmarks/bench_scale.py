@@ -13,10 +13,11 @@ vectors) multiplied with seeded variations, documented in :func:`fleet_memory`. 
 with ``bulk_add`` and, in the same run, the same rows go into a plain logged table with one
 raw binary COPY and the indexes the load rebuilds, with the same build settings (the anchor a
 hand-written loader would reach, :func:`raw_copy_anchor`); ``--only load`` stops there. Then
-every analysis helper, ``advise``, ``build_report``, ``export_snapshot``,
-``recommend_ef_search`` and the recall sweep (exact ground truth included) run once, each
-with its wall time and the peak RSS of this process during the call (reset before each step
-through /proc/self/clear_refs; the server's memory is not included). With two sizes or more
+every analysis helper, ``advise``, the agent's searches (200 dev queries per strategy),
+``build_report``, ``export_snapshot``, ``recommend_ef_search`` and the recall sweep (exact
+ground truth included) run once, each with its wall time and the peak RSS of this process
+during the call (reset before each step through /proc/self/clear_refs; the server's memory is
+not included). With two sizes or more
 the growth exponent of each step is printed: the slope of log(seconds) over log(rows).
 
 ``--database URL`` (once per ``--rows``, in the same order) runs the analysis steps on a
@@ -49,7 +50,7 @@ from pgvector.psycopg import register_vector
 from psycopg import sql
 
 import htm_analytics as ha
-from htm_analytics.agent.datasets import read_corpus
+from htm_analytics.agent.datasets import read_corpus, read_dev_queries
 from htm_analytics.report import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE
 from htm_analytics.store import scratch_database
 from htm_analytics.store.connection import resolve_database_url
@@ -260,6 +261,23 @@ def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[st
 
 
 FULL_HYGIENE_ROWS = 100_000  # above: only the sampled hygiene checks (see the docstring)
+SEARCHES = 200  # dev queries searched by each strategy (a package title and its vector)
+SEARCH_STRATEGIES = ("vector", "fulltext_any", "vector_bm25", "hybrid", "rrf")
+
+
+def search_cases(store: ha.LongTermMemory) -> list[tuple[str, Callable[[], Any]]]:
+    """The agent's searches: ``SEARCHES`` dev queries per strategy, 10 results each (the
+    store has no query cache here). One search first, untimed: a store's first search
+    reads which models made the stored vectors (a scan of every memory)."""
+    queries, vectors = read_dev_queries()
+    asked = list(zip(queries["title"][:SEARCHES], vectors[:SEARCHES]))
+    store.search(query=asked[0][0], embedding=asked[0][1], limit=10)
+
+    def search_all(strategy: str) -> None:
+        for text, vector in asked:
+            store.search_by_strategy(strategy, query=text, embedding=vector, limit=10)
+    return [(f"search {strategy} x{SEARCHES}", partial(search_all, strategy))
+            for strategy in SEARCH_STRATEGIES]
 
 
 def analysis_cases(store: ha.LongTermMemory, rows: int) -> list[tuple[str, Callable[[], Any]]]:
@@ -298,6 +316,7 @@ def analysis_cases(store: ha.LongTermMemory, rows: int) -> list[tuple[str, Calla
         (f"memory_hygiene sample={sample} (near-duplicates {searched}: the report's)",
          lambda: ha.memory_hygiene(store, sample=sample, duplicates_sample=searched)),
         ("advise", lambda: ha.advise(store)),
+        *search_cases(store),
         ("recommend_ef_search", lambda: ha.recommend_ef_search(store)),
         ("benchmark_recall (200 q, exact truth)",
          lambda: ha.benchmark_recall(store, queries=200, progress=False)),

@@ -47,6 +47,7 @@ from .schema import native_index_dimensions, set_up_schema
 from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema, prefix_read
 from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
 from .server import missing_schema_error, read_overview
+from .speakers import SpeakerIndex
 from .tracing import Tracer, tracing_cursor_classes
 
 __all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
@@ -139,6 +140,9 @@ class StoreBase:
         # surrounding white space (None until a remember needs to know).
         self._embedding_models: list[StoredModel] | None = None
         self._unstripped_content: bool | None = None
+        # The robots a question may name, by a word of their name (read at the first search
+        # that boosts named robots, and again after cache_ttl).
+        self._speakers: SpeakerIndex | None = None
         check, self._note_returned = idle_check_hooks()
         self._pool = psycopg_pool.ConnectionPool(
             self._url, min_size=1, max_size=pool_size or 5,

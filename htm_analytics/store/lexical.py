@@ -9,6 +9,7 @@ every match; the statements are in ``sql/search/``.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from ._search_sql import fulltext_text, lexical_statistics, search_statement, ts
 from ._vectors import query_vector, service_key
 from .display import SearchResults
 from .search_pool import DEFAULT_EF_SEARCH
+from .speakers import SPEAKER_ROWS, SpeakerIndex
 
 __all__ = ["LexicalSearchMixin", "fulltext_any_statement", "search_fulltext_any_bounded",
            "fuzzy_word_statement", "FUZZY_WORD_SETTINGS",
@@ -165,6 +167,8 @@ class LexicalSearchMixin(StoreBase):
                                   "q": target.parameter, "neighbour_weight": neighbours,
                                   "neighbour_gap": neighbour_gap, "context": context,
                                   "speaker_boost": speaker_boost, "date_boost": date_boost}
+        params["speakers"], params["speakers_newest"] = (
+            speaker_candidates(self, params["query"]) if speaker_boost else ([], 0))
         dates = mentioned_dates(query) if date_boost else []
         params["date_from"] = [first for first, _ in dates]
         params["date_to"] = [last for _, last in dates]
@@ -178,6 +182,16 @@ class LexicalSearchMixin(StoreBase):
                                    filtered=frame is not None)
         rows.query_vector = target.values
         return rows
+
+
+def speaker_candidates(store: StoreBase, question: str) -> tuple[list[int], int]:
+    """The robots ``question`` may name (see :mod:`.speakers`), and the largest robot id the
+    store's index knows: the search checks those robots and every newer one."""
+    index = store._speakers
+    if index is None or time.monotonic() - index.read_at > store._cache.ttl:
+        rows = store._fetch(SPEAKER_ROWS)
+        index = store._speakers = SpeakerIndex((row["id"], row["words"]) for row in rows)
+    return index.candidates(question), index.newest
 
 
 def times_indexed(store: StoreBase) -> bool:
