@@ -133,7 +133,9 @@ class LexicalSearchMixin(StoreBase):
             How many times a word of the memory remembered just before counts in a memory's
             BM25 (its document length too), >= 0 (0: each memory alone).
         speaker_boost : float
-            Added for memories remembered by a robot the question names, >= 0.
+            Added for memories remembered by a robot the question names, >= 0. The store
+            reads the robots' names at its first such search and again after ``cache_ttl``
+            (new robots are always seen; a robot renamed meanwhile by its new name then).
         date_boost : float
             Added for memories remembered on a day (or in a month) the question names, >= 0.
 
