@@ -186,9 +186,10 @@ class LexicalSearchMixin(StoreBase):
         return rows
 
 
-def speaker_candidates(store: StoreBase, question: str) -> tuple[list[int], int]:
-    """The robots ``question`` may name (see :mod:`.speakers`), and the largest robot id the
-    store's index knows: the search checks those robots and every newer one."""
+def speaker_candidates(store: StoreBase, question: str) -> tuple[list[int] | None, int]:
+    """The robots ``question`` may name (see :mod:`.speakers`; None: every robot), and the
+    largest robot id the store's index knows: the search checks those robots and every
+    newer one."""
     index = store._speakers
     if index is None or time.monotonic() - index.read_at > store._cache.ttl:
         rows = store._fetch(SPEAKER_ROWS)

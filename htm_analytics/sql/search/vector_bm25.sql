@@ -126,8 +126,10 @@ everyone AS (
 named_robots AS MATERIALIZED (
     SELECT r.id FROM robots r
     WHERE %(speaker_boost)s > 0 AND r.name ~ '[[:alnum:]]'
-      -- only the robots the store found under a word of the question, and newer ones
-      AND (r.id = ANY(%(speakers)s::bigint[]) OR r.id > %(speakers_newest)s)
+      -- only the robots the store found under a word of the question (NULL: every robot),
+      -- and newer ones
+      AND (%(speakers)s::bigint[] IS NULL OR r.id = ANY(%(speakers)s::bigint[])
+           OR r.id > %(speakers_newest)s)
       AND to_tsvector('simple', %(query)s) @@ plainto_tsquery('simple', r.name)),
 own_scores AS (
     SELECT e.*, coalesce(e.similarity, 0)
