@@ -192,7 +192,7 @@ def speaker_candidates(store: StoreBase, question: str) -> tuple[list[int] | Non
     newer one."""
     index = store._speakers
     if index is None or time.monotonic() - index.read_at > store._cache.ttl:
-        rows = store._fetch(SPEAKER_ROWS)
+        rows = store._fetch(SPEAKER_ROWS, memory_operation=True)  # an agent's search
         index = store._speakers = SpeakerIndex((row["id"], row["words"]) for row in rows)
     return index.candidates(question), index.newest
 

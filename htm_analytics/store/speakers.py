@@ -15,7 +15,6 @@ import time
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 __all__ = ["SpeakerIndex", "SPEAKER_ROWS", "question_words"]
 
@@ -53,9 +52,8 @@ def question_words(question: str, longest: int) -> set[str] | None:
     return words
 
 
-@dataclass
 class SpeakerIndex:
-    """Robot ids by one ASCII word of their name; see the module's description.
+    """Robot ids by the rarest ASCII word of their name; see the module's description.
 
     Parameters
     ----------
@@ -63,19 +61,16 @@ class SpeakerIndex:
         Each robot's id and the words of its name, as :data:`SPEAKER_ROWS` reads them.
     """
 
-    rows: Iterable[tuple[int, list[str]]]
-    read_at: float = field(default_factory=time.monotonic)
-    by_word: dict[str, list[int]] = field(init=False, default_factory=dict)
-    unfiled: list[int] = field(init=False, default_factory=list)  # no ASCII word in the name
-    newest: int = field(init=False, default=0)  # robots with a larger id came after the read
-    longest: int = field(init=False, default=0)  # characters of the longest word filed under
-
-    def __post_init__(self) -> None:
-        named = [(robot, [w for w in words if _ASCII_RUN.fullmatch(w)])
-                 for robot, words in self.rows]
-        # Every word of a name must be in the question: file it under its rarest word
-        # among all the robots' names (the longest of those), so that "robot" in a question
-        # does not bring in every robot-17282.
+    def __init__(self, rows: Iterable[tuple[int, list[str]]]) -> None:
+        self.read_at = time.monotonic()
+        self.by_word: dict[str, list[int]] = {}
+        self.unfiled: list[int] = []  # no ASCII word in the name: checked in every search
+        self.newest = 0  # robots with a larger id came after the read
+        self.longest = 0  # characters of the longest word a robot is filed under
+        named = [(robot, [w for w in words if _ASCII_RUN.fullmatch(w)]) for robot, words in rows]
+        # Every word of a name must be in the question: file it under its rarest word among
+        # all the robots' names (the longest of those), so that "robot" in a question does
+        # not bring in every robot-17282.
         names_with = Counter(word for _, words in named for word in words)
         for robot, words in named:
             self.newest = max(self.newest, robot)
@@ -85,7 +80,6 @@ class SpeakerIndex:
                 self.longest = max(self.longest, len(word))
             else:
                 self.unfiled.append(robot)
-        self.rows = ()
 
     def candidates(self, question: str) -> list[int] | None:
         """The robots the question may name (all it names, and some it does not), None for
