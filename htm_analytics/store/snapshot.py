@@ -22,6 +22,7 @@ from ..frames import coerce_frame, load_analytics_query, node_id_pages, to_duckd
 from .catalog import MEMORY_TABLES
 from .file_paths import path_text
 from .memory import LongTermMemory
+from .read_ahead import read_ahead
 from .schema import SCHEMA_VERSION
 
 __all__ = ["export_snapshot", "Snapshot", "write_parquet"]
@@ -81,7 +82,8 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
             # (several times faster); bounded, because it holds a transaction's rows.
             pending = 0
             con.begin()
-            for table, chunk in store.iter_tables_chunks(MEMORY_TABLES):
+            # The next chunks are read while DuckDB writes this one.
+            for table, chunk in read_ahead(store.iter_tables_chunks(MEMORY_TABLES)):
                 if "embedding" in chunk:
                     chunk["embedding"] = _arrow_vectors(chunk["embedding"])
                 con.register("chunk", chunk)
