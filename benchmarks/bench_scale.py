@@ -17,8 +17,8 @@ every analysis helper, ``advise``, the agent's searches (200 dev queries per str
 ``build_report``, ``export_snapshot``, ``recommend_ef_search`` and the recall sweep (exact
 ground truth included) run once, each with its wall time and the peak RSS of this process
 during the call (reset before each step through /proc/self/clear_refs; the server's memory is
-not included). With two sizes or more
-the growth exponent of each step is printed: the slope of log(seconds) over log(rows).
+not included). With two sizes or more the growth exponent of each step is printed: the slope
+of log(seconds) over log(rows).
 
 ``--database URL`` (once per ``--rows``, in the same order) runs the analysis steps on a
 memory kept by an earlier ``--keep`` run instead of building one: no generation, load or
