@@ -80,3 +80,12 @@ def test_a_robot_registered_after_the_names_were_read_is_named(ltm: LongTermMemo
         return next(row["score"] for row in rows if row["id"] == node)
 
     assert abs(score() - score(speaker_boost=0) - SPEAKER_BOOST) < 1e-9
+
+
+def test_a_cached_search_looks_for_no_robot(ltm: LongTermMemory) -> None:
+    ann = ltm.register_robot("Ann")
+    ltm.add(content="a note", robot_id=ann, embedding=[1.0, 0.0])
+    first = ltm.search_vector_bm25(query="What did Ann note?", embedding=[1.0, 0.0])
+    ltm._speakers = None
+    again = ltm.search_vector_bm25(query="What did Ann note?", embedding=[1.0, 0.0])
+    assert again == first and ltm._speakers is None

@@ -446,15 +446,16 @@ class StoreBase:
         return "database" if self._has_shared_generation else "process"
 
     def _cached_search(self, key: tuple[Any, ...], statement: str | sql.Composable,
-                       params: dict[str, Any], *, ef_search: int = DEFAULT_EF_SEARCH,
-                       filtered: bool = False,
+                       params: dict[str, Any] | Callable[[], dict[str, Any]], *,
+                       ef_search: int = DEFAULT_EF_SEARCH, filtered: bool = False,
                        before: Callable[[psycopg.Cursor[Any]], object] | None = None
                        ) -> SearchResults:
         """:meth:`_run_search` through the cache; on a miss the database's generation is
-        read in the search's own round trip."""
+        read in the search's own round trip. ``params`` may be a function, called on a miss
+        only (for parameters that take work to make)."""
         return self._from_cache(key, lambda with_generation: self._run_search(
-            statement, params, ef_search=ef_search, filtered=filtered, before=before,
-            with_generation=with_generation))
+            statement, params() if callable(params) else params, ef_search=ef_search,
+            filtered=filtered, before=before, with_generation=with_generation))
 
     def _cached_read(self, key: tuple[Any, ...], statement: str | sql.Composable,
                      params: dict[str, Any],

@@ -169,8 +169,6 @@ class LexicalSearchMixin(StoreBase):
                                   "q": target.parameter, "neighbour_weight": neighbours,
                                   "neighbour_gap": neighbour_gap, "context": context,
                                   "speaker_boost": speaker_boost, "date_boost": date_boost}
-        params["speakers"], params["speakers_newest"] = (
-            speaker_candidates(self, params["query"]) if speaker_boost else ([], 0))
         dates = mentioned_dates(query) if date_boost else []
         params["date_from"] = [first for first, _ in dates]
         params["date_to"] = [last for _, last in dates]
@@ -179,7 +177,13 @@ class LexicalSearchMixin(StoreBase):
         statement = search_statement("vector_bm25", timeframe_sql, distance=distance,
                                      has_vector=has_vector,
                                      statistics=lexical_sources(self))
-        rows = self._cached_search(key, statement, params,
+
+        def with_speakers() -> dict[str, Any]:  # a cached result needs no robots
+            speakers, newest = (speaker_candidates(self, params["query"]) if speaker_boost
+                                else ([], 0))
+            return {**params, "speakers": speakers, "speakers_newest": newest}
+
+        rows = self._cached_search(key, statement, with_speakers,
                                    ef_search=max(DEFAULT_EF_SEARCH, depth),
                                    filtered=frame is not None)
         rows.query_vector = target.values
