@@ -109,7 +109,7 @@ def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
         restarted = joined[since].notna() & joined[f"previous_{since}"].notna() \
             & (joined[since] != joined[f"previous_{since}"])
         joined["counters_reset"] = joined["counters_reset"].where(~first, sample_reset) \
-            | (restarted & ~first)
+            | restarted
         for counter in counters:  # a first period counts from zero
             joined[f"previous_{counter}"] = joined[f"previous_{counter}"].fillna(0)
     for counter in counters:
