@@ -169,21 +169,21 @@ class LexicalSearchMixin(StoreBase):
                                   "q": target.parameter, "neighbour_weight": neighbours,
                                   "neighbour_gap": neighbour_gap, "context": context,
                                   "speaker_boost": speaker_boost, "date_boost": date_boost}
-        dates = mentioned_dates(query) if date_boost else []
-        params["date_from"] = [first for first, _ in dates]
-        params["date_to"] = [last for _, last in dates]
         timeframe_sql = bind_timeframe(params, frame)
         distance, has_vector = target.sql()
         statement = search_statement("vector_bm25", timeframe_sql, distance=distance,
                                      has_vector=has_vector,
                                      statistics=lexical_sources(self))
 
-        def with_speakers() -> dict[str, Any]:  # a cached result needs no robots
+        def named_in_question() -> dict[str, Any]:  # made for a cache miss only
             speakers, newest = (speaker_candidates(self, params["query"]) if speaker_boost
                                 else ([], 0))
-            return {**params, "speakers": speakers, "speakers_newest": newest}
+            dates = mentioned_dates(query) if date_boost else []
+            return {**params, "speakers": speakers, "speakers_newest": newest,
+                    "date_from": [first for first, _ in dates],
+                    "date_to": [last for _, last in dates]}
 
-        rows = self._cached_search(key, statement, with_speakers,
+        rows = self._cached_search(key, statement, named_in_question,
                                    ef_search=max(DEFAULT_EF_SEARCH, depth),
                                    filtered=frame is not None)
         rows.query_vector = target.values
