@@ -51,6 +51,11 @@ def test_the_current_gem_forgets_softly_restores_and_purges(
             hits = store.search_by_strategy("vector_bm25", query="primary database",
                                             embedding=vector(0))
             assert CONTENTS[0] not in {h["content"] for h in hits}
+            for fusion in ("weighted", "rrf"):  # neither its words nor its tags find it
+                hits = store.search_hybrid(query="primary database", embedding=vector(0),
+                                           fusion=fusion, match="any")
+                assert CONTENTS[0] not in {h["content"] for h in hits}
+                assert hits or fusion == "weighted"  # whose candidates are matches only
 
             assert store.restore(postgres) is True
             assert store.restore(postgres) is False

@@ -8,9 +8,13 @@ from typing import ClassVar
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from htm_analytics import EmbeddingError, LongTermMemory, ValidationError
 from htm_analytics.store import SEARCH_STRATEGIES
+from htm_analytics.store._common import bind_timeframe
+from htm_analytics.store._search_sql import tag_matches_sql
 
 MEMORIES = [
     ("PostgreSQL connection pooling keeps database latency low", ["database:postgresql"]),
@@ -181,6 +185,17 @@ def test_hybrid_rrf_fuses_three_ranked_lists(seeded: tuple) -> None:
     assert len(rows) == len(ids)
     top = rows[0]
     assert top["content"].startswith("Embeddings map text") and len(top["sources"]) == 3
+    # Without a timeframe the arms skip `nodes`; with one covering everything they join it:
+    # the same best two of each arm either way.
+    query, everything = "database vector search embeddings", (dt.datetime(1900, 1, 1),
+                                                               dt.datetime(2999, 1, 1))
+    ranks = [[(r["id"], r["vector_rank"], r["fulltext_rank"], r["tag_rank"])
+              for r in ltm.search_hybrid(query=query, limit=10, fusion="rrf",
+                                         prefilter_limit=2, timeframe=timeframe,
+                                         embedding_service=WordEmbedder())]
+             for timeframe in (None, everything)]
+    assert ranks[0] == ranks[1]
+    assert {r[2] for r in ranks[0]} == {None, 1, 2} and {r[3] for r in ranks[0]} == {None, 1, 2}
 
 
 def test_timeframe_filters_every_search(seeded: tuple, db: psycopg.Connection) -> None:
@@ -317,3 +332,45 @@ def test_a_vector_search_without_a_vector_or_an_embedder_names_the_vector(
     with pytest.raises(ValidationError) as raised:
         ltm.search_by_strategy(strategy, query="which database?", embedding_service=object())
     assert raised.value.field == "embedding_service"
+
+
+_TAG_NAMES = ["a", "a:b", "a:b:c", "d", "e:f"]
+_NODES = st.lists(st.tuples(st.sets(st.sampled_from(_TAG_NAMES)), st.booleans(),
+                            st.integers(0, 3)), max_size=12)
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(nodes=_NODES, asked=st.lists(st.sampled_from([*_TAG_NAMES, "absent"]), max_size=6),
+       prefilter=st.integers(1, 6), embedded_only=st.booleans(),
+       window=st.one_of(st.none(), st.tuples(st.integers(0, 3), st.integers(0, 3))))
+def test_the_hybrid_tag_arms_rank_nodes_by_matching_tags(
+        ltm: LongTermMemory, database_url: str, nodes: list, asked: list[str], prefilter: int,
+        embedded_only: bool, window: tuple[int, int] | None) -> None:
+    """Both forms of the tag arm (every node, and a timeframe's) give the nodes with the most
+    of the asked tags that pass the condition, ties by id, as counted here."""
+    day = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+    with psycopg.connect(database_url) as conn:  # rolled back: nothing stays
+        ids = []
+        for i, (tags, embedded, days) in enumerate(nodes):
+            ids.append(conn.execute(
+                "INSERT INTO nodes (content, embedding, embedding_dimension, created_at) "
+                "VALUES (%s, CASE WHEN %s THEN array_fill(0.5, ARRAY[2000])::vector END, "
+                "CASE WHEN %s THEN 1 END, %s) RETURNING id",
+                (f"node {i}", embedded, embedded, day + dt.timedelta(days=days))).fetchone()[0])
+            for tag in sorted(tags):
+                conn.execute("INSERT INTO tags (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
+                             (tag,))
+                conn.execute("INSERT INTO node_tags (node_id, tag_id) SELECT %s, id FROM tags "
+                             "WHERE name = %s", (ids[-1], tag))
+        params: dict = {"tags": asked, "prefilter": prefilter}
+        where = "" if window is None else bind_timeframe(params, (
+            day + dt.timedelta(days=min(window)), day + dt.timedelta(days=max(window))))
+        condition = " AND n.embedding IS NOT NULL" if embedded_only else ""
+        found = conn.execute(tag_matches_sql(where, condition), params).fetchall()
+        conn.rollback()
+    expected = sorted(
+        ((-len(tags & set(asked)), node_id) for node_id, (tags, embedded, days) in zip(ids, nodes)
+         if tags & set(asked) and (embedded or not embedded_only)
+         and (window is None or min(window) <= days <= max(window))))[:prefilter]
+    assert found == [(node_id, -negative) for negative, node_id in expected]

@@ -16,8 +16,8 @@ from ._common import SEARCH_COLUMNS
 from ._vectors import distance_sql
 
 __all__ = ["RRF_K", "HYBRID_SIMILARITY_WEIGHT", "HYBRID_TAG_WEIGHT", "MAX_QUERY_WORDS",
-           "fulltext_text", "tsquery_sql", "hybrid_weighted_sql", "hybrid_rrf_sql",
-           "lexical_statistics", "search_statement"]
+           "fulltext_text", "tsquery_sql", "tag_matches_sql", "hybrid_weighted_sql",
+           "hybrid_rrf_sql", "lexical_statistics", "search_statement"]
 
 RRF_K = 60
 HYBRID_SIMILARITY_WEIGHT = 0.7
@@ -56,6 +56,30 @@ def tsquery_sql(match: str) -> str:
                               field="match") from None
 
 
+def tag_matches_sql(where: str, condition: str = "") -> str:
+    """The nodes carrying the most of the tags ``%(tags)s``: ``id`` and ``matches`` (how many
+    of them), best first (ties by id), up to ``%(prefilter)s`` nodes ``n`` that pass
+    ``condition`` (a fixed ``AND ...`` fragment) and the timeframe condition ``where``."""
+    if where:
+        # The timeframe's nodes first (idx_nodes_created_at), then their links.
+        return f"""
+            SELECT nt.node_id AS id, count(*) AS matches
+            FROM node_tags nt JOIN tags t ON t.id = nt.tag_id JOIN nodes n ON n.id = nt.node_id
+            WHERE t.name = ANY(%(tags)s::text[]){condition}{where}
+            GROUP BY nt.node_id ORDER BY matches DESC, nt.node_id LIMIT %(prefilter)s"""
+    # Every node: the links of the matching tags through idx_node_tags_tag_id (a join to
+    # tags there led the planner to read every link and hash every node), counted, then
+    # checked against `nodes` one by one in rank order until enough pass.
+    return f"""
+            SELECT a.id, a.matches FROM (
+                SELECT nt.node_id AS id, count(*) AS matches FROM node_tags nt
+                WHERE nt.tag_id = ANY(ARRAY(SELECT t.id FROM tags t
+                                            WHERE t.name = ANY(%(tags)s::text[])))
+                GROUP BY nt.node_id ORDER BY matches DESC, nt.node_id) a
+            WHERE EXISTS (SELECT FROM nodes n WHERE n.id = a.id{condition})
+            ORDER BY a.matches DESC, a.id LIMIT %(prefilter)s"""
+
+
 def hybrid_weighted_sql(tsquery: str, where: str) -> str:
     return f"""
         WITH fulltext AS (
@@ -64,11 +88,7 @@ def hybrid_weighted_sql(tsquery: str, where: str) -> str:
             WHERE sv.content_tsv @@ q AND n.embedding IS NOT NULL{where}
             ORDER BY ts_rank(sv.content_tsv, q) DESC, n.id
             LIMIT %(prefilter)s),
-        tagged AS (
-            SELECT nt.node_id AS id FROM node_tags nt
-            JOIN tags t ON t.id = nt.tag_id JOIN nodes n ON n.id = nt.node_id
-            WHERE t.name = ANY(%(tags)s::text[]) AND n.embedding IS NOT NULL{where}
-            GROUP BY nt.node_id ORDER BY count(*) DESC, nt.node_id LIMIT %(prefilter)s),
+        tagged AS ({tag_matches_sql(where, " AND n.embedding IS NOT NULL")}),
         candidates AS (SELECT id FROM fulltext UNION SELECT id FROM tagged),
         scored AS (
             SELECT {SEARCH_COLUMNS}, 1 - (n.embedding <=> %(q)s) AS similarity,
@@ -84,6 +104,9 @@ def hybrid_weighted_sql(tsquery: str, where: str) -> str:
 
 def hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> sql.Composed:
     distance, has_vector = distance_sql(native_dimension)
+    # Only a timeframe needs `nodes` in the full-text arm (every search vector has its node);
+    # joined there anyway, the sort of every match carried its whole tsvector.
+    nodes_join = " JOIN nodes n ON n.id = sv.node_id" if where else ""
     return sql.SQL(f"""
         WITH vector_arm AS (
             SELECT id, row_number() OVER (ORDER BY distance, id) AS r FROM (
@@ -92,17 +115,14 @@ def hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> sq
                 ORDER BY {{distance}} LIMIT %(prefilter)s) s),
         fulltext_arm AS (
             SELECT id, row_number() OVER (ORDER BY rank DESC, id) AS r FROM (
-                SELECT n.id, ts_rank(sv.content_tsv, q) AS rank
-                FROM nodes n JOIN node_search_vectors sv ON sv.node_id = n.id
+                SELECT sv.node_id AS id, ts_rank(sv.content_tsv, q) AS rank
+                FROM node_search_vectors sv{nodes_join}
                 CROSS JOIN (SELECT {tsquery} AS q) AS tsq
                 WHERE sv.content_tsv @@ q{where}
-                ORDER BY rank DESC, n.id LIMIT %(prefilter)s) s),
+                ORDER BY rank DESC, sv.node_id LIMIT %(prefilter)s) s),
         tag_arm AS (
             SELECT id, row_number() OVER (ORDER BY matches DESC, id) AS r FROM (
-                SELECT nt.node_id AS id, count(*) AS matches
-                FROM node_tags nt JOIN tags t ON t.id = nt.tag_id JOIN nodes n ON n.id = nt.node_id
-                WHERE t.name = ANY(%(tags)s::text[]){where}
-                GROUP BY nt.node_id ORDER BY matches DESC, nt.node_id LIMIT %(prefilter)s) s),
+                {tag_matches_sql(where)}) s),
         fused AS (
             SELECT id, sum(1.0 / ({RRF_K} + r))::float8 AS rrf_score,
                    min(r) FILTER (WHERE arm = 'v') AS vector_rank,
