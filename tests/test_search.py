@@ -356,7 +356,7 @@ def test_the_hybrid_tag_arms_rank_nodes_by_matching_tags(
             ids.append(conn.execute(
                 "INSERT INTO nodes (content, embedding, embedding_dimension, created_at) "
                 "VALUES (%s, CASE WHEN %s THEN array_fill(0.5, ARRAY[2000])::vector END, "
-                "CASE WHEN %s THEN 1 END, %s) RETURNING id",
+                "CASE WHEN %s THEN 2000 END, %s) RETURNING id",
                 (f"node {i}", embedded, embedded, day + dt.timedelta(days=days))).fetchone()[0])
             for tag in sorted(tags):
                 conn.execute("INSERT INTO tags (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
