@@ -102,11 +102,17 @@ def hybrid_weighted_sql(tsquery: str, where: str) -> str:
         FROM scored ORDER BY combined_score DESC, id LIMIT %(limit)s"""
 
 
+def _timeframe_nodes(where: str) -> str:
+    """The join of ``nodes n`` to the search vectors ``sv`` that the timeframe condition
+    ``where`` needs, or nothing: every search vector has its node (and the read prefix hides
+    a forgotten memory's with it), and joined anyway, a sort of the matches carries each
+    one's whole tsvector."""
+    return " JOIN nodes n ON n.id = sv.node_id" if where else ""
+
+
 def hybrid_rrf_sql(tsquery: str, where: str, native_dimension: int | None) -> sql.Composed:
     distance, has_vector = distance_sql(native_dimension)
-    # Only a timeframe needs `nodes` in the full-text arm (every search vector has its node);
-    # joined there anyway, the sort of every match carried its whole tsvector.
-    nodes_join = " JOIN nodes n ON n.id = sv.node_id" if where else ""
+    nodes_join = _timeframe_nodes(where)
     return sql.SQL(f"""
         WITH vector_arm AS (
             SELECT id, row_number() OVER (ORDER BY distance, id) AS r FROM (
@@ -178,7 +184,7 @@ def search_statement(name: str, timeframe: str, *, statistics: dict[str, sql.Com
     condition = sql.SQL(timeframe)  # a fixed fragment, not input
     head = sql.SQL(read_sql("search", "lexical_candidates.sql")).format(
         query_text=query_text, timeframe=condition,
-        nodes_join=sql.SQL(" JOIN nodes n ON n.id = sv.node_id" if timeframe else ""),
+        nodes_join=sql.SQL(_timeframe_nodes(timeframe)),
         **statistics)
     used = {k: v for k, v in statistics.items() if k in ("stats_table", "stats_column")}
     return sql.SQL(read_sql("search", f"{name}.sql")).format(
