@@ -21,7 +21,8 @@ from .errors import ValidationError
 from .validation import validate_name, validate_positive_int, validate_tag, validate_timeframe
 
 __all__ = ["MemorySource", "NODE_PAGE", "load_analytics_query", "analytics_work_mem",
-           "coerce_frame", "node_id_pages", "to_duckdb_query", "period_unit", "scope_params"]
+           "coerce_frame", "node_id_pages", "to_duckdb_query", "period_unit", "scope_params",
+           "at_infinity", "TIME_INFINITY", "TIME_MINUS_INFINITY"]
 
 _MARKER = re.compile(r"\{(scoped|remember_events)\}")
 # `{in_scope:rn.node_id}`: the column's node is in scope. Without a scope the test folds away
@@ -107,17 +108,27 @@ def to_duckdb_query(query: str, params: Mapping[str, Any]) -> tuple[str, dict[st
             {key: value for key, value in params.items() if key in used})
 
 
+# PostgreSQL's ``infinity`` and ``-infinity`` read as Python's latest and earliest datetimes
+# (store.timestamps), and so do a DuckDB snapshot's (coerce_frame).
+TIME_INFINITY = pd.Timestamp("9999-12-31 23:59:59.999999", tz="UTC")
+TIME_MINUS_INFINITY = pd.Timestamp("0001-01-01", tz="UTC")
+
+
 def coerce_frame(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> pd.DataFrame:
     """Give ``frame`` the documented dtypes, whichever engine produced it.
 
     Timestamps become UTC-aware whether the engine returned them aware (psycopg) or naive
-    in UTC (DuckDB's numpy results).
+    in UTC (DuckDB's numpy results); DuckDB's infinities become the extremes psycopg reads
+    PostgreSQL's as (see :func:`at_infinity`).
     """
     frame = frame.copy()
     for column, dtype in dtypes.items():
         target: Any = dtype  # any pandas dtype, as DataFrame.astype takes
         if isinstance(dtype, str) and dtype.startswith("datetime64") and "UTC" in dtype:
-            frame[column] = pd.to_datetime(frame[column], utc=True).astype(target)
+            times = pd.to_datetime(frame[column], utc=True)
+            times = times.mask(times > TIME_INFINITY, TIME_INFINITY)
+            frame[column] = times.mask(times < TIME_MINUS_INFINITY,
+                                       TIME_MINUS_INFINITY).astype(target)
         else:
             frame[column] = frame[column].astype(target)
     return frame
@@ -139,6 +150,13 @@ def period_unit(freq: Any) -> tuple[str, str]:
         raise ValidationError(f"must be one of {', '.join(map(repr, _PERIODS))}, got {freq!r}",
                               field="freq")
     return _PERIODS[freq]
+
+
+def at_infinity(times: pd.Series) -> pd.Series:
+    """Which of ``times`` (datetime64, UTC, as :func:`coerce_frame` gives them) stand for
+    ``infinity`` or ``-infinity``: no period holds them, and a range of periods reaching them
+    would run for thousands of years."""
+    return (times == TIME_INFINITY) | (times == TIME_MINUS_INFINITY)
 
 
 def scope_params(*, timeframe: Any = None, robots: Any = None, prefix: Any = None,

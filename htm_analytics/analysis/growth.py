@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ..frames import period_unit, scope_params
+from ..frames import at_infinity, period_unit, scope_params
 from ..store import LongTermMemory
 from ._common import live_store
 
@@ -58,6 +58,8 @@ def memory_growth(store: LongTermMemory, *, horizon: int = 6, freq: str = "M",
         (``observed`` or ``forecast``), ``new`` and ``memories`` (cumulative), ``bytes``
         (text bytes, total only), ``index_bytes`` (the HNSW indexes' share, total only),
         ``memories_low``/``memories_high`` (the forecast's interval; NaN for observed rows).
+        Memories created at ``infinity`` or ``-infinity`` fall in no period:
+        ``attrs["untimed_memories"]`` counts them.
     """
     store = live_store(store)
     if isinstance(horizon, bool) or not isinstance(horizon, int) or not 1 <= horizon <= 120:
@@ -73,17 +75,23 @@ def memory_growth(store: LongTermMemory, *, horizon: int = 6, freq: str = "M",
     counts = store.growth_counts(unit, scope=scope_params(timeframe=timeframe, robots=robots))
     counts["period"] = pd.to_datetime(counts["period"], utc=True)
     counts["robot"] = counts["robot"].fillna(TOTAL)
+    untimed = at_infinity(counts["period"])
+    untimed_memories = int(counts.loc[untimed & (counts["robot"] == TOTAL), "new"].sum())
+    counts = counts[~untimed]
     indexes = store.index_list()
     hnsw_bytes = float(indexes.loc[(indexes["table"] == "nodes")
                                    & (indexes["method"] == "hnsw"), "size_bytes"].sum())
     if counts.empty:
-        return pd.DataFrame({c: pd.Series(dtype=t) for c, t in GROWTH_COLUMNS.items()})
-    is_total = counts["robot"] == TOTAL
-    frames = [_series(counts[is_total], TOTAL, pandas_freq, horizon, confidence, hnsw_bytes)
-              ] if is_total.any() else []
-    if not is_total.all():
-        frames.append(_robot_series(counts[~is_total], pandas_freq, horizon, confidence))
-    return pd.concat(frames, ignore_index=True).astype(GROWTH_COLUMNS)
+        result = pd.DataFrame({c: pd.Series(dtype=t) for c, t in GROWTH_COLUMNS.items()})
+    else:
+        is_total = counts["robot"] == TOTAL
+        frames = [_series(counts[is_total], TOTAL, pandas_freq, horizon, confidence,
+                          hnsw_bytes)] if is_total.any() else []
+        if not is_total.all():
+            frames.append(_robot_series(counts[~is_total], pandas_freq, horizon, confidence))
+        result = pd.concat(frames, ignore_index=True).astype(GROWTH_COLUMNS)
+    result.attrs["untimed_memories"] = untimed_memories
+    return result
 
 
 def _robot_series(counts: pd.DataFrame, freq: str, horizon: int,

@@ -96,7 +96,9 @@ RETENTION_SUMMARY_COLUMNS = {
 def _weight(policy: RetentionPolicy, age_days: Any, idle_days: Any, recalls: Any) -> Any:
     """The policy's weight (decay) or, for expiry, 1 while kept and 0 once hidden."""
     if isinstance(policy, DecayPolicy):
-        return (1 + recalls) * np.power(0.5, idle_days / policy.half_life_days)
+        # A memory touched after the moment (a clock ahead, a last access at infinity) is
+        # not idle, not idle for a negative time.
+        return (1 + recalls) * np.power(0.5, np.maximum(idle_days, 0) / policy.half_life_days)
     return np.where((recalls == 0) & (age_days > policy.older_than_days), 0.0, 1.0)
 
 

@@ -11,7 +11,7 @@ from pandas.tseries.frequencies import to_offset
 from .._docs import share_docs
 from .._plotting import axes_or_new
 from ..errors import ValidationError
-from ..frames import MemorySource, period_unit, scope_params
+from ..frames import MemorySource, at_infinity, period_unit, scope_params
 from ..validation import validate_positive_int
 
 __all__ = [
@@ -41,7 +41,9 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     before it existed or by a writer it did not see), that pair's first remember is placed at
     ``first_remembered_at`` and its other ``remember_count - 1`` at ``last_remembered_at``;
     then ``result.attrs["exact"]`` is False, ``attrs["missing_remembers"]`` says by how many
-    remembers the log differs and ``attrs["reason"]`` says why.
+    remembers the log differs and ``attrs["reason"]`` says why. Remembers at ``infinity`` or
+    ``-infinity`` (a writer's "never") fall in no period: ``attrs["untimed_remembers"]``
+    counts them.
 
     Parameters
     ----------
@@ -88,6 +90,9 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
          "exact": "boolean", "missing_remembers": "int64"})
     exact = bool(frame["exact"].all())
     missing = int(frame["missing_remembers"].max()) if len(frame) else 0
+    untimed = at_infinity(frame["period"])
+    untimed_remembers = int(frame.loc[untimed, "remembers"].sum())
+    frame = frame[~untimed]
     keys = ["period"] if by is None else ["period", by]
     frame = frame.rename(columns={"group": by} if by else {}).drop(
         columns=["exact", "missing_remembers"] + ([] if by else ["group"]))
@@ -114,6 +119,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     frame["partial"] = frame["period"].isin(periods[periods + to_offset(pandas_freq) > as_of])
     frame.attrs["exact"] = exact
     frame.attrs["missing_remembers"] = missing
+    frame.attrs["untimed_remembers"] = untimed_remembers
     if not exact:
         frame.attrs["reason"] = _inexact_reason(missing)
     return frame

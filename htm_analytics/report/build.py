@@ -356,10 +356,13 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
     exact = trends.attrs.get("exact", True)
     how = ("exact: the memory_events log agrees with robot_nodes" if exact else
            "approximate: " + trends.attrs.get("reason", "no event log in this database"))
+    untimed = int(trends.attrs.get("untimed_remembers", 0))
     section = Section("trends", "Remembering over time",
                       text=f"Remembers per period ({how}). New: content no robot had; "
                            "shared: a robot's first remember of content another robot had; "
-                           "repeated: a robot reinforcing its own memory.",
+                           "repeated: a robot reinforcing its own memory."
+                           + (f" {counted(untimed, 'remember')} at infinity or -infinity "
+                              "fall in no period and are not shown." if untimed else ""),
                       data={"trends": trends, "trends_by_robot": by_robot})
     if len(trends):
         partial = trends.loc[trends["partial"], "period"]

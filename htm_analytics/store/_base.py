@@ -48,6 +48,7 @@ from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema, prefi
 from .search_pool import DEFAULT_EF_SEARCH, SearchConnections, idle_check_hooks, returning
 from .server import missing_schema_error, read_overview
 from .speakers import SpeakerIndex
+from .timestamps import register_infinite_timestamps
 from .tracing import Tracer, tracing_cursor_classes
 
 __all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
@@ -239,6 +240,7 @@ class StoreBase:
                               cursor_classes: tuple[type, type] | None = None) -> None:
         conn.cursor_factory, conn.server_cursor_factory = cursor_classes or self._cursor_classes
         register_vector(conn)
+        register_infinite_timestamps(conn)
         # UTC, except where the HTM tables keep local time without a zone: there the session
         # runs in the writer's zone, so that what the store writes (CURRENT_TIMESTAMP into
         # such a column) is the same local time as the writer's, and reads convert both.

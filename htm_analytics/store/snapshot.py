@@ -239,6 +239,10 @@ def _unmask(values: Any) -> Any:
     """DuckDB returns a column with NULLs as a masked array: give pandas ``None`` there."""
     if not isinstance(values, np.ma.MaskedArray):
         return values
+    if values.dtype.kind == "M":  # as objects, an infinity would become a bare integer
+        times = values.data.copy()
+        times[np.ma.getmaskarray(values)] = np.datetime64("NaT")
+        return times
     data = values.data.astype(object)
     data[np.ma.getmaskarray(values)] = None
     return data
