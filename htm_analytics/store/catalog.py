@@ -16,7 +16,6 @@ from ..validation import validate_positive_int
 from ._base import StoreBase
 from .display import MemoryStats
 from .packed_rows import packed_pages
-from .timestamps import microseconds_sql, times_from_microseconds
 from .vector_stream import decode_vectors, fetch_bigint_columns, one_snapshot, raw_vectors
 
 __all__ = ["CatalogMixin", "MEMORY_TABLES"]
@@ -26,23 +25,19 @@ MEMORY_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_
 _STATISTICS_TABLES = (*MEMORY_TABLES, "node_search_vectors", "node_embedding_models")
 
 # What a snapshot keeps of each table (htm_analytics.store.snapshot creates the matching tables).
-# Timestamps are read as microseconds ({created_at}: see timestamps.microseconds_sql).
 _EXPORT_COLUMNS = {
-    "robots": "id, name, {created_at}, {last_active}, {metadata} AS metadata",
-    "nodes": """id, content, content_hash, access_count, {created_at}, {updated_at},
-                {last_accessed}, token_count, in_working_memory, embedding_dimension,
+    "robots": "id, name, created_at, last_active, {metadata} AS metadata",
+    "nodes": """id, content, content_hash, access_count, created_at, updated_at, last_accessed,
+                token_count, in_working_memory, embedding_dimension,
                 CASE WHEN embedding_dimension IS NOT NULL
                      THEN subvector(embedding, 1, embedding_dimension) END AS embedding,
                 {metadata} AS metadata""",
     "robot_nodes": """id, robot_id, node_id, first_remembered_at, last_remembered_at,
                       remember_count, created_at, updated_at""",
-    "tags": "id, name, {created_at}",
+    "tags": "id, name, created_at",
     "node_tags": "id, node_id, tag_id, created_at",
-    "memory_events": "id, {occurred_at}, kind, robot_id, node_id",
+    "memory_events": "id, occurred_at, kind, robot_id, node_id",
 }
-_EXPORT_TIMES = ("created_at", "updated_at", "last_accessed", "last_active", "occurred_at")
-_EXPORT_TIME_SQL = {name: sql.SQL(f"{microseconds_sql(name)} AS {name}")
-                    for name in _EXPORT_TIMES}
 # The tables of fixed-width columns only, read packed (see packed_rows): the links, most of a
 # large memory's rows.
 _PACKED_TABLES = {
@@ -246,7 +241,7 @@ class CatalogMixin(StoreBase):
                                    if self.schema_info.has_column(table, "metadata")
                                    else "NULL::text")
                 query = sql.SQL("SELECT {} FROM {} ORDER BY id").format(
-                    sql.SQL(_EXPORT_COLUMNS[table]).format(metadata=metadata, **_EXPORT_TIME_SQL),
+                    sql.SQL(_EXPORT_COLUMNS[table]).format(metadata=metadata),
                     sql.Identifier(table))
                 # A named cursor streams from the server instead of loading the table.
                 with cur.connection.cursor(name=f"export_{table}", binary=True) as stream:
@@ -255,8 +250,6 @@ class CatalogMixin(StoreBase):
                     columns = [c.name for c in stream.description or []]
                     while rows := stream.fetchmany(chunk_rows):
                         frame = pd.DataFrame(rows, columns=columns)
-                        for name in frame.columns.intersection(list(_EXPORT_TIMES)):
-                            frame[name] = times_from_microseconds(frame[name])
                         if "embedding" in frame:
                             frame["embedding"] = pd.Series(
                                 decode_vectors(frame["embedding"].tolist()),

@@ -17,12 +17,10 @@ import pandas as pd
 from psycopg import sql
 
 from .._sql import read_sql
-from ..frames import coerce_frame
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
 from ._base import StoreBase
 from ._vectors import native_distance
 from .text_previews import SPARE, shown_texts
-from .timestamps import microseconds_sql, times_from_microseconds
 from .vector_stream import copy_vector_batches, one_snapshot
 
 __all__ = ["SEARCHES_PER_STATEMENT", "HygieneMixin", "scope_condition", "scope_parameters",
@@ -173,15 +171,13 @@ pairs AS (
 
 # What a retention policy is judged on: each memory in scope (creation, access columns) and
 # the event log's recalls of them, in time order.
-# Times as microseconds, decoded at once (store.timestamps): a row per memory and per recall.
 _RETENTION_NODES = f"""
-SELECT n.id AS node_id, {microseconds_sql("n.created_at")} AS created_at, n.access_count,
-       {microseconds_sql("CASE WHEN n.access_count > 0 THEN n.last_accessed END")}
-           AS last_accessed
+SELECT n.id AS node_id, n.created_at, n.access_count,
+       CASE WHEN n.access_count > 0 THEN n.last_accessed END AS last_accessed
 FROM nodes n WHERE {scope_condition()} ORDER BY n.id"""
 
 _RECALL_EVENTS = f"""
-SELECT e.node_id, {microseconds_sql("e.occurred_at")} AS occurred_at FROM memory_events e
+SELECT e.node_id, e.occurred_at FROM memory_events e
 WHERE e.kind = 'recall' AND e.occurred_at <= %(until)s
   AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = e.node_id AND {scope_condition()})
 ORDER BY e.node_id, e.occurred_at"""
@@ -356,13 +352,11 @@ class HygieneMixin(StoreBase):
                                                           "access_count", "last_accessed"])
             cur.execute(self._read(_RECALL_EVENTS), params)
             events = pd.DataFrame(cur.fetchall(), columns=["node_id", "occurred_at"])
-        times = "datetime64[us, UTC]"
         for frame, column in ((nodes, "created_at"), (nodes, "last_accessed"),
                               (events, "occurred_at")):
-            frame[column] = times_from_microseconds(frame[column])
-        return (coerce_frame(nodes, {"node_id": "int64", "created_at": times,
-                                     "access_count": "int64", "last_accessed": times}),
-                coerce_frame(events, {"node_id": "int64", "occurred_at": times}))
+            frame[column] = pd.to_datetime(frame[column], utc=True)
+        return (nodes.astype({"node_id": "int64", "access_count": "int64"}),
+                events.astype({"node_id": "int64"}))
 
     def server_now(self) -> Any:
         """The server's clock (``now()``), which the access times were written with."""

@@ -18,7 +18,14 @@ import pyarrow as pa
 
 from .._sql import read_sql
 from ..errors import ValidationError
-from ..frames import coerce_frame, load_analytics_query, node_id_pages, to_duckdb_query
+from ..frames import (
+    TIME_INFINITY,
+    TIME_MINUS_INFINITY,
+    coerce_frame,
+    load_analytics_query,
+    node_id_pages,
+    to_duckdb_query,
+)
 from .catalog import MEMORY_TABLES
 from .file_paths import path_text
 from .memory import LongTermMemory
@@ -32,6 +39,9 @@ _DUCKDB_MEMORY = "256MB"  # DuckDB's buffer while a snapshot is written
 _PARQUET_ROW_GROUP = 10_000  # rows a Parquet row group holds (one is built in memory at once)
 _NO_VALUES = np.zeros(0, dtype=np.float32)
 _TRANSACTION_ROWS = 100_000  # rows DuckDB receives in one transaction while a snapshot is written
+# DuckDB's timestamp infinities: the largest microsecond count and its negation.
+_DUCKDB_INFINITY = pd.Timestamp(np.datetime64(2**63 - 1, "us")).tz_localize("UTC")
+_DUCKDB_MINUS_INFINITY = pd.Timestamp(np.datetime64(-(2**63 - 1), "us")).tz_localize("UTC")
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
@@ -86,6 +96,7 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
             for table, chunk in read_ahead(store.iter_tables_chunks(MEMORY_TABLES)):
                 if "embedding" in chunk:
                     chunk["embedding"] = _arrow_vectors(chunk["embedding"])
+                _with_duckdb_infinities(chunk)
                 con.register("chunk", chunk)
                 con.execute(f"INSERT INTO {table} SELECT * FROM chunk")  # our table names
                 con.unregister("chunk")
@@ -111,6 +122,15 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target
+
+
+def _with_duckdb_infinities(chunk: pd.DataFrame) -> None:
+    """PostgreSQL's infinite timestamps, which the store reads as Python's extreme datetimes
+    (store.timestamps), written as DuckDB's infinities, as the packed links keep them."""
+    for column in chunk.select_dtypes("datetimetz").columns:
+        times = chunk[column]
+        chunk[column] = times.mask(times == TIME_INFINITY, _DUCKDB_INFINITY).mask(
+            times == TIME_MINUS_INFINITY, _DUCKDB_MINUS_INFINITY)
 
 
 def _arrow_vectors(vectors: pd.Series) -> pd.Series:

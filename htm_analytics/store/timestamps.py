@@ -7,64 +7,68 @@ snapshot, a search returning the memory. They are read as ``datetime.max`` and
 ``datetime.min`` instead (in UTC for ``timestamptz``), as psycopg's documentation suggests:
 the order is kept, and pandas keeps both at microsecond resolution.
 
-Those loaders run in Python, about 2 microseconds a value: the reads of a timestamp per
-memory (snapshots, staleness) take theirs as microseconds instead (:func:`microseconds_sql`,
-:func:`times_from_microseconds`), decoded at once with NumPy.
+Every other value goes to psycopg's own loader (compiled where psycopg is): a finite
+timestamp reads exactly as before, for about a microsecond more a value
+(``benchmarks/bench_timestamps.py``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import struct
 from typing import Any
 
-import numpy as np
-import pandas as pd
-from psycopg.adapt import AdaptersMap, Buffer
-from psycopg.types.datetime import (
-    TimestampBinaryLoader,
-    TimestampLoader,
-    TimestamptzBinaryLoader,
-    TimestamptzLoader,
-)
+import psycopg
+from psycopg.adapt import Buffer, Loader
+from psycopg.pq import Format
 
-__all__ = ["register_infinite_timestamps", "microseconds_sql", "times_from_microseconds"]
+__all__ = ["register_infinite_timestamps"]
 
-_BINARY_LATEST, _BINARY_EARLIEST = struct.pack("!q", 2**63 - 1), struct.pack("!q", -2**63)
 _LATEST_UTC = dt.datetime.max.replace(tzinfo=dt.UTC)
 _EARLIEST_UTC = dt.datetime.min.replace(tzinfo=dt.UTC)
+# The binary infinities: the largest and smallest 8-byte microsecond counts, big-endian.
+_BINARY_LATEST, _BINARY_EARLIEST = b"\x7f" + b"\xff" * 7, b"\x80" + b"\x00" * 7
 
 
-class _TextTimestamp(TimestampLoader):
-    def load(self, data: Buffer) -> dt.datetime:
+class _InfiniteTimestamps(Loader):
+    """psycopg's own loader of the type and format, but for the two infinities."""
+
+    latest: dt.datetime
+    earliest: dt.datetime
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        finite = psycopg.adapters.get_loader(oid, self.format)
+        assert finite is not None  # psycopg loads both types in both formats
+        self._finite = finite(oid, context).load
+
+
+class _Text(_InfiniteTimestamps):
+    format = Format.TEXT
+
+    def load(self, data: Buffer) -> Any:
         if len(data) < 10:  # no finite timestamp is this short
-            return dt.datetime.min if bytes(data).startswith(b"-") else dt.datetime.max
-        return super().load(data)
+            return self.earliest if data[0] == 45 else self.latest  # 45: "-"
+        return self._finite(data)
 
 
-class _BinaryTimestamp(TimestampBinaryLoader):
-    def load(self, data: Buffer) -> dt.datetime:
+class _Binary(_InfiniteTimestamps):
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> Any:
         if data == _BINARY_LATEST:
-            return dt.datetime.max
+            return self.latest
         if data == _BINARY_EARLIEST:
-            return dt.datetime.min
-        return super().load(data)
+            return self.earliest
+        return self._finite(data)
 
 
-class _TextTimestamptz(TimestamptzLoader):
-    def load(self, data: Buffer) -> dt.datetime:
-        if len(data) < 10:
-            return _EARLIEST_UTC if bytes(data).startswith(b"-") else _LATEST_UTC
-        return super().load(data)
+def _loaders(latest: dt.datetime, earliest: dt.datetime) -> list[type[Loader]]:
+    return [type(f"_Infinite{kind.__name__}", (kind,), {"latest": latest, "earliest": earliest})
+            for kind in (_Text, _Binary)]
 
 
-class _BinaryTimestamptz(TimestamptzBinaryLoader):
-    def load(self, data: Buffer) -> dt.datetime:
-        if data == _BINARY_LATEST:
-            return _LATEST_UTC
-        if data == _BINARY_EARLIEST:
-            return _EARLIEST_UTC
-        return super().load(data)
+_TIMESTAMP = _loaders(dt.datetime.max, dt.datetime.min)
+_TIMESTAMPTZ = _loaders(_LATEST_UTC, _EARLIEST_UTC)
 
 
 def register_infinite_timestamps(context: Any) -> None:
@@ -75,27 +79,7 @@ def register_infinite_timestamps(context: Any) -> None:
     context : psycopg.Connection or psycopg.Cursor
         Where the loaders apply: every cursor of a connection, or one cursor.
     """
-    adapters: AdaptersMap = context.adapters
-    adapters.register_loader("timestamp", _TextTimestamp)
-    adapters.register_loader("timestamp", _BinaryTimestamp)
-    adapters.register_loader("timestamptz", _TextTimestamptz)
-    adapters.register_loader("timestamptz", _BinaryTimestamptz)
-
-
-def microseconds_sql(column: str) -> str:
-    """SQL giving the ``timestamptz`` ``column`` as ``bigint`` microseconds since 1970 (UTC):
-    ``infinity`` and ``-infinity`` as DuckDB's (plus and minus ``2**63 - 1``), NULL as
-    NumPy's NaT (``-2**63``). ``column`` is the toolkit's own SQL: a column or expression."""
-    return (f"CASE WHEN {column} IS NULL THEN '-9223372036854775808'::bigint "
-            f"WHEN {column} = 'infinity' THEN 9223372036854775807 "
-            f"WHEN {column} = '-infinity' THEN -9223372036854775807 "
-            f"ELSE (extract(epoch FROM {column}) * 1000000)::bigint END")
-
-
-def times_from_microseconds(values: Any) -> pd.Series:
-    """``datetime64[us, UTC]`` from :func:`microseconds_sql`'s values; the infinities stay
-    DuckDB's (beyond Python's datetimes: ``frames.coerce_frame`` brings them to its
-    extremes)."""
-    micros = np.asarray(values, dtype=np.int64)
-    return pd.Series(micros.view("M8[us]"), index=getattr(values, "index", None),
-                     name=getattr(values, "name", None)).dt.tz_localize("UTC")
+    for loader in _TIMESTAMP:
+        context.adapters.register_loader("timestamp", loader)
+    for loader in _TIMESTAMPTZ:
+        context.adapters.register_loader("timestamptz", loader)
