@@ -108,6 +108,11 @@ def test_every_read_takes_infinite_timestamps(infinite_memory: ha.LongTermMemory
     assert trends["remembers"].sum() + untimed_events == remembers  # none lost, none twice
     assert len(trends) <= 2  # this week's periods, not every week since year 1
 
+    by_week = ha.popular_tags(store, limit=None, freq="W")
+    assert by_week.attrs["untimed_nodes"] > 0 and len(by_week) < 10  # this week's, not every week
+    assert by_week["nodes"].sum() + by_week.attrs["untimed_nodes"] == \
+        ha.popular_tags(store, limit=None)["nodes"].sum()
+
     untimed_nodes = _count(database_url, "SELECT count(*) FROM nodes "
                                          "WHERE NOT isfinite(created_at)")
     growth = ha.memory_growth(store, freq="M")

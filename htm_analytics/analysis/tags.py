@@ -12,7 +12,7 @@ import pandas as pd
 from .._docs import share_docs
 from .._plotting import axes_or_new
 from ..errors import ValidationError
-from ..frames import MemorySource, period_unit, scope_params
+from ..frames import MemorySource, at_infinity, period_unit, scope_params
 from ..validation import validate_positive_int
 from .cooccurrence import COOCCURRENCE_DTYPES, cooccurrence_counts
 
@@ -227,7 +227,9 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
         tagged nodes in scope, not / all nodes), most used first; ``attrs["tagged_nodes"]``
         is that denominator.
         With ``freq``: ``period`` (datetime64[us, UTC]), ``tag`` (string), ``nodes`` (int64)
-        for the same top tags, periods without new nodes for a tag left out.
+        for the same top tags, periods without new nodes for a tag left out; nodes created at
+        ``infinity`` or ``-infinity`` fall in no period (``attrs["untimed_nodes"]`` counts
+        them, once per tag).
     """
     params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
     frame = _tag_sizes(source, params, freq)
@@ -244,8 +246,12 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
         result.attrs["tagged_nodes"] = total
         return result
     frame = frame[frame["tag"].isin(totals["tag"])]
-    frame = frame.sort_values(["period", "tag"]).reset_index(drop=True)
-    return frame[["period", "tag", "nodes"]]
+    untimed = at_infinity(frame["period"])
+    untimed_nodes = int(frame.loc[untimed, "nodes"].sum())
+    frame = frame[~untimed].sort_values(["period", "tag"]).reset_index(drop=True)
+    result = frame[["period", "tag", "nodes"]]
+    result.attrs["untimed_nodes"] = untimed_nodes
+    return result
 
 
 def _tag_sizes(source: MemorySource, params: dict[str, Any], freq: str | None) -> pd.DataFrame:
