@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import htm_analytics as ha
-from htm_analytics.frames import coerce_frame
 from htm_analytics.store.timestamps import register_infinite_timestamps
 
 LATEST_UTC = dt.datetime.max.replace(tzinfo=dt.UTC)
@@ -121,14 +120,13 @@ def test_every_read_takes_infinite_timestamps(infinite_memory: ha.LongTermMemory
     assert observed["memories"].iloc[-1] + untimed_nodes == store.stats()["total_nodes"]
     assert len(observed) <= 2
 
-    # The reads of a time per memory take them as microseconds: the same instants.
+    # Streamed as a snapshot reads them, and described one by one: the same instants.
     streamed = pd.concat(store.iter_table_chunks("nodes"), ignore_index=True)
-    streamed = coerce_frame(streamed, {"created_at": "datetime64[us, UTC]"})
     described = store.describe_nodes(streamed["id"].tolist())
     assert streamed["created_at"].tolist() == described["created_at"].tolist()
     assert len(ha.stale_memories(store)) <= len(streamed)
     for policy in (ha.ExpiryPolicy(10), ha.DecayPolicy(half_life_days=10)):
-        hidden = ha.retention_what_if(store, policy)  # every memory's times, as microseconds
+        hidden = ha.retention_what_if(store, policy)  # reads every memory's times
         assert set(hidden["node_id"]) <= set(streamed["id"])
 
     report = ha.build_report(store, sweep_queries=10).to_html()
