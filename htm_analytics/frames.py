@@ -22,7 +22,7 @@ from .validation import validate_name, validate_positive_int, validate_tag, vali
 
 __all__ = ["MemorySource", "NODE_PAGE", "load_analytics_query", "analytics_work_mem",
            "coerce_frame", "node_id_pages", "to_duckdb_query", "period_unit", "scope_params",
-           "at_infinity", "TIME_INFINITY", "TIME_MINUS_INFINITY"]
+           "split_at_infinity", "TIME_INFINITY", "TIME_MINUS_INFINITY"]
 
 _MARKER = re.compile(r"\{(scoped|remember_events)\}")
 # `{in_scope:rn.node_id}`: the column's node is in scope. Without a scope the test folds away
@@ -119,7 +119,7 @@ def coerce_frame(frame: pd.DataFrame, dtypes: Mapping[str, Any]) -> pd.DataFrame
 
     Timestamps become UTC-aware whether the engine returned them aware (psycopg) or naive
     in UTC (DuckDB's numpy results); DuckDB's infinities become the extremes psycopg reads
-    PostgreSQL's as (see :func:`at_infinity`).
+    PostgreSQL's as (see :func:`split_at_infinity`).
     """
     frame = frame.copy()
     for column, dtype in dtypes.items():
@@ -152,11 +152,14 @@ def period_unit(freq: Any) -> tuple[str, str]:
     return _PERIODS[freq]
 
 
-def at_infinity(times: pd.Series) -> pd.Series:
-    """Which of ``times`` (datetime64, UTC, as :func:`coerce_frame` gives them) stand for
-    ``infinity`` or ``-infinity``: no period holds them, and a range of periods reaching them
-    would run for thousands of years."""
-    return (times == TIME_INFINITY) | (times == TIME_MINUS_INFINITY)
+def split_at_infinity(frame: pd.DataFrame, column: str = "period"
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(rows at a finite time, rows at infinity or -infinity)`` of ``frame`` by ``column``
+    (datetime64, UTC, as :func:`coerce_frame` gives it). No period holds the second, and a
+    range of periods reaching them would run for thousands of years."""
+    times = frame[column]
+    infinite = (times == TIME_INFINITY) | (times == TIME_MINUS_INFINITY)
+    return frame[~infinite], frame[infinite]
 
 
 def scope_params(*, timeframe: Any = None, robots: Any = None, prefix: Any = None,

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import ValidationError
-from ..frames import at_infinity, period_unit, scope_params
+from ..frames import period_unit, scope_params, split_at_infinity
 from ..store import LongTermMemory
 from ._common import live_store
 
@@ -75,9 +75,8 @@ def memory_growth(store: LongTermMemory, *, horizon: int = 6, freq: str = "M",
     counts = store.growth_counts(unit, scope=scope_params(timeframe=timeframe, robots=robots))
     counts["period"] = pd.to_datetime(counts["period"], utc=True)
     counts["robot"] = counts["robot"].fillna(TOTAL)
-    untimed = at_infinity(counts["period"])
-    untimed_memories = int(counts.loc[untimed & (counts["robot"] == TOTAL), "new"].sum())
-    counts = counts[~untimed]
+    counts, untimed = split_at_infinity(counts)
+    untimed_memories = int(untimed.loc[untimed["robot"] == TOTAL, "new"].sum())
     indexes = store.index_list()
     hnsw_bytes = float(indexes.loc[(indexes["table"] == "nodes")
                                    & (indexes["method"] == "hnsw"), "size_bytes"].sum())

@@ -12,7 +12,7 @@ import pandas as pd
 from .._docs import share_docs
 from .._plotting import axes_or_new
 from ..errors import ValidationError
-from ..frames import MemorySource, at_infinity, period_unit, scope_params
+from ..frames import MemorySource, period_unit, scope_params, split_at_infinity
 from ..validation import validate_positive_int
 from .cooccurrence import COOCCURRENCE_DTYPES, cooccurrence_counts
 
@@ -246,11 +246,9 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
         result.attrs["tagged_nodes"] = total
         return result
     frame = frame[frame["tag"].isin(totals["tag"])]
-    untimed = at_infinity(frame["period"])
-    untimed_nodes = int(frame.loc[untimed, "nodes"].sum())
-    frame = frame[~untimed].sort_values(["period", "tag"]).reset_index(drop=True)
-    result = frame[["period", "tag", "nodes"]]
-    result.attrs["untimed_nodes"] = untimed_nodes
+    frame, untimed = split_at_infinity(frame)
+    result = frame.sort_values(["period", "tag"]).reset_index(drop=True)[["period", "tag", "nodes"]]
+    result.attrs["untimed_nodes"] = int(untimed["nodes"].sum())
     return result
 
 

@@ -11,7 +11,7 @@ from pandas.tseries.frequencies import to_offset
 from .._docs import share_docs
 from .._plotting import axes_or_new
 from ..errors import ValidationError
-from ..frames import MemorySource, at_infinity, period_unit, scope_params
+from ..frames import MemorySource, period_unit, scope_params, split_at_infinity
 from ..validation import validate_positive_int
 
 __all__ = [
@@ -90,9 +90,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
          "exact": "boolean", "missing_remembers": "int64"})
     exact = bool(frame["exact"].all())
     missing = int(frame["missing_remembers"].max()) if len(frame) else 0
-    untimed = at_infinity(frame["period"])
-    untimed_remembers = int(frame.loc[untimed, "remembers"].sum())
-    frame = frame[~untimed]
+    frame, untimed = split_at_infinity(frame)
     keys = ["period"] if by is None else ["period", by]
     frame = frame.rename(columns={"group": by} if by else {}).drop(
         columns=["exact", "missing_remembers"] + ([] if by else ["group"]))
@@ -119,7 +117,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     frame["partial"] = frame["period"].isin(periods[periods + to_offset(pandas_freq) > as_of])
     frame.attrs["exact"] = exact
     frame.attrs["missing_remembers"] = missing
-    frame.attrs["untimed_remembers"] = untimed_remembers
+    frame.attrs["untimed_remembers"] = int(untimed["remembers"].sum())
     if not exact:
         frame.attrs["reason"] = _inexact_reason(missing)
     return frame
