@@ -129,8 +129,10 @@ def _with_duckdb_infinities(chunk: pd.DataFrame) -> None:
     (store.timestamps), written as DuckDB's infinities, as the packed links keep them."""
     for column in chunk.select_dtypes("datetimetz").columns:
         times = chunk[column]
-        chunk[column] = times.mask(times == TIME_INFINITY, _DUCKDB_INFINITY).mask(
-            times == TIME_MINUS_INFINITY, _DUCKDB_MINUS_INFINITY)
+        latest, earliest = times == TIME_INFINITY, times == TIME_MINUS_INFINITY
+        if latest.any() or earliest.any():  # rarely: no copy of the column otherwise
+            chunk[column] = times.mask(latest, _DUCKDB_INFINITY).mask(
+                earliest, _DUCKDB_MINUS_INFINITY)
 
 
 def _arrow_vectors(vectors: pd.Series) -> pd.Series:
