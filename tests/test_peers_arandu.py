@@ -7,7 +7,9 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import matplotlib.dates as mdates
 import numpy as np
+import pandas as pd
 import psycopg
 import pytest
 from fixtures_db import temporary_database
@@ -21,6 +23,7 @@ from pgvector.psycopg import register_vector
 from psycopg.types.json import Jsonb
 
 from htm_analytics import LongTermMemory
+from htm_analytics.frames import TIME_INFINITY, TIME_MINUS_INFINITY
 from htm_analytics.peers import (
     arandu_entity_growth,
     arandu_fact_versions,
@@ -186,7 +189,7 @@ def test_fact_versions_and_stale_facts(arandu: tuple[str, dict]) -> None:
         assert set(got["chain_length"]) == {len(chain)}
         assert got["is_active"].tolist() == [False] * (len(chain) - 1) + [
             chain[-1] != truth["invalidated"]]
-    assert str(versions["valid_from"].dtype) == "datetime64[ns, UTC]"
+    assert str(versions["valid_from"].dtype) == "datetime64[us, UTC]"
 
     stale = arandu_stale_facts(url, as_of=AS_OF, unconfirmed_days=150)
     by_reason = {r: set(g["fact_id"]) for r, g in stale.groupby("reason")}
@@ -211,6 +214,55 @@ def test_fact_versions_and_stale_facts(arandu: tuple[str, dict]) -> None:
     assert len(ax.get_yticks()) == len(ENTITIES)
     assert len(ax.patches) == sum(len(c) for (a, _), c in truth["chains"].items()
                                   if a == "agent-a")
+
+
+def test_infinite_times(arandu: tuple[str, dict], ltm: LongTermMemory,
+                        db: psycopg.Connection) -> None:
+    """A writer's infinities (an open validity as valid_to = infinity, a fact valid since
+    -infinity, an event at -infinity) are read, analysed, drawn and imported."""
+    url, truth = arandu
+    open_fact = truth["chains"][("agent-a", "person:carlos")][-1]
+    since_always = truth["chains"][("agent-b", "person:bia")][0]
+    event = truth["events"][0][0]
+    with psycopg.connect(url, autocommit=True) as conn:
+        created_at = conn.execute("SELECT created_at FROM memory_facts WHERE id = %s",
+                                  (since_always,)).fetchone()[0]
+        conn.execute("UPDATE memory_facts SET valid_to = 'infinity' WHERE id = %s",
+                     (open_fact,))
+        conn.execute("UPDATE memory_facts SET valid_from = '-infinity', "
+                     "last_confirmed_at = 'infinity' WHERE id = %s", (since_always,))
+        conn.execute("UPDATE memory_events SET created_at = '-infinity' WHERE id = %s",
+                     (event,))
+
+    versions = arandu_fact_versions(url).set_index("fact_id")
+    assert versions.loc[str(open_fact), "valid_to"] == TIME_INFINITY
+    assert versions.loc[str(open_fact), "is_active"]
+    assert versions.loc[str(since_always), "valid_from"] == TIME_MINUS_INFINITY
+    assert versions.loc[str(since_always), "last_confirmed_at"] == TIME_INFINITY
+    growth = arandu_entity_growth(url, freq="M")
+    assert growth.attrs["untimed_facts"] == 1
+    assert growth["period"].min() == pd.Timestamp(T0.date().replace(day=1), tz="UTC")
+    assert growth["total_facts"].groupby(growth["agent_id"]).last().sum() == \
+        len(truth["facts"]) - 1
+    stale = arandu_stale_facts(url, as_of=AS_OF, unconfirmed_days=150)
+    assert str(open_fact) not in set(stale.loc[stale["reason"] == "superseded", "fact_id"])
+    ax = plot_fact_timeline(versions.reset_index())
+    left, right = (mdates.num2date(x) for x in ax.get_xlim())
+    assert left.year >= T0.year - 1 and right.year <= AS_OF.year + 1
+
+    import_arandu(url, ltm)
+    remembered = dict(db.execute("""
+        SELECT ir.source_key, rn.first_remembered_at FROM import_records ir
+        JOIN robot_nodes rn ON rn.node_id = ir.node_id AND rn.robot_id = ir.robot_id
+        WHERE ir.source_key = ANY(%s)""", ([str(since_always), str(event)],)).fetchall())
+    # No moment at -infinity: the fact falls back to its created_at, the event to now.
+    assert remembered[str(since_always)] == created_at.replace(tzinfo=dt.UTC)
+    assert remembered[str(event)] > dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    records = dict(db.execute("SELECT source_key, record FROM import_records "
+                              "WHERE source_key = ANY(%s)",
+                              ([str(open_fact), str(since_always)],)).fetchall())
+    assert records[str(open_fact)]["valid_to"] == "infinity"
+    assert records[str(since_always)]["valid_from"] == "-infinity"
 
 
 def test_a_bad_url_is_named(ltm: LongTermMemory) -> None:

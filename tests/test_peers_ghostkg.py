@@ -183,7 +183,7 @@ def test_fsrs_retrievability_matches_the_documented_formula(tmp_path: Path) -> N
     as_of = dt.datetime(2025, 1, 20, tzinfo=dt.UTC)
     state = ghostkg_memory_state(path, as_of=as_of)
     assert len(state) == len(data["nodes"])
-    assert str(state["last_review"].dtype) == "datetime64[ns, UTC]"
+    assert str(state["last_review"].dtype) == "datetime64[us, UTC]"
     w20 = 0.1542
     factor = 0.9 ** (-1 / w20) - 1
     for owner, entity, stability, _d, reviewed, *_ in data["nodes"]:
@@ -198,6 +198,12 @@ def test_fsrs_retrievability_matches_the_documented_formula(tmp_path: Path) -> N
     # Weakest first.
     known = state["retrievability"].dropna()
     assert known.is_monotonic_increasing
+    # A review dated past pandas' nanosecond range (2262) is read all the same.
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE nodes SET last_review = '3000-01-01 00:00:00' "
+                     "WHERE owner_id = ? AND id = ?", data["nodes"][0][:2])
+    later = ghostkg_memory_state(path, as_of=as_of)
+    assert (later["last_review"] == pd.Timestamp("3000-01-01", tz="UTC")).sum() == 1
 
     curves = ghostkg_retrievability_curves(path, days=40, owners="Alice")
     assert set(curves["owner_id"]) == {"Alice"}

@@ -159,8 +159,9 @@ class ImportSummary:
 # -- value conversion ----------------------------------------------------------------------
 
 def as_utc(value: Any) -> dt.datetime | None:
-    """A timestamp from a source column (SQLite text or a datetime) as aware UTC, or None."""
-    if value is None or value == "":
+    """A timestamp from a source column (SQLite text or a datetime) as aware UTC, or None
+    (also for PostgreSQL's ``infinity`` and ``-infinity``: no moment to remember at)."""
+    if value is None or value == "" or _infinity(value):
         return None
     if isinstance(value, str):
         try:
@@ -175,8 +176,20 @@ def as_utc(value: Any) -> dt.datetime | None:
     return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
 
 
+def _infinity(value: Any) -> str | None:
+    """``"infinity"`` or ``"-infinity"`` for the datetimes a source's infinities read as
+    (``store.timestamps``), else None."""
+    if isinstance(value, dt.datetime):
+        if value.replace(tzinfo=None) == dt.datetime.max:
+            return "infinity"
+        if value.replace(tzinfo=None) == dt.datetime.min:
+            return "-infinity"
+    return None
+
+
 def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON: timestamps in ISO 8601, UUIDs and decimals as text, vectors
+    """``value`` as plain JSON: timestamps in ISO 8601 (infinities as PostgreSQL writes
+    them), UUIDs and decimals as text, vectors
     as lists of floats, bytes as base64, non-finite floats as None."""
     if value is None or isinstance(value, (bool, int, str)):
         return value.replace("\x00", "") if isinstance(value, str) else value
@@ -185,7 +198,7 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return value.isoformat()
+        return _infinity(value) or value.isoformat()
     if isinstance(value, (uuid.UUID, decimal.Decimal)):
         return str(value)
     if isinstance(value, (bytes, bytearray, memoryview)):

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .._plotting import axes_or_new
-from ..frames import period_unit
+from ..frames import TIME_INFINITY, TIME_MINUS_INFINITY, period_unit, split_at_infinity
 from ..store import LongTermMemory
 from ..store.sources import postgres_source, read_frame, table_query
 from ..validation import validate_number, validate_timeframe
@@ -75,7 +75,8 @@ def _map_event(row: dict[str, Any]) -> SourceRow:
 def _map_fact(row: dict[str, Any]) -> SourceRow:
     return SourceRow(key=str(row["id"]), record=_record(row, "embedding"),
                      content=row.get("fact_text"), robot=row.get("agent_id"),
-                     remembered_at=as_utc(row.get("valid_from") or row.get("created_at")),
+                     remembered_at=(as_utc(row.get("valid_from"))
+                                    or as_utc(row.get("created_at"))),
                      tags=["arandu:fact", *_entity_tags(row.get("entity_key"))],
                      embedding=vector_or_none(row.get("embedding")),
                      reject=None if row.get("agent_id") else "no agent_id")
@@ -159,10 +160,10 @@ _VERSION_DTYPES = {
     "fact_id": "string", "agent_id": "string", "entity_key": "string",
     "entity_name": "string", "attribute_key": "string", "fact_text": "string",
     "supersedes_fact_id": "string", "chain_id": "string", "version": "int64",
-    "chain_length": "int64", "valid_from": "datetime64[ns, UTC]",
-    "valid_to": "datetime64[ns, UTC]", "invalidated_at": "datetime64[ns, UTC]",
+    "chain_length": "int64", "valid_from": "datetime64[us, UTC]",
+    "valid_to": "datetime64[us, UTC]", "invalidated_at": "datetime64[us, UTC]",
     "is_stale": "bool", "is_active": "bool", "confidence": "float64",
-    "times_retrieved": "int64", "last_confirmed_at": "datetime64[ns, UTC]",
+    "times_retrieved": "int64", "last_confirmed_at": "datetime64[us, UTC]",
 }
 
 
@@ -181,9 +182,10 @@ def arandu_fact_versions(source: Any) -> pd.DataFrame:
         ``fact_id``, ``agent_id``, ``entity_key``, ``entity_name``, ``attribute_key``,
         ``fact_text``, ``supersedes_fact_id``, ``chain_id`` (the root fact; string);
         ``version`` (int64, 1 = root), ``chain_length`` (int64); ``valid_from``, ``valid_to``,
-        ``invalidated_at``, ``last_confirmed_at`` (datetime64[ns, UTC]); ``is_stale``,
-        ``is_active`` (bool: no ``valid_to`` and not invalidated); ``confidence`` (float64);
-        ``times_retrieved`` (int64).
+        ``invalidated_at``, ``last_confirmed_at`` (datetime64[us, UTC]); ``is_stale``,
+        ``is_active`` (bool: ``valid_to`` NULL or ``infinity``, and not invalidated);
+        ``confidence`` (float64); ``times_retrieved`` (int64). ``infinity`` and
+        ``-infinity`` read as ``frames.TIME_INFINITY`` and ``frames.TIME_MINUS_INFINITY``.
     """
     return read_frame(source, "arandu_fact_versions", dtypes=_VERSION_DTYPES)
 
@@ -195,21 +197,26 @@ def arandu_entity_growth(source: Any, *, freq: str = "W") -> pd.DataFrame:
     -------
     pandas.DataFrame
         One row per (agent, period with facts): ``agent_id`` (string), ``period``
-        (datetime64[ns, UTC]), ``new_entities``, ``facts`` (int64: first seen / facts
+        (datetime64[us, UTC]), ``new_entities``, ``facts`` (int64: first seen / facts
         starting in the period), ``entities``, ``total_facts`` (int64: running totals).
+        Facts valid from ``-infinity`` or ``infinity`` fall in no period:
+        ``attrs["untimed_facts"]`` counts them.
     """
     unit, _ = period_unit(freq)
     raw = read_frame(source, "arandu_entity_growth", {"unit": unit},
                      dtypes={"agent_id": "string", "entity_key": "string",
-                             "period": "datetime64[ns, UTC]", "facts": "int64"})
+                             "period": "datetime64[us, UTC]", "facts": "int64"})
+    raw, untimed = split_at_infinity(raw)
     first = raw.groupby(["agent_id", "entity_key"])["period"].transform("min")
     raw["is_new"] = (raw["period"] == first).astype("int64")
     frame = (raw.groupby(["agent_id", "period"], as_index=False)
              .agg(new_entities=("is_new", "sum"), facts=("facts", "sum")))
     frame["entities"] = frame.groupby("agent_id")["new_entities"].cumsum()
     frame["total_facts"] = frame.groupby("agent_id")["facts"].cumsum()
-    return frame.astype({"agent_id": "string", "new_entities": "int64", "facts": "int64",
-                         "entities": "int64", "total_facts": "int64"})
+    frame = frame.astype({"agent_id": "string", "new_entities": "int64", "facts": "int64",
+                          "entities": "int64", "total_facts": "int64"})
+    frame.attrs["untimed_facts"] = int(untimed["facts"].sum())
+    return frame
 
 
 def arandu_stale_facts(source: Any, *, as_of: Any = None,
@@ -255,19 +262,22 @@ def plot_fact_timeline(df: pd.DataFrame, *, ax: Any = None, entity: str | None =
                        until: Any = None, limit: int = 20, **kwargs: Any) -> Any:
     """Validity intervals of fact versions (from :func:`arandu_fact_versions`), one row per
     chain, each version a bar from ``valid_from`` to ``valid_to`` (open ones to ``until``,
-    default the latest time in the frame); stale facts hatched."""
+    default the latest time in the frame); stale facts hatched. An end at ``infinity`` is
+    open too, and a start at ``-infinity`` is drawn from the earliest time in the frame."""
     ax = axes_or_new(ax, (9, 4.5))
     frame = df if entity is None else df[df["entity_key"] == entity]
     frame = frame.dropna(subset=["valid_from"])
-    end = pd.Timestamp(until, tz="UTC") if until is not None else \
-        pd.concat([frame["valid_from"], frame["valid_to"].dropna()]).max()
+    times = pd.concat([frame["valid_from"], frame["valid_to"].dropna()])
+    times = times[(times != TIME_INFINITY) & (times != TIME_MINUS_INFINITY)]
+    end = pd.Timestamp(until, tz="UTC") if until is not None else times.max()
+    begin = times.min()
     chains = list(dict.fromkeys(frame["chain_id"]))[:limit]
     import matplotlib.dates as mdates
 
     for y, chain in enumerate(chains):
         for _, fact in frame[frame["chain_id"] == chain].iterrows():
-            stop = fact["valid_to"] if pd.notna(fact["valid_to"]) else end
-            start_num = mdates.date2num(fact["valid_from"])
+            stop = _finite(fact["valid_to"], begin, end)
+            start_num = mdates.date2num(_finite(fact["valid_from"], begin, end))
             width = max(float(mdates.date2num(stop) - start_num), 0.05)
             ax.barh(y, width, left=start_num, height=0.6,
                     hatch="//" if fact["is_stale"] else None,
@@ -278,3 +288,11 @@ def plot_fact_timeline(df: pd.DataFrame, *, ax: Any = None, entity: str | None =
     ax.xaxis_date()
     ax.set_xlabel("validity (colour: version)")
     return ax
+
+
+def _finite(time: Any, begin: Any, end: Any) -> Any:
+    """``time``, or where a bar is drawn for an open or infinite one: ``end`` for NaT and
+    ``infinity``, ``begin`` for ``-infinity``."""
+    if pd.isna(time) or time == TIME_INFINITY:
+        return end
+    return begin if time == TIME_MINUS_INFINITY else time

@@ -149,7 +149,7 @@ def import_ghostkg(sqlite_path: str | os.PathLike[str], store: LongTermMemory, *
 
 _STATE_DTYPES = {"owner_id": "string", "entity": "string", "stability": "float64",
                  "difficulty": "float64", "reps": "int64", "state": "int64",
-                 "last_review": "datetime64[ns, UTC]", "elapsed_days": "float64",
+                 "last_review": "datetime64[us, UTC]", "elapsed_days": "float64",
                  "retrievability": "float64"}
 
 
@@ -171,7 +171,7 @@ def ghostkg_memory_state(sqlite_path: Any, *, as_of: Any = None,
     pandas.DataFrame
         One row per (agent, entity), weakest memory first: ``owner_id``, ``entity``
         (string), ``stability`` (float64, days), ``difficulty`` (float64), ``reps``,
-        ``state`` (int64), ``last_review`` (datetime64[ns, UTC]), ``elapsed_days``
+        ``state`` (int64), ``last_review`` (datetime64[us, UTC]), ``elapsed_days``
         (float64: days from last review to ``as_of``) and ``retrievability`` (float64, NaN
         for new entities with stability 0 or no review).
     """

@@ -183,7 +183,7 @@ def _executions(source: Any) -> pd.DataFrame:
     return read_frame(source, "seaf_executions", dtypes={
         "session_id": "string", "execution_order": "int64", "tool_name": "string",
         "success": "bool", "execution_time_ms": "float64",
-        "executed_at": "datetime64[ns, UTC]"})
+        "executed_at": "datetime64[us, UTC]"})
 
 
 def _count_ngrams(executions: pd.DataFrame, lengths: range) -> pd.DataFrame:

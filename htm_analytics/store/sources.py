@@ -26,6 +26,7 @@ from ..frames import coerce_frame
 from ._errors import translate_database_error
 from .connection import mask_url
 from .memory import LongTermMemory
+from .timestamps import register_infinite_timestamps
 
 __all__ = [
     "load_peer_query",
@@ -99,6 +100,7 @@ def postgres_source(source: str | LongTermMemory, *, field: str = "url"
             conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
             # Periods and timestamps are computed in UTC, as everywhere in this package.
             conn.execute("SELECT set_config('TimeZone', 'UTC', true)")
+            register_infinite_timestamps(conn)  # a bitemporal "open" end is often infinity
             if conn.execute("SELECT 1 FROM pg_type WHERE typname = 'vector'").fetchone():
                 register_vector(conn)
             yield conn

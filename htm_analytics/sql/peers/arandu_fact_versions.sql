@@ -15,7 +15,8 @@ SELECT f.id::text AS fact_id, f.agent_id, f.entity_key, f.entity_name, f.attribu
        f.valid_from AT TIME ZONE 'UTC' AS valid_from, f.valid_to AT TIME ZONE 'UTC' AS valid_to,
        f.invalidated_at AT TIME ZONE 'UTC' AS invalidated_at,
        coalesce(f.is_stale, false) AS is_stale,
-       (f.valid_to IS NULL AND f.invalidated_at IS NULL) AS is_active,
+       -- An open validity interval ends at NULL, or at infinity for some writers.
+       (coalesce(f.valid_to = 'infinity', true) AND f.invalidated_at IS NULL) AS is_active,
        f.confidence, coalesce(f.times_retrieved, 0) AS times_retrieved,
        f.last_confirmed_at AT TIME ZONE 'UTC' AS last_confirmed_at
 FROM memory_facts f JOIN chain c ON c.id = f.id
