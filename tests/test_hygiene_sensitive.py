@@ -8,10 +8,11 @@ from typing import Any
 
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from htm_analytics import HTMError, LongTermMemory, ValidationError
-from htm_analytics.analysis import sensitive_memories
+from htm_analytics.analysis import sensitive, sensitive_memories
 from htm_analytics.analysis.sensitive import find_sensitive, kinds_found
 from htm_analytics.analysis.worker_pool import ordered_map
 from tests.test_hostile_input import FAST, anything
@@ -120,6 +121,36 @@ def test_a_url_password_is_one_credential_not_an_email() -> None:
     findings = find_sensitive("see https://admin:pw123456@example.com/path")
     assert [(f.kind, f.detector) for f in findings] == [("credential",
                                                          "Basic Auth Credentials")]
+
+
+def _plugin_patterns() -> list[Any]:
+    """Every detect-secrets plugin's patterns, as the scan runs them."""
+    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.keyword import QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP
+
+    return [pytest.param(plugin.secret_type, pattern, id=f"{plugin.secret_type}-{i}")
+            for plugin in sensitive._secret_plugins()
+            for i, pattern in enumerate(plugin.denylist if isinstance(plugin, RegexBasedDetector)
+                                        else QUOTES_REQUIRED_DENYLIST_REGEX_TO_GROUP)]
+
+
+def test_every_plugin_has_a_gate() -> None:
+    types = {plugin.secret_type for plugin in sensitive._secret_plugins()}
+    assert all(sensitive._gate(t) is not None for t in types)
+
+
+@pytest.mark.parametrize(("secret_type", "pattern"), _plugin_patterns())
+@settings(max_examples=15, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(data=st.data())
+def test_a_gate_admits_every_match_of_its_plugin(secret_type: str, pattern: Any,
+                                                 data: st.DataObject) -> None:
+    """A text that a plugin's pattern matches (generated from the pattern itself, case
+    variants included) passes the plugin's gate: the gates skip only work, never a find."""
+    text = data.draw(st.from_regex(pattern))
+    assert pattern.search(text)
+    gate = sensitive._gate(secret_type)
+    assert gate is not None and gate.admits(text, text.casefold())
 
 
 def test_kinds_found_are_counted_in_words() -> None:

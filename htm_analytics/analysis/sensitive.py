@@ -58,16 +58,67 @@ _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}\b")
 _EXCERPT_CONTEXT = 30
 _PARALLEL_FROM = 20_000  # memories read from which worker processes repay their start
 _BATCH_ROWS = 5_000  # memories per batch read, and per task of a worker
-# Text each slow plugin's patterns cannot match without (a substring every match contains),
-# checked first: the assignment-style patterns (``password = "..."``, ``cloudant_key: ...``)
-# cost far more than the rest together and need one of these words.
-_ASSIGNMENT_WORDS = re.compile(r"key|pw|pass|token|secret|contrase|cloudant|softlayer",
-                               re.IGNORECASE)
-_GATES = {"Secret Keyword": _ASSIGNMENT_WORDS, "Cloudant Credentials": _ASSIGNMENT_WORDS,
-          "IBM COS HMAC Credentials": _ASSIGNMENT_WORDS, "IBM Cloud IAM Key": _ASSIGNMENT_WORDS,
-          "SoftLayer Credentials": _ASSIGNMENT_WORDS,
-          "Artifactory Credentials": re.compile("AKC|AP"),
-          "Mailchimp Access Key": re.compile("-us"), "Telegram Bot Token": re.compile(":")}
+
+
+@dataclass(frozen=True)
+class _Gate:
+    """Substrings of which every match of a plugin's patterns contains one: ``exact`` ones
+    as written, ``folded`` ones in the case-folded text (for patterns that ignore case), and
+    one of ``also``, when given, as written. A text without them is not scanned by the
+    plugin: a substring test costs a few microseconds where a pattern may cost a hundred."""
+
+    exact: tuple[str, ...] = ()
+    folded: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()
+
+    def admits(self, text: str, folded: str) -> bool:
+        return ((any(word in text for word in self.exact)
+                 or any(word in folded for word in self.folded))
+                and (not self.also or any(word in text for word in self.also)))
+
+
+# Most assignment-style patterns (``cloudant_key: ...``) need one of these words: they cost
+# far more than the other patterns together. A plugin without a gate (one added by a later
+# detect-secrets) scans every text. tests/test_hygiene_sensitive.py checks each gate against
+# strings generated from the plugin's own patterns.
+_ASSIGNMENT = _Gate(folded=("key", "pw", "pass", "token", "secret", "contrase", "cloudant",
+                            "softlayer"))
+_GATES = {
+    "Cloudant Credentials": _ASSIGNMENT, "IBM Cloud IAM Key": _ASSIGNMENT,
+    "SoftLayer Credentials": _ASSIGNMENT, "IBM COS HMAC Credentials": _Gate(folded=("secret",)),
+    "AWS Access Key": _Gate(exact=("A3T", "ABIA", "ACCA", "AKIA", "ASIA"), folded=("aws",)),
+    "Artifactory Credentials": _Gate(exact=("AKC", "AP")),
+    "Azure Storage Account access key": _Gate(exact=("AccountKey=",)),
+    "Basic Auth Credentials": _Gate(exact=("://",)),
+    "Discord Bot Token": _Gate(exact=(".",)),
+    "GitHub Token": _Gate(exact=("gh",)),
+    "GitLab Token": _Gate(exact=("gl", "GR1348941")),
+    "JSON Web Token": _Gate(exact=("eyJ",)),
+    "Mailchimp Access Key": _Gate(exact=("-us",)),
+    "NPM tokens": _Gate(exact=(":_authToken=",)),
+    "OpenAI Token": _Gate(exact=("T3BlbkFJ",)),
+    "Private Key": _Gate(exact=("PRIVATE KEY", "PuTTY-User-Key-File-2")),
+    "PyPI Token": _Gate(exact=("pypi-Ag",)),
+    "SendGrid API Key": _Gate(exact=("SG.",)),
+    "Slack Token": _Gate(folded=("xox", "hooks.slack.com")),
+    "Square OAuth Secret": _Gate(exact=("sq0csp-",)),
+    "Stripe Access Key": _Gate(exact=("k_live_",)),
+    "Telegram Bot Token": _Gate(exact=(":",)),
+    "Twilio API Key": _Gate(exact=("AC", "SK")),
+}
+
+
+@functools.cache
+def _gate(secret_type: str) -> _Gate | None:
+    """The gate of a plugin; the keyword plugin's needs one of its words (``api_?key``,
+    ``password``...) and a quote."""
+    if secret_type != "Secret Keyword":
+        return _GATES.get(secret_type)
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    words = {variant.casefold() for word in DENYLIST
+             for variant in (word.replace("_?", "_"), word.replace("_?", ""))}
+    return _Gate(folded=tuple(sorted(words)), also=("'", '"', "`"))
 
 
 @dataclass(frozen=True)
@@ -95,9 +146,10 @@ def _secret_plugins() -> tuple[Any, ...]:
 def _credential_findings(text: str) -> Iterator[Finding]:
     from detect_secrets.plugins.base import RegexBasedDetector
 
+    folded = text.casefold()
     for plugin in _secret_plugins():
-        gate = _GATES.get(plugin.secret_type)
-        if gate is not None and not gate.search(text):
+        gate = _gate(plugin.secret_type)
+        if gate is not None and not gate.admits(text, folded):
             continue
         if isinstance(plugin, RegexBasedDetector):
             # The whole match: some patterns capture only a token's prefix. A match counts
