@@ -189,8 +189,8 @@ def _infinity(value: Any) -> str | None:
 
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON: timestamps in ISO 8601 (infinities as PostgreSQL writes
-    them), UUIDs and decimals as text, vectors
-    as lists of floats, bytes as base64, non-finite floats as None."""
+    them), UUIDs and decimals as text, vectors as lists of floats, bytes as base64,
+    non-finite floats as None."""
     if value is None or isinstance(value, (bool, int, str)):
         return value.replace("\x00", "") if isinstance(value, str) else value
     if isinstance(value, float):
