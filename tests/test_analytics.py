@@ -634,6 +634,41 @@ def test_export_snapshot_refuses_to_overwrite(store: LongTermMemory, tmp_path: P
         Snapshot(tmp_path / "missing.duckdb")
 
 
+def test_overwrite_replaces_only_a_snapshot(store: LongTermMemory, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """overwrite=True replaces an earlier snapshot; a folder or file of anything else, or
+    the current folder, is refused before any work and left as it was."""
+    folder = tmp_path / "parquet"
+    export_snapshot(store, folder)
+    export_snapshot(store, folder, overwrite=True)
+    assert (folder / "snapshot_info.parquet").is_file()
+    documents = tmp_path / "docs"
+    documents.mkdir()
+    (documents / "precious.txt").write_text("keep me")
+    other = tmp_path / "other.duckdb"
+    other.write_bytes(b"not a database")
+    (folder / "notes.txt").write_text("mine")
+    (tmp_path / "empty").mkdir()
+    export_snapshot(store, tmp_path / "empty", overwrite=True)
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "nodes.parquet").write_bytes(b"")
+    for target, why in ((documents, "not a snapshot's"), (folder, "not a snapshot's"),
+                        (tmp_path / "odd", "no snapshot_info"),
+                        (other, "not a snapshot"), (tmp_path / "docs" / "precious.txt",
+                                                    "not a folder")):
+        with pytest.raises(ValidationError, match=why) as refused:
+            export_snapshot(store, target, overwrite=True)
+        assert refused.value.field == "path"
+    assert (documents / "precious.txt").read_text() == "keep me"
+    assert other.read_bytes() == b"not a database"
+    assert (folder / "notes.txt").read_text() == "mine"
+    monkeypatch.chdir(folder)
+    (folder / "notes.txt").unlink()
+    with pytest.raises(ValidationError, match="current folder"):
+        export_snapshot(store, ".", overwrite=True)
+    assert (folder / "snapshot_info.parquet").is_file()
+
+
 def test_failed_export_leaves_nothing(memory_url: str, tmp_path: Path) -> None:
     closed = LongTermMemory(memory_url)
     closed.close()

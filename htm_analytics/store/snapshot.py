@@ -66,6 +66,9 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
         folder that receives one ``<table>.parquet`` per table.
     overwrite : bool
         Replace an existing snapshot at ``path``; otherwise an existing path is an error.
+        Only a snapshot is replaced: a DuckDB file with a ``snapshot_info`` table, or a
+        folder holding the snapshot's Parquet files and nothing else, or an empty one (never
+        the current folder or one above it).
 
     Returns
     -------
@@ -76,8 +79,14 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
     as_database = target.suffix in (".duckdb", ".db")
     if target.exists() and not overwrite:
         raise ValidationError(f"{target} exists; pass overwrite=True to replace it", field="path")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    if target.exists():
+        _check_replaceable(target, as_database)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    except OSError as exc:
+        raise ValidationError(f"cannot write in {target.parent}: {exc.strerror or exc}",
+                              field="path") from None
     try:
         # A file even for Parquet, and a bounded buffer: DuckDB writes pages out instead of
         # holding the whole memory (its default limit is most of the machine's RAM).
@@ -158,6 +167,33 @@ def write_parquet(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     with duckdb.connect() as con:
         con.register("frame", frame)
         con.table("frame").to_parquet(str(path))
+
+
+def _check_replaceable(target: Path, as_database: bool) -> None:
+    """Refuse (naming ``path``) to replace what is not a snapshot of this kind."""
+    def refuse(why: str) -> ValidationError:
+        return ValidationError(f"{target} {why}; only a snapshot is replaced: give a new "
+                               "path, or remove it yourself", field="path")
+
+    if as_database:
+        if not target.is_file():
+            raise refuse("is not a file")
+        try:
+            with duckdb.connect(str(target), read_only=True) as con:
+                con.execute("SELECT count(*) FROM snapshot_info").fetchone()
+        except duckdb.Error:
+            raise refuse("is not a snapshot (no snapshot_info table)") from None
+        return
+    if not target.is_dir():
+        raise refuse("is not a folder")
+    here = Path.cwd().resolve()
+    if target.resolve() in (here, *here.parents):
+        raise refuse("is the current folder or holds it")
+    names = {entry.name for entry in target.iterdir()}
+    expected = {f"{table}.parquet" for table in _TABLES}
+    if names and ("snapshot_info.parquet" not in names or not names <= expected):
+        raise refuse("holds files that are not a snapshot's" if names - expected else
+                     "is not a snapshot (no snapshot_info.parquet)")
 
 
 def _replace(source: Path, target: Path) -> None:
