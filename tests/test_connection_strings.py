@@ -43,6 +43,12 @@ def test_no_part_of_a_password_reaches_a_message(password: str, user: str) -> No
     keywords = f"host=localhost user={user} password={password} dbname=htm"
     message = _message(keywords)
     assert message is None or not any(c in message for c in MARKERS), message
+    # A URL whose scheme is mistyped is no URL to libpq, which quotes it whole.
+    for mistyped in (f"postgresql//{user}:{password}@localhost/htm",
+                     f"{user}:{password}@localhost/htm", f"//{user}:{password}@localhost/htm",
+                     f"postgresql:/{user}:{password}@localhost/htm"):
+        message = _message(mistyped)
+        assert message is None or not any(c in message for c in MARKERS), message
 
 
 @settings(max_examples=200, deadline=None)
@@ -93,3 +99,21 @@ def test_the_database_line_never_shows_a_malformed_url(url: str) -> None:
     assert isinstance(result.exception, ValidationError)
     assert "ж" not in result.output + str(result.exception)
     assert "database:" not in result.output  # refused before it is named
+
+
+def test_an_unknown_option_is_named() -> None:
+    message = _message("host=localhost dbnme=htm")
+    assert message is not None and 'invalid connection option "dbnme"' in message
+
+
+def test_a_history_database_that_fails_keeps_its_password_out(tmp_path) -> None:
+    from click.testing import CliRunner
+
+    from htm_analytics.cli import cli
+
+    url = "postgresql://alice:Secr3tжPw@localhost:1/nonexistent"
+    for command in (["collect", "--history-schema", "h", "--history-db", url],
+                    ["history", "--history-schema", "h", "--history-db", url]):
+        result = CliRunner().invoke(cli, ["--db", url.replace("nonexistent", "x"), *command])
+        shown = result.output + str(result.exception)
+        assert result.exit_code != 0 and "Secr3t" not in shown and "ж" not in shown, shown

@@ -12,6 +12,7 @@ from ..errors import (
     QueryTimeoutError,
     SchemaError,
 )
+from .connection import mask_secrets, mask_url
 
 __all__ = ["translate_database_error"]
 
@@ -25,7 +26,7 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
     exc : psycopg.Error
         The driver error.
     url : str, optional
-        The masked connection URL, quoted in connection errors.
+        The connection URL, quoted (its password masked) in connection errors.
     query_timeout : float, optional
         The store's ``query_timeout`` (ms), quoted when a statement ran past it.
 
@@ -36,6 +37,8 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
     """
     sqlstate = getattr(exc, "sqlstate", None)
     message = str(exc).strip() or type(exc).__name__
+    if url:
+        message, url = mask_secrets(message, url), mask_url(url)
     result: HTMError
     if isinstance(exc, pg_errors.QueryCanceled):
         limit = ("the statement timeout" if query_timeout is None else

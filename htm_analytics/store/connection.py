@@ -300,6 +300,17 @@ def _url_syntax_error(url: str) -> str | None:
     return None
 
 
+_UNKNOWN_OPTION = re.compile(r'invalid connection option "[A-Za-z_]+"')
+
+
+def _what_libpq_said(message: str) -> str:
+    """`` (libpq's message)`` when it names an unknown option, else nothing: libpq quotes
+    the text it could not parse, and without a URL's scheme a password cannot be told
+    apart from it ("user:secret@host", "postgresql//user:secret@host")."""
+    named = _UNKNOWN_OPTION.fullmatch(message)
+    return f" ({named[0]})" if named else ""
+
+
 def _url_secrets(url: str) -> list[str]:
     """The password of a connection string libpq accepts, as written and decoded."""
     try:
@@ -337,12 +348,10 @@ def _checked(url: str, source: str) -> str:
                 else f"{url}: {str(exc).strip()}"
             raise ValidationError(f"not a valid PostgreSQL URL ({detail}); "
                                   f"{PERCENT_ENCODING_HINT}", field=source) from None
-        if has_password:
-            raise ValidationError(
-                "not a valid connection string: write it as a URL (postgresql://...) or as "
-                "libpq keywords (host=... dbname=... user=...), single-quoting a value with "
-                "spaces or quotes and escaping ' and \\ in it with a backslash",
-                field=source) from None
-        raise ValidationError(f"not a valid connection string: {str(exc).strip()}",
-                              field=source) from None
+        detail = "" if has_password else _what_libpq_said(str(exc).strip())
+        raise ValidationError(
+            f"not a valid connection string{detail}: write it as a URL (postgresql://...) or "
+            "as libpq keywords (host=... dbname=... user=...), single-quoting a value with "
+            "spaces or quotes and escaping ' and \\ in it with a backslash",
+            field=source) from None
     return url
