@@ -176,7 +176,9 @@ def validate_ids(values: Any, *, field: str) -> list[int]:
     return [validate_id(v, field=field) for v in values]
 
 
-def _as_utc(value: Any, field: str) -> dt.datetime:
+def _as_utc(value: Any, field: str, *, end: bool = False) -> dt.datetime:
+    """``value`` as an aware UTC datetime; a date is its first moment, or its last when it
+    ends a range (``end``), so that a range ending on a day holds that whole day."""
     if value is None or type(value).__name__ == "NaTType":
         raise ValidationError("must be a datetime or date, got a missing value", field=field)
     if hasattr(value, "to_pydatetime"):  # pandas.Timestamp
@@ -186,7 +188,8 @@ def _as_utc(value: Any, field: str) -> dt.datetime:
             return (value.astimezone(dt.UTC) if value.tzinfo
                     else value.replace(tzinfo=dt.UTC))
         if isinstance(value, dt.date):
-            return dt.datetime.combine(value, dt.time.min, tzinfo=dt.UTC)
+            return dt.datetime.combine(value, dt.time.max if end else dt.time.min,
+                                       tzinfo=dt.UTC)
     except (OverflowError, ValueError) as exc:  # a UTC offset past year 1 or 9999
         raise ValidationError(f"{value!r} is out of range in UTC ({exc})", field=field) from None
     raise ValidationError(
@@ -272,7 +275,7 @@ def validate_timeframe(
     """Return ``(start, end)`` as aware datetimes (naive ones are taken as UTC), or None.
 
     Accepts None or a ``(start, end)`` pair of datetimes/dates with ``start <= end``. Both ends
-    are inclusive, as SQL ``BETWEEN`` is.
+    are inclusive, as SQL ``BETWEEN`` is; a date ending the range includes that whole day.
     """
     if timeframe is None:
         return None
@@ -281,7 +284,7 @@ def validate_timeframe(
         raise ValidationError(
             "must be None or a (start, end) pair of datetimes", field=field
         )
-    start, end = (_as_utc(v, field) for v in timeframe)
+    start, end = _as_utc(timeframe[0], field), _as_utc(timeframe[1], field, end=True)
     if start > end:
         raise ValidationError(f"start {start.isoformat()} is after end {end.isoformat()}",
                               field=field)

@@ -120,6 +120,15 @@ def test_analysis_commands(memory_url: str, tmp_path: Path) -> None:
     recent = json.loads(run("trends", "--freq", "D", "--since", "2026-06-20",
                             "--until", "2026-06-30", "--json"))
     assert recent and all(row["period"] >= "2026-06-20" for row in recent)
+    # A date ending the range holds that whole day, alone or with --since on the same day.
+    day = max(recent, key=lambda row: row["period"])["period"][:10]
+    alone = json.loads(run("trends", "--freq", "D", "--since", day, "--until", day, "--json"))
+    assert [row["period"][:10] for row in alone] == [day]
+    assert alone[0]["remembers"] == next(r["remembers"] for r in recent
+                                         if r["period"].startswith(day))
+    noon = json.loads(run("trends", "--freq", "D", "--since", day,
+                          "--until", f"{day} 00:00:00", "--json"))
+    assert sum(row["remembers"] for row in noon) < alone[0]["remembers"]
     assert "shared_fraction" in run("robots")
     assert "jaccard" in run("robots", "--overlap", "--csv")
     assert "snapshot written to" in run("snapshot", str(tmp_path / "m.duckdb"))

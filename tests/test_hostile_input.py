@@ -447,6 +447,19 @@ def test_timeframes_past_the_calendar_are_rejected():
         assert info.value.field == "timeframe"
 
 
+def test_a_range_ending_on_a_date_holds_that_day():
+    import datetime as dt
+
+    from htm_analytics.validation import validate_timeframe
+
+    day = dt.date(2026, 10, 31)
+    start, end = validate_timeframe((day, day))
+    assert start == dt.datetime(2026, 10, 31, tzinfo=dt.UTC)
+    assert end == dt.datetime(2026, 10, 31, 23, 59, 59, 999999, tzinfo=dt.UTC)
+    noon = dt.datetime(2026, 10, 31, 12)
+    assert validate_timeframe((day, noon))[1] == noon.replace(tzinfo=dt.UTC)
+
+
 def test_suspicious_vectors_are_rejected_not_scored(store):
     for vector in ([1e-30, 1e-30], [1e30, 1e30], [10**400, 1], [1e-50, 0.0],
                    [[0.1], [0.2, 0.3]], ["a", "b"]):

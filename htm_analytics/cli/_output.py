@@ -14,8 +14,8 @@ import click
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["output_options", "scope_options", "workers_option", "emit", "emit_document",
-           "explain_empty", "human_bytes"]
+__all__ = ["DateOrTime", "output_options", "scope_options", "workers_option", "emit",
+           "emit_document", "explain_empty", "human_bytes"]
 
 
 _JSON_ROWS = "Print one JSON document (an array of objects, one per row)."
@@ -43,13 +43,23 @@ def output_options(command: Callable[..., Any] | None = None, *,
     return decorate if command is None else decorate(command)
 
 
+class DateOrTime(click.DateTime):
+    """A date (``2026-10-31``, kept as a ``datetime.date``: a range ending on it holds the
+    whole day) or a date and time."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        when = super().convert(value, param, ctx)
+        return when.date() if isinstance(value, str) and len(value.strip()) == 10 else when
+
+
 def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Shared ``--since/--until/--robot`` options, passed on as ``timeframe`` and ``robots``."""
 
-    @click.option("--since", type=click.DateTime(), default=None,
+    @click.option("--since", type=DateOrTime(), default=None,
                   help="Only from this date or time (UTC).")
-    @click.option("--until", type=click.DateTime(), default=None,
-                  help="Only up to this date or time (UTC, inclusive).")
+    @click.option("--until", type=DateOrTime(), default=None,
+                  help="Only up to this date (the whole day) or time (UTC, inclusive).")
     @click.option("--robot", "robots", multiple=True, help="Only this robot (repeatable).")
     @functools.wraps(command)
     def wrapper(*args: Any, since: Any, until: Any, robots: tuple[str, ...],
