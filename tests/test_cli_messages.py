@@ -158,6 +158,15 @@ def test_an_unknown_robot_gets_a_hint(memory_url: str) -> None:
     assert result.exit_code == 0, result.output
     assert "(no rows)" in result.stdout
     assert "no robot named 'nobody'" in result.stderr and "coder" in result.stderr
+    # Whether or not anything is left, and for every command scoped by robot.
+    mixed = CliRunner().invoke(cli, ["--db", memory_url, "robots", "--robot", "coder",
+                                     "--robot", "nosuch"])
+    assert mixed.exit_code == 0 and "coder" in mixed.stdout
+    assert "no robot named 'nosuch'" in mixed.stderr and "'coder'" not in mixed.stderr
+    for command in (["hygiene", "--check", "sensitive"], ["hygiene", "stale"], ["tag-tree"]):
+        scoped = CliRunner().invoke(cli, ["--db", memory_url, *command, "--robot", "Coder"])
+        assert scoped.exit_code == 0, scoped.output
+        assert "no robot named 'Coder'" in scoped.stderr, command
 
 
 def test_snapshot_options_and_paths_agree(ltm: LongTermMemory, database_url: str,

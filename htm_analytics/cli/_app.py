@@ -15,7 +15,6 @@ from ._database import DEMO_DATABASE, choose_database, open_store, say_database,
 from ._output import (
     emit,
     emit_document,
-    explain_empty,
     output_options,
     scope_options,
     workers_option,
@@ -330,7 +329,6 @@ def tags(ctx: click.Context, fmt: str, **options: Any) -> None:
 
     with _open_store(ctx, init_schema=False) as store:
         frame = tag_cooccurrence(store, **options)
-        explain_empty(frame, store, options["robots"])
     emit(frame, fmt)
 
 
@@ -346,7 +344,6 @@ def tag_tree(ctx: click.Context, fmt: str, max_depth: int | None, **options: Any
 
     with _open_store(ctx, init_schema=False) as store:
         frame = tag_hierarchy(store, **options)
-        explain_empty(frame, store, options["robots"])
     if max_depth is not None:
         frame = frame[frame["depth"] <= max_depth]
     emit(frame, fmt)
@@ -368,7 +365,6 @@ def trends(ctx: click.Context, fmt: str, **options: Any) -> None:
 
     with _open_store(ctx, init_schema=False) as store:
         frame = remember_trends(store, **options)
-        explain_empty(frame, store, options["robots"])
     if not frame.attrs.get("exact", True):
         click.echo("note: " + frame.attrs.get("reason", "history approximated from "
                                               "first/last remember times"), err=True)
@@ -386,7 +382,6 @@ def robots(ctx: click.Context, fmt: str, overlap: bool, **options: Any) -> None:
 
     with _open_store(ctx, init_schema=False) as store:
         frame = (robot_overlap if overlap else robot_activity)(store, **options)
-        explain_empty(frame, store, options["robots"])
     emit(frame, fmt)
 
 

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ._output import ROBOTS_KEY, note_unknown_robots
+
 if TYPE_CHECKING:
     from ..store import LongTermMemory
 
@@ -81,7 +83,9 @@ def open_store(ctx: click.Context, **options: Any) -> LongTermMemory:
 
     url, why = choose_database(ctx)
     say_database(url, why)
-    return LongTermMemory(url, cache_size=0, **store_options(ctx), **options)
+    store = LongTermMemory(url, cache_size=0, **store_options(ctx), **options)
+    note_unknown_robots(store, ctx.meta.get(ROBOTS_KEY))
+    return store
 
 
 def open_target(ctx: click.Context, *, needs: tuple[str, ...] = _IMPORT_NEEDS,

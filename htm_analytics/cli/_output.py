@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["DateOrTime", "output_options", "scope_options", "workers_option", "emit",
-           "emit_document", "explain_empty", "human_bytes"]
+           "emit_document", "human_bytes", "note_unknown_robots", "ROBOTS_KEY"]
 
 
 _JSON_ROWS = "Print one JSON document (an array of objects, one per row)."
@@ -53,6 +53,9 @@ class DateOrTime(click.DateTime):
         return when.date() if isinstance(value, str) and len(value.strip()) == 10 else when
 
 
+ROBOTS_KEY = "htm_analytics.robots"  # the --robot names, in the click context's meta
+
+
 def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Shared ``--since/--until/--robot`` options, passed on as ``timeframe`` and ``robots``."""
 
@@ -64,6 +67,8 @@ def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(command)
     def wrapper(*args: Any, since: Any, until: Any, robots: tuple[str, ...],
                 **kwargs: Any) -> Any:
+        # open_store checks them once the database is known: see note_unknown_robots.
+        click.get_current_context().meta[ROBOTS_KEY] = list(robots)
         timeframe = None
         if since or until:
             timeframe = (since or dt.datetime(1, 1, 2), until or dt.datetime(9999, 12, 30))
@@ -139,16 +144,14 @@ def emit_document(document: dict[str, Any]) -> None:
     click.echo(json.dumps(plain(document), indent=2, default=str))
 
 
-def explain_empty(frame: pd.DataFrame, store: Any, robots: list[str] | None) -> None:
-    """When ``--robot`` filtered everything away because no robot has that name, say so
-    (on stderr) with the names there are."""
-    if len(frame) or not robots:
+def note_unknown_robots(store: Any, robots: list[str] | None) -> None:
+    """Say (on stderr) which of the ``--robot`` names no robot has, with the names there
+    are: a check scoped to a mistyped name would otherwise report on no memory at all."""
+    if not robots:
         return
-    from ..analysis.robots import robot_activity
-
-    known = robot_activity(store)["robot"].astype(str).tolist()
-    unknown = [name for name in robots if name not in known]
+    unknown = [name for name in dict.fromkeys(robots) if name not in store.robot_ids(robots)]
     if unknown:
+        known = store.robot_names()
         shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")
         click.echo(f"note: no robot named {', '.join(map(repr, unknown))} in this database; "
                    f"robots here: {shown or 'none'}", err=True)

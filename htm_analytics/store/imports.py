@@ -127,6 +127,10 @@ class ImportsMixin(StoreBase):
                               WHERE name = ANY(%s::text[]) GROUP BY name""", (wanted,))
         return {r["name"]: int(r["id"]) for r in rows}
 
+    def robot_names(self) -> list[str]:
+        """Every robot's name, in order."""
+        return [r["name"] for r in self._fetch("SELECT DISTINCT name FROM robots ORDER BY name")]
+
     @contextmanager
     def read_only_connection(self) -> Iterator[psycopg.Connection[Any]]:
         """A pooled connection inside one read-only transaction, for analyses of other
