@@ -13,6 +13,7 @@ from .._docs import share_docs
 from .._plotting import axes_or_new
 from ..errors import ValidationError
 from ..frames import MemorySource, period_unit, scope_params, split_at_infinity
+from ..store.file_paths import output_path, writing
 from ..validation import validate_positive_int
 from .cooccurrence import COOCCURRENCE_DTYPES, cooccurrence_counts
 
@@ -164,11 +165,10 @@ def write_tag_graph(graph: nx.Graph, path: str | os.PathLike[str]) -> Path:
     """Write a :func:`tag_graph` as GraphML (``.graphml``) or GEXF (``.gexf``, for Gephi)."""
     import networkx as nx
 
-    target = Path(path)
     writers = {".graphml": nx.write_graphml, ".gexf": nx.write_gexf}
-    if target.suffix not in writers:
-        raise ValidationError("must end in .graphml or .gexf", field="path")
-    writers[target.suffix](graph, target)
+    target = output_path(path, field="path", suffixes=tuple(writers))
+    with writing(target, field="path"):
+        writers[target.suffix.lower()](graph, target)
     return target
 
 

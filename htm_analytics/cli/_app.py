@@ -13,6 +13,7 @@ import click
 
 from ._database import DEMO_DATABASE, choose_database, open_store, say_database, store_options
 from ._output import (
+    checked_output,
     emit,
     emit_document,
     output_options,
@@ -155,6 +156,9 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
             and not out.lower().endswith(expected):
         raise click.BadParameter(f"{out} does not match --format {report_format}; use a "
                                  f"{expected[0]} name", param_hint="--out")
+    checked_output(out, "--out")  # before the report's work, not after it
+    if data_dir:
+        checked_output(data_dir, "--data-dir", folder=True)
     conversations = None
     if conversations_path:
         try:
@@ -413,7 +417,10 @@ def main() -> None:
     """Entry point: run the CLI, turning library errors into one clear line and exit code 1."""
     try:
         code = cli(standalone_mode=False)  # a gate's ctx.exit(code) comes back as the value
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if exc.__cause__ is None:  # a question answered no (click turns Ctrl-C into Abort too)
+            click.echo("not confirmed: nothing was changed", err=True)
+            sys.exit(1)
         click.echo("interrupted", err=True)  # Ctrl-C
         sys.exit(130)
     except click.ClickException as exc:

@@ -7,6 +7,7 @@ import functools
 import json
 import shutil
 from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -14,8 +15,9 @@ import click
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DateOrTime", "output_options", "scope_options", "workers_option", "emit",
-           "emit_document", "human_bytes", "note_unknown_robots", "ROBOTS_KEY"]
+__all__ = ["CHART_SUFFIXES", "DateOrTime", "ROBOTS_KEY", "checked_output", "emit",
+           "emit_document", "human_bytes", "note_unknown_robots", "output_options",
+           "scope_options", "workers_option"]
 
 
 _JSON_ROWS = "Print one JSON document (an array of objects, one per row)."
@@ -142,6 +144,24 @@ def emit_document(document: dict[str, Any]) -> None:
         return value
 
     click.echo(json.dumps(plain(document), indent=2, default=str))
+
+
+CHART_SUFFIXES = (".png", ".svg", ".pdf")  # the chart files --plot writes
+
+
+def checked_output(path: str, option: str, *, folder: bool = False,
+                   suffixes: tuple[str, ...] = (), make_folder: bool = True) -> Path:
+    """Where ``option`` writes, checked before the command's work: a file (or, with
+    ``folder``, a folder) that can be written; else a usage error naming ``option``."""
+    from ..errors import ValidationError
+    from ..store.file_paths import output_path, writable_folder
+
+    try:
+        return writable_folder(path, field=option) if folder else \
+            output_path(path, field=option, suffixes=suffixes, make_folder=make_folder)
+    except ValidationError as exc:
+        raise click.BadParameter(str(exc).removeprefix(f"{option}: "),
+                                 param_hint=option) from None
 
 
 def note_unknown_robots(store: Any, robots: list[str] | None) -> None:

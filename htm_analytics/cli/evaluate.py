@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import click
 
 from ._app import _open_store, cli
-from ._output import emit, output_options
+from ._output import CHART_SUFFIXES, checked_output, emit, output_options
 
 __all__ = ["eval_group"]
 
@@ -56,7 +55,6 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str | None, k: int
 BENCHMARK_FORMATS = ("locomo", "longmemeval", "jsonl")
 EVALUATED_STRATEGIES = ("vector", "fulltext", "fulltext_any", "hybrid", "rrf", "vector_bm25")
 CONVERSATION_SCOPES = ("conversation", "benchmark")
-_CHART_SUFFIXES = (".png", ".svg", ".pdf")
 
 
 @eval_group.command("conversations")
@@ -105,13 +103,7 @@ def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | No
     from ..tuning.conversations import evaluate_conversations, plot_conversations
 
     if plot_path:  # refused before the run, not after it
-        chart = Path(plot_path)
-        if chart.suffix.lower() not in _CHART_SUFFIXES:
-            raise click.BadParameter(f"{plot_path!r} must end in "
-                                     f"{', '.join(_CHART_SUFFIXES)}", param_hint="--plot")
-        if not chart.absolute().parent.is_dir():
-            raise click.BadParameter(f"no folder {str(chart.absolute().parent)!r} to write "
-                                     "the chart in", param_hint="--plot")
+        checked_output(plot_path, "--plot", suffixes=CHART_SUFFIXES, make_folder=False)
     result = evaluate_conversations(
         path, format=benchmark_format, k=k,
         strategies=[s.strip() for s in strategies.split(",") if s.strip()],

@@ -10,7 +10,7 @@ import click
 
 from ._app import cli, fail_on_option, print_findings
 from ._database import choose_database, open_store
-from ._output import emit, emit_document, output_options
+from ._output import CHART_SUFFIXES, checked_output, emit, emit_document, output_options
 
 __all__ = ["collect", "history_command"]
 
@@ -158,7 +158,8 @@ def collect(ctx: click.Context, history_path: str, history_format: str | None,
                                            "statements", "drift"]),
               default="samples", show_default=True, help="Which frame to print.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write growth, index usage and recall over time to this image.")
+              help="Also write growth, index usage and recall over time to this image "
+                   "(.png, .svg or .pdf).")
 @drift_options
 @output_options
 @click.pass_context
@@ -171,6 +172,8 @@ def history_command(ctx: click.Context, history_path: str, history_format: str |
     from ..advisor import drift_findings
     from ..advisor import history as read_history
 
+    if plot_path:
+        checked_output(plot_path, "--plot", suffixes=CHART_SUFFIXES)
     thresholds = _thresholds(unused_samples, baseline)
     frames = read_history(_target(ctx, history_path, history_format, history_schema,
                                   history_db), thresholds=thresholds)

@@ -33,8 +33,10 @@ from ..analysis.trends import (
     remember_trends,
 )
 from ..analysis.worker_pool import validate_workers
+from ..errors import ValidationError
 from ..frames import MemorySource
 from ..store import LongTermMemory, write_parquet
+from ..store.file_paths import output_path, writable_folder, writing
 from ..store.history import HistoryFolder, HistoryTable
 from ..tuning.conversations import ConversationEvaluation
 from ..tuning.evaluation import plot_retrieval_quality, retrieval_quality
@@ -135,17 +137,18 @@ class Report:
         return self._body()
 
     def write_html(self, path: str | os.PathLike[str]) -> Path:
-        """Write :meth:`to_html` to ``path``."""
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self.to_html(), encoding="utf-8")
+        """Write :meth:`to_html` to ``path`` (a :class:`ValidationError` naming ``path``
+        when it cannot be written)."""
+        target = output_path(path, field="path")
+        with writing(target, field="path"):
+            target.write_text(self.to_html(), encoding="utf-8")
         return target
 
     def write_markdown(self, path: str | os.PathLike[str]) -> Path:
-        """Write the report as Markdown; figures go to ``<name>_files/`` beside it."""
-        target = Path(path)
-        assets = target.with_name(f"{target.stem}_files")
-        assets.mkdir(parents=True, exist_ok=True)
+        """Write the report as Markdown; figures go to ``<name>_files/`` beside it (a
+        :class:`ValidationError` naming ``path`` when either cannot be written)."""
+        target = output_path(path, field="path")
+        assets = writable_folder(target.with_name(f"{target.stem}_files"), field="path")
         lines = [f"# {self.title}", ""]
         lines += [f"- **{k}**: {v}" for k, v in self._all_facts().items()] + [""]
         if self.findings:
@@ -160,29 +163,32 @@ class Report:
             for figure in section.figures:
                 number += 1
                 name = f"figure-{number:02d}.png"
-                (assets / name).write_bytes(figure.png)
+                with writing(assets / name, field="path"):
+                    (assets / name).write_bytes(figure.png)
                 lines += [f"![{figure.caption}]({assets.name}/{name})", "",
                           f"*{figure.caption}*", ""]
             for caption, table in section.tables:
                 lines += [f"**{caption}**", "", markdown_table(table), ""]
-        target.write_text("\n".join(lines), encoding="utf-8")
+        with writing(target, field="path"):
+            target.write_text("\n".join(lines), encoding="utf-8")
         return target
 
     def write_data(self, folder: str | os.PathLike[str], *, format: str = "csv") -> list[Path]:
         """Write every DataFrame behind the report as ``<section>-<name>.csv`` (or
-        ``.parquet``) into ``folder``."""
+        ``.parquet``) into ``folder`` (a :class:`ValidationError` naming ``folder`` when it
+        cannot be written)."""
         if format not in ("csv", "parquet"):
-            raise ValueError("format must be 'csv' or 'parquet'")
-        directory = Path(folder)
-        directory.mkdir(parents=True, exist_ok=True)
+            raise ValidationError(f"must be 'csv' or 'parquet', got {format!r}", field="format")
+        directory = writable_folder(folder, field="folder")
         written = []
         for section in self.sections:
             for name, frame in section.data.items():
                 path = directory / f"{section.key}-{name}.{format}"
-                if format == "csv":
-                    frame.to_csv(path, index=False)
-                else:
-                    write_parquet(frame, path)
+                with writing(path, field="folder"):
+                    if format == "csv":
+                        frame.to_csv(path, index=False)
+                    else:
+                        write_parquet(frame, path)
                 written.append(path)
         return written
 

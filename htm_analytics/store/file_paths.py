@@ -1,13 +1,66 @@
-"""Paths of the files the toolkit writes and reads through DuckDB (snapshots, histories)."""
+"""Paths of the files the toolkit writes: reports, tables, charts, graphs, snapshots and
+histories.
+
+Where a file is written is checked before the work that produces it (a report or a sweep
+takes seconds to minutes): a folder given for a file, a folder that cannot be made or
+written in. An error while writing (a disk filling up) is a :class:`ValidationError` naming
+the argument too, never a bare ``OSError``.
+"""
 
 from __future__ import annotations
 
 import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["path_text"]
+__all__ = ["output_path", "path_text", "writable_folder", "writing"]
+
+
+def output_path(path: Any, *, field: str, suffixes: tuple[str, ...] = (),
+                make_folder: bool = True) -> Path:
+    """``path`` as the file to write, once checked: not a folder, ending in one of
+    ``suffixes`` when given, in a folder that exists (or is made, with ``make_folder``) and
+    can be written in; else :class:`ValidationError` naming ``field``."""
+    if not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)).strip() \
+            or "\0" in str(os.fspath(path)):
+        raise ValidationError(f"must be a file path, got {path!r}", field=field)
+    target = Path(path).expanduser()
+    if target.is_dir():
+        raise ValidationError(f"{target} is a folder; give a file name", field=field)
+    if suffixes and target.suffix.lower() not in suffixes:
+        raise ValidationError(f"{target} must end in {', '.join(suffixes)}", field=field)
+    if not make_folder and not target.absolute().parent.is_dir():
+        raise ValidationError(f"no folder {str(target.absolute().parent)!r} to write in",
+                              field=field)
+    writable_folder(target.parent, field=field)
+    return target
+
+
+def writable_folder(folder: Any, *, field: str) -> Path:
+    """``folder``, made if missing, once a file could be created in it; else
+    :class:`ValidationError` naming ``field``."""
+    folder = Path(folder).expanduser()
+    with writing(folder, field=field):
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    return folder
+
+
+@contextmanager
+def writing(target: Path, *, field: str) -> Iterator[None]:
+    """Turn an ``OSError`` raised while ``target`` is written into a
+    :class:`ValidationError` naming ``field``."""
+    try:
+        yield
+    except OSError as exc:
+        raise ValidationError(f"cannot write {target}: {exc.strerror or exc}",
+                              field=field) from None
 
 
 def path_text(path: Any, *, field: str = "history") -> str:

@@ -27,7 +27,7 @@ from ..frames import (
     to_duckdb_query,
 )
 from .catalog import MEMORY_TABLES
-from .file_paths import path_text
+from .file_paths import path_text, writing
 from .memory import LongTermMemory
 from .read_ahead import read_ahead
 from .schema import SCHEMA_VERSION
@@ -81,12 +81,9 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
         raise ValidationError(f"{target} exists; pass overwrite=True to replace it", field="path")
     if target.exists():
         _check_replaceable(target, as_database)
-    try:
+    with writing(target.parent, field="path"):
         target.parent.mkdir(parents=True, exist_ok=True)
         work = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    except OSError as exc:
-        raise ValidationError(f"cannot write in {target.parent}: {exc.strerror or exc}",
-                              field="path") from None
     try:
         # A file even for Parquet, and a bounded buffer: DuckDB writes pages out instead of
         # holding the whole memory (its default limit is most of the machine's RAM).
@@ -123,11 +120,12 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
                 for table in _TABLES:
                     con.table(table).to_parquet(str(work / f"{table}.parquet"),
                                                 row_group_size=_PARQUET_ROW_GROUP)
-        if as_database:
-            _replace(database, target)
-        else:
-            database.unlink(missing_ok=True)
-            _replace(work, target)
+        with writing(target, field="path"):
+            if as_database:
+                _replace(database, target)
+            else:
+                database.unlink(missing_ok=True)
+                _replace(work, target)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return target

@@ -20,7 +20,8 @@ import pandas as pd
 
 from .._progress import progress_bar
 from ..errors import EmbeddingError, ValidationError
-from ..store import LongTermMemory, TuningSession
+from ..store import LongTermMemory, TuningSession, write_parquet
+from ..store.file_paths import output_path, writing
 from ..store.table_recall import DEFAULT_EF_SEARCH_SWEEP, HIT_EPSILON
 from ..validation import validate_positive_int
 from ._ground_truth import returned_distances, stable_sample, streamed_neighbor_distances, unit_rows
@@ -237,7 +238,7 @@ def _interruptible(progress: bool, total: int, description: str, what: str) -> I
 
 
 def _finish(rows: list[dict[str, Any]], store: LongTermMemory, repeats: int,
-            interrupted: bool, output: str | os.PathLike[str] | None,
+            interrupted: bool, output: Path | None,
             extra: Mapping[str, Any]) -> pd.DataFrame:
     frame = pd.DataFrame(rows)
     if len(frame):
@@ -249,7 +250,7 @@ def _finish(rows: list[dict[str, Any]], store: LongTermMemory, repeats: int,
     frame = frame.astype({c: t for c, t in _RESULT_DTYPES.items() if c in frame})
     frame.attrs["interrupted"] = interrupted
     if output is not None:
-        _write(frame, Path(output))
+        _write(frame, output)
     return frame
 
 
@@ -269,16 +270,19 @@ _RESULT_DTYPES = {
 }
 
 
-def _write(frame: pd.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".parquet":
-        from ..store import write_parquet
+def _output(output: str | os.PathLike[str] | None) -> Path | None:
+    """Where the results go, checked before the sweep (which may take minutes)."""
+    return None if output is None else output_path(output, field="output",
+                                                   suffixes=(".csv", ".parquet"))
 
-        write_parquet(frame, path)
-    elif path.suffix == ".csv":
-        frame.to_csv(path, index=False)
-    else:
-        raise ValidationError("must end in .csv or .parquet", field="output")
+
+def _write(frame: pd.DataFrame, path: Path) -> None:
+    """``frame`` to ``path`` (checked by :func:`_output` before the sweep)."""
+    with writing(path, field="output"):
+        if path.suffix.lower() == ".parquet":
+            write_parquet(frame, path)
+        else:
+            frame.to_csv(path, index=False)
 
 
 def _dimension(session: TuningSession, dimension: int | None) -> int:
@@ -393,6 +397,7 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
           ``ef_construction``, ``dimension``, ``repeats`` (int64);
         - ``postgresql``, ``pgvector`` (string): server versions.
     """
+    output = _output(output)
     if table is not None:
         from ..store import benchmark_table_recall
 
@@ -402,7 +407,7 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
             ef_search=None if ef_search is DEFAULT_EF_SEARCH_SWEEP else ef_search,
             repeats=repeats, seed=seed)
         if output is not None:
-            _write(frame, Path(output))
+            _write(frame, output)
         return frame
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
     modes = _as_list(iterative_scan)
@@ -459,6 +464,7 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
         (string) and ``max_parallel_maintenance_workers`` (int64), one row per variant and
         ``ef_search``.
     """
+    output = _output(output)
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
     grid = [(validate_positive_int(a, field="m", maximum=100),
              validate_positive_int(b, field="ef_construction", maximum=1000))
