@@ -202,6 +202,10 @@ def test_bad_arguments_name_their_field(ltm: LongTermMemory, min_similarity: Any
         assert exc.field == "pairs"
     else:
         assert pairs in ("all", "tree")
+    try:  # refused as itself, not as the supersession check's max_similarity it feeds
+        memory_hygiene(ltm, checks="supersession", min_similarity=min_similarity)
+    except ValidationError as exc:
+        assert exc.field == "min_similarity"
 
 
 def test_a_snapshot_or_anything_else_is_refused() -> None:

@@ -99,3 +99,21 @@ def test_a_question_answered_no_changes_nothing(ltm: LongTermMemory, database_ur
     assert ended.value.code == 1  # not Ctrl-C's 130
     assert "not confirmed: nothing was changed" in capsys.readouterr().err
     assert ltm.retrieve(node_id) is not None
+
+
+def test_numbers_no_calendar_or_clock_holds_are_refused(database_url: str) -> None:
+    import datetime as dt
+
+    from htm_analytics.store import LongTermMemory as Store
+
+    runner = CliRunner()
+    nan = runner.invoke(cli, ["--query-timeout", "nan", "--db", database_url, "status"])
+    assert nan.exit_code == 2 and "NaN" in nan.output
+    for age in ("99999999999d", "999999999d"):
+        result = runner.invoke(cli, ["--db", database_url, "purge", "--older-than", age,
+                                     "--yes"])
+        assert result.exit_code != 0 and "older" in result.output + str(result.exception)
+        assert not isinstance(result.exception, OverflowError)
+    with Store(database_url) as store:
+        _refused(lambda: store.purge_deleted(older_than=dt.timedelta(days=999_999_999),
+                                             confirm="confirmed"), "older_than")

@@ -15,6 +15,7 @@ from ._common import (
     live_store,
     share_text,
     validate_choices,
+    validate_fraction,
     validate_sample,
     validate_seed,
 )
@@ -118,6 +119,7 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
     """
     store = live_store(store)
     chosen = validate_choices(checks, HYGIENE_CHECKS, field="checks")
+    min_similarity = validate_fraction(min_similarity, field="min_similarity")
     size, seed = validate_sample(sample), validate_seed(seed)
     duplicates = validate_sample(duplicates_sample, field="duplicates_sample")
     validate_pair_choice(pairs)

@@ -4,6 +4,7 @@ registered by the package)."""
 
 from __future__ import annotations
 
+import math
 import sys
 import textwrap
 from pathlib import Path
@@ -31,6 +32,14 @@ HYGIENE_SAMPLE = 10_000
 def _open_store(ctx: click.Context, **options: Any) -> Any:
     """The store of the database the command reads (see ``_database``), named on stderr."""
     return open_store(ctx, **options)
+
+
+def _a_number(_ctx: click.Context, _param: click.Parameter, value: float | None
+              ) -> float | None:
+    """click's FloatRange lets NaN through (no comparison holds for it)."""
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("must be a number of seconds, not NaN")
+    return value
 
 
 def _remember_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -64,7 +73,7 @@ class _Group(click.Group):
                    "current gem writes its local time): e.g. America/Chicago. Default: "
                    "HTM_WRITER_TIMEZONE, else the server's TimeZone.")
 @click.option("--query-timeout", envvar="HTM_QUERY_TIMEOUT", default=None, metavar="SECONDS",
-              type=click.FloatRange(min=0.001, max=86_400),
+              type=click.FloatRange(min=0.001, max=86_400), callback=_a_number,
               help="Longest a statement may run before it is cancelled, for the long checks "
                    "of a large memory. Default: HTM_QUERY_TIMEOUT, else 30.")
 @click.version_option(package_name="htm-analytics")

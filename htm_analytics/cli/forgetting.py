@@ -20,7 +20,11 @@ def _older_than(_ctx: click.Context, _param: click.Parameter,
                 value: str) -> dt.datetime | dt.timedelta:
     """An age (``30d``, ``12h``, ``2w``) or an ISO date or time (UTC when it has no zone)."""
     if match := _AGE.match(value):
-        return dt.timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        try:
+            return dt.timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
+        except OverflowError:
+            raise click.BadParameter(f"{value.strip()} is longer than a timedelta holds "
+                                     "(about 2.7 million years)") from None
     try:
         moment = dt.datetime.fromisoformat(value.strip())
     except ValueError:

@@ -38,7 +38,11 @@ def _cutoff(older_than: Any) -> dt.datetime:
     if isinstance(older_than, dt.timedelta):
         if older_than < dt.timedelta(0):
             raise ValidationError("must be an age >= 0", field="older_than")
-        return now - older_than
+        try:
+            return now - older_than
+        except OverflowError:
+            raise ValidationError(f"an age of {older_than.days:,} days reaches before the "
+                                  "year 1", field="older_than") from None
     if isinstance(older_than, dt.datetime):
         if older_than.tzinfo is None or older_than.utcoffset() is None:
             raise ValidationError("must be a datetime with a time zone (or a timedelta age)",
