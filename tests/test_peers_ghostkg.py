@@ -235,6 +235,33 @@ def test_bad_input_is_named(tmp_path: Path, ltm: LongTermMemory) -> None:
     assert days.value.field == "days"
 
 
+def test_a_source_that_is_not_one_leaves_the_target_untouched(
+        tmp_path: Path, empty_database_url: str) -> None:
+    """The command reads the source before it gives an empty target the schema."""
+    from click.testing import CliRunner
+
+    from htm_analytics.cli import cli
+    from htm_analytics.peers import check_ghostkg_source
+
+    not_sqlite = tmp_path / "notes.jsonl"
+    not_sqlite.write_text('{"not": "a database"}\n' * 50)
+    other = tmp_path / "other.db"
+    sqlite3.connect(other).close()
+    for source in (not_sqlite, other):
+        result = CliRunner().invoke(cli, ["--db", empty_database_url, "import", "ghostkg",
+                                          str(source)])
+        assert result.exit_code != 0
+        assert "setting up the memory schema" not in result.output + result.stderr
+    with psycopg.connect(empty_database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                            ).fetchone() == (0,)
+    with pytest.raises(DatabaseError):
+        check_ghostkg_source(not_sqlite)
+    path = tmp_path / "agents.db"
+    build_ghostkg(path)
+    assert check_ghostkg_source(path) == []
+
+
 def _log_source(path: Path, rows: int) -> None:
     conn = sqlite3.connect(path)
     conn.executescript(DDL)

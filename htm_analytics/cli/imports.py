@@ -34,9 +34,13 @@ def _import_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _run_import(ctx: click.Context, importer: Callable[..., Any], source: str, fmt: str,
+def _run_import(ctx: click.Context, importer: Callable[..., Any],
+                check_source: Callable[[str], Any], source: str, fmt: str,
                 **options: Any) -> None:
-    # An empty database gets the schema; one with HTM tables but no additions is refused.
+    # The source is read first: a file or database that is not one stops here, before the
+    # target is touched. Then an empty target gets the schema; one with HTM tables but no
+    # additions is refused.
+    check_source(source)
     with open_target(ctx) as store:
         summary = importer(source, store, progress=sys.stderr.isatty(), **options)
     emit(summary.to_frame(), fmt)
@@ -58,9 +62,9 @@ def _model_option(value: str | None) -> tuple[str, str] | None:
 @click.pass_context
 def import_ghostkg_command(ctx: click.Context, source: str, chunk_rows: int, fmt: str) -> None:
     """A GhostKG SQLite file: agents, knowledge-graph edges, entities and logs."""
-    from ..peers import import_ghostkg
+    from ..peers import check_ghostkg_source, import_ghostkg
 
-    _run_import(ctx, import_ghostkg, source, fmt, chunk_rows=chunk_rows)
+    _run_import(ctx, import_ghostkg, check_ghostkg_source, source, fmt, chunk_rows=chunk_rows)
 
 
 @import_.command("arandu")
@@ -72,9 +76,9 @@ def import_ghostkg_command(ctx: click.Context, source: str, chunk_rows: int, fmt
 def import_arandu_command(ctx: click.Context, source: str, embedding_model: str | None,
                           chunk_rows: int, fmt: str) -> None:
     """An Arandu PostgreSQL database: agents, events, versioned facts, entities."""
-    from ..peers import import_arandu
+    from ..peers import check_arandu_source, import_arandu
 
-    _run_import(ctx, import_arandu, source, fmt, chunk_rows=chunk_rows,
+    _run_import(ctx, import_arandu, check_arandu_source, source, fmt, chunk_rows=chunk_rows,
                 embedding_model=_model_option(embedding_model))
 
 
@@ -88,7 +92,7 @@ def import_arandu_command(ctx: click.Context, source: str, embedding_model: str 
 def import_seaf_command(ctx: click.Context, source: str, embedding_model: str,
                         chunk_rows: int, fmt: str) -> None:
     """A Self-Engineering Agent Framework database: sessions, messages, tools, executions."""
-    from ..peers import import_seaf
+    from ..peers import check_seaf_source, import_seaf
 
-    _run_import(ctx, import_seaf, source, fmt, chunk_rows=chunk_rows,
+    _run_import(ctx, import_seaf, check_seaf_source, source, fmt, chunk_rows=chunk_rows,
                 embedding_model=_model_option(embedding_model))

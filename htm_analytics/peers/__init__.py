@@ -13,10 +13,12 @@ from .arandu import (
     arandu_entity_growth,
     arandu_fact_versions,
     arandu_stale_facts,
+    check_arandu_source,
     import_arandu,
     plot_fact_timeline,
 )
 from .ghostkg import (
+    check_ghostkg_source,
     fsrs_retrievability,
     ghostkg_memory_state,
     ghostkg_retrievability_curves,
@@ -24,6 +26,7 @@ from .ghostkg import (
     plot_retrievability_curves,
 )
 from .seaf import (
+    check_seaf_source,
     import_seaf,
     plot_tool_stats,
     seaf_composite_candidates,
@@ -37,6 +40,9 @@ __all__ = [
     "arandu_entity_growth",
     "arandu_fact_versions",
     "arandu_stale_facts",
+    "check_arandu_source",
+    "check_ghostkg_source",
+    "check_seaf_source",
     "fsrs_retrievability",
     "ghostkg_memory_state",
     "ghostkg_retrievability_curves",

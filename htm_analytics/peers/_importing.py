@@ -38,6 +38,7 @@ __all__ = [
     "TableSummary",
     "as_utc",
     "import_tables",
+    "missing_tables",
     "jsonable",
     "slug_tag",
     "vector_or_none",
@@ -333,6 +334,17 @@ def _events(store: LongTermMemory, system: str, rows: list[SourceRow],
     return records
 
 
+def missing_tables(conn: Any, specs: Sequence[TableSpec], *, system: str) -> list[str]:
+    """The optional tables of ``specs`` the source lacks; a :class:`ValidationError` naming
+    ``source`` when it lacks a required one (it is then not that system's database)."""
+    missing = [spec for spec in specs if not table_exists(conn, spec.table)]
+    for spec in missing:
+        if not spec.optional:
+            raise ValidationError(f"the source has no {spec.table} table: is it {system}'s "
+                                  "database?", field="source")
+    return [spec.table for spec in missing]
+
+
 def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], *,
                   system: str, source: str, chunk_rows: int, progress: bool,
                   embedding_model: tuple[str, str] | None,
@@ -342,13 +354,8 @@ def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], 
         raise ValidationError("must be a LongTermMemory", field="store")
     chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")
     summary = ImportSummary(system, source)
-    present = [spec for spec in specs if table_exists(conn, spec.table)]
-    for spec in specs:
-        if spec not in present:
-            if not spec.optional:
-                raise ValidationError(f"the source has no {spec.table} table: is it a "
-                                      f"{system} database?", field="source")
-            summary.missing_tables.append(spec.table)
+    summary.missing_tables += missing_tables(conn, specs, system=system)
+    present = [spec for spec in specs if spec.table not in summary.missing_tables]
     total = sum(count_rows(conn, s.table) for s in present) if progress else None
     now = dt.datetime.now(dt.UTC)
     with progress_bar(bool(progress), total, f"importing {system}", "row") as bar:

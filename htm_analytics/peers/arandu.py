@@ -31,11 +31,13 @@ from ._importing import (
     as_utc,
     import_tables,
     jsonable,
+    missing_tables,
     slug_tag,
     vector_or_none,
 )
 
 __all__ = [
+    "check_arandu_source",
     "arandu_entity_growth",
     "arandu_fact_versions",
     "arandu_stale_facts",
@@ -117,6 +119,19 @@ def _robot_metadata(name: str) -> dict[str, Any]:
     return {"imported_from": SYSTEM, "agent_id": name}
 
 
+def _specs() -> list[TableSpec]:
+    return [TableSpec(table, table_query(table, "id"), mapper, optional)
+            for table, mapper, optional in _TABLES]
+
+
+def check_arandu_source(url: str) -> list[str]:
+    """Read-only: whether :func:`import_arandu` can read ``url``, before anything is
+    written. Returns the optional tables it lacks; raises
+    :class:`~htm_analytics.ValidationError` (``source``) when it lacks a required one."""
+    with postgres_source(url) as conn:
+        return missing_tables(conn, _specs(), system=SYSTEM)
+
+
 def import_arandu(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                   embedding_model: tuple[str, str] | None = None,
                   progress: bool = False) -> ImportSummary:
@@ -140,10 +155,8 @@ def import_arandu(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_
     -------
     ImportSummary
     """
-    specs = [TableSpec(table, table_query(table, "id"), mapper, optional)
-        for table, mapper, optional in _TABLES]
     with postgres_source(url) as conn:
-        return import_tables(store, conn, specs, system=SYSTEM,
+        return import_tables(store, conn, _specs(), system=SYSTEM,
                              source=_masked(url), chunk_rows=chunk_rows, progress=progress,
                              embedding_model=embedding_model, robot_metadata=_robot_metadata)
 

@@ -30,10 +30,12 @@ from ._importing import (
     as_utc,
     import_tables,
     jsonable,
+    missing_tables,
     slug_tag,
 )
 
 __all__ = [
+    "check_ghostkg_source",
     "FSRS_DECAY",
     "fsrs_retrievability",
     "ghostkg_memory_state",
@@ -114,6 +116,21 @@ def _robot_metadata(name: str) -> dict[str, Any]:
     return {"imported_from": SYSTEM, "source_agent": name}
 
 
+def _specs() -> list[TableSpec]:
+    return [TableSpec("nodes", load_peer_query("ghostkg_nodes"), _map_node),
+            TableSpec("edges", load_peer_query("ghostkg_edges"), _map_edge),
+            TableSpec("logs", load_peer_query("ghostkg_logs"), _map_log, optional=True)]
+
+
+def check_ghostkg_source(sqlite_path: str | os.PathLike[str]) -> list[str]:
+    """Read-only: whether :func:`import_ghostkg` can read ``sqlite_path``, before anything
+    is written. Returns the optional tables it lacks; raises
+    :class:`~htm_analytics.ValidationError` (``source``) when it lacks a required one and
+    :class:`~htm_analytics.DatabaseError` when it is no SQLite database."""
+    with sqlite_source(sqlite_path) as conn:
+        return missing_tables(conn, _specs(), system=SYSTEM)
+
+
 def import_ghostkg(sqlite_path: str | os.PathLike[str], store: LongTermMemory, *,
                    chunk_rows: int = DEFAULT_CHUNK_ROWS, progress: bool = False
                    ) -> ImportSummary:
@@ -136,11 +153,8 @@ def import_ghostkg(sqlite_path: str | os.PathLike[str], store: LongTermMemory, *
         Rows read, imported, already imported, duplicates and rejected (with reasons), per
         table; ``summary.to_frame()`` gives them as a DataFrame.
     """
-    specs = [TableSpec("nodes", load_peer_query("ghostkg_nodes"), _map_node),
-             TableSpec("edges", load_peer_query("ghostkg_edges"), _map_edge),
-             TableSpec("logs", load_peer_query("ghostkg_logs"), _map_log, optional=True)]
     with sqlite_source(sqlite_path) as conn:
-        return import_tables(store, conn, specs, system=SYSTEM, source=str(sqlite_path),
+        return import_tables(store, conn, _specs(), system=SYSTEM, source=str(sqlite_path),
                              chunk_rows=chunk_rows, progress=progress, embedding_model=None,
                              robot_metadata=_robot_metadata)
 

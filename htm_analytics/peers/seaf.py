@@ -30,11 +30,13 @@ from ._importing import (
     as_utc,
     import_tables,
     jsonable,
+    missing_tables,
     slug_tag,
     vector_or_none,
 )
 
 __all__ = [
+    "check_seaf_source",
     "SEAF_EMBEDDING_MODEL",
     "TOOL_REGISTRY_ROBOT",
     "import_seaf",
@@ -124,6 +126,19 @@ def _robot_metadata(name: str) -> dict[str, Any]:
     return {"imported_from": SYSTEM, "session_id": name}
 
 
+def _specs() -> list[TableSpec]:
+    return [TableSpec(table, table_query(table, key), mapper, optional)
+            for table, key, mapper, optional in _TABLES]
+
+
+def check_seaf_source(url: str) -> list[str]:
+    """Read-only: whether :func:`import_seaf` can read ``url``, before anything is written.
+    Returns the optional tables it lacks; raises :class:`~htm_analytics.ValidationError`
+    (``source``) when it lacks a required one."""
+    with postgres_source(url) as conn:
+        return missing_tables(conn, _specs(), system=SYSTEM)
+
+
 def import_seaf(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                 embedding_model: tuple[str, str] | None = SEAF_EMBEDDING_MODEL,
                 progress: bool = False) -> ImportSummary:
@@ -148,12 +163,10 @@ def import_seaf(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CH
         Executions of a tool that is in neither ``agent_tools`` nor ``composite_tools`` are
         rejected (and kept as records).
     """
-    specs = [TableSpec(table, table_query(table, key), mapper, optional)
-        for table, key, mapper, optional in _TABLES]
     from ..store.connection import mask_url
 
     with postgres_source(url) as conn:
-        return import_tables(store, conn, specs, system=SYSTEM, source=mask_url(url),
+        return import_tables(store, conn, _specs(), system=SYSTEM, source=mask_url(url),
                              chunk_rows=chunk_rows, progress=progress,
                              embedding_model=embedding_model, robot_metadata=_robot_metadata)
 
