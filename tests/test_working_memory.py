@@ -140,7 +140,9 @@ MIDNIGHT = dt.datetime(2026, 11, 18, tzinfo=dt.UTC)
     ("3 days ago", (MIDNIGHT - 3 * DAY, MIDNIGHT - 2 * DAY - TICK)),
     (dt.date(2026, 11, 1), (dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
                             dt.datetime(2026, 11, 2, tzinfo=dt.UTC) - TICK)),
-    ((dt.date(2026, 1, 1), dt.date(2026, 2, 1)),
+    ((dt.date(2026, 1, 1), dt.date(2026, 2, 1)),  # a date ending a range: its whole day
+     (dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 2, tzinfo=dt.UTC) - TICK)),
+    ((dt.date(2026, 1, 1), dt.datetime(2026, 2, 1)),
      (dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC))),
     (None, None),
 ])

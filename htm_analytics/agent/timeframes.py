@@ -38,8 +38,9 @@ def parse_timeframe(value: Any, *, now: dt.datetime | None = None
                     ) -> tuple[dt.datetime, dt.datetime] | None:
     """Turn a timeframe into an inclusive ``(start, end)`` pair of UTC datetimes, or None.
 
-    Accepts None (no filter); a ``(start, end)`` pair of dates or datetimes; a date or datetime
-    (that whole UTC day); or a phrase, case-insensitive:
+    Accepts None (no filter); a ``(start, end)`` pair of dates or datetimes (a date ending
+    it holds that whole day); a date or datetime (that whole UTC day); or a phrase,
+    case-insensitive:
 
     - ``today``, ``yesterday``; ``recently`` / ``recent`` (the last 3 days);
     - ``last N <unit>`` / ``past N <unit>`` / ``in the last N <unit>``: rolling, ending now
