@@ -245,8 +245,12 @@ class StoreBase:
         # runs in the writer's zone, so that what the store writes (CURRENT_TIMESTAMP into
         # such a column) is the same local time as the writer's, and reads convert both.
         zone = self.schema_info.writer_timezone if self.schema_info.reads_local_time else "UTC"
+        # jit off: on a server built with LLVM (PostgreSQL's Debian, Ubuntu and PGDG packages
+        # turn JIT on), the searches' and analyses' plans cost past jit_above_cost, and
+        # compiling them took longer than running them (docs/benchmarks.md).
         conn.execute("SELECT set_config('statement_timeout', %s, false),"
-                     "       set_config('TimeZone', %s, false)",
+                     "       set_config('TimeZone', %s, false),"
+                     "       set_config('jit', 'off', false)",
                      (str(self.query_timeout), zone))
         if self.read_only:  # never turned off here: a role's or server's setting stays
             conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
