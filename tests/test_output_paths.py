@@ -52,6 +52,8 @@ def test_report_writers_refuse_what_they_cannot_write(tmp_path: Path, a_file: Pa
     _refused(lambda: report.write_markdown(a_file / "r.md"), "path")
     _refused(lambda: report.write_data(a_file / "data"), "folder")
     _refused(lambda: report.write_data(tmp_path / "data", format="xlsx"), "format")
+    _refused(lambda: report.write_data(3), "folder")  # not a path at all
+    _refused(lambda: report.write_html("bad\0name.html"), "path")
     assert a_file.read_text() == "mine"
     assert report.write_html(tmp_path / "new" / "r.html").is_file()  # a new folder is made
     assert [p.name for p in report.write_data(tmp_path / "data")] == ["k-rows.csv"]

@@ -52,7 +52,7 @@ class DateOrTime(click.DateTime):
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
         when = super().convert(value, param, ctx)
-        return when.date() if isinstance(value, str) and len(value.strip()) == 10 else when
+        return when.date() if isinstance(value, str) and ":" not in value else when  # no time
 
 
 ROBOTS_KEY = "htm_analytics.robots"  # the --robot names, in the click context's meta
@@ -169,7 +169,8 @@ def note_unknown_robots(store: Any, robots: list[str] | None) -> None:
     are: a check scoped to a mistyped name would otherwise report on no memory at all."""
     if not robots:
         return
-    unknown = [name for name in dict.fromkeys(robots) if name not in store.robot_ids(robots)]
+    known_ids = store.robot_ids(robots)
+    unknown = [name for name in dict.fromkeys(robots) if name not in known_ids]
     if unknown:
         known = store.robot_names()
         shown = ", ".join(known[:20]) + (", ..." if len(known) > 20 else "")

@@ -26,10 +26,7 @@ def output_path(path: Any, *, field: str, suffixes: tuple[str, ...] = (),
     """``path`` as the file to write, once checked: not a folder, ending in one of
     ``suffixes`` when given, in a folder that exists (or is made, with ``make_folder``) and
     can be written in; else :class:`ValidationError` naming ``field``."""
-    if not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)).strip() \
-            or "\0" in str(os.fspath(path)):
-        raise ValidationError(f"must be a file path, got {path!r}", field=field)
-    target = Path(path).expanduser()
+    target = _as_path(path, field)
     if target.is_dir():
         raise ValidationError(f"{target} is a folder; give a file name", field=field)
     if suffixes and target.suffix.lower() not in suffixes:
@@ -44,12 +41,19 @@ def output_path(path: Any, *, field: str, suffixes: tuple[str, ...] = (),
 def writable_folder(folder: Any, *, field: str) -> Path:
     """``folder``, made if missing, once a file could be created in it; else
     :class:`ValidationError` naming ``field``."""
-    folder = Path(folder).expanduser()
+    folder = _as_path(folder, field)
     with writing(folder, field=field):
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=folder):
             pass
     return folder
+
+
+def _as_path(path: Any, field: str) -> Path:
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not isinstance(text, str) or not text.strip() or "\0" in text:
+        raise ValidationError(f"must be a path, got {path!r}", field=field)
+    return Path(text).expanduser()
 
 
 @contextmanager
