@@ -246,7 +246,8 @@ class StoreBase:
         # such a column) is the same local time as the writer's, and reads convert both.
         zone = self.schema_info.writer_timezone if self.schema_info.reads_local_time else "UTC"
         # jit off: on a server built with LLVM (PostgreSQL's Debian, Ubuntu and PGDG packages
-        # turn JIT on), the searches' and analyses' plans cost past jit_above_cost, and
+        # turn JIT on), the searches' and analyses' plans cost past jit_above_cost (before
+        # PostgreSQL 18 enable_seqscan = off adds 1e10 to a plan that must scan a table), and
         # compiling them took longer than running them (docs/benchmarks.md).
         conn.execute("SELECT set_config('statement_timeout', %s, false),"
                      "       set_config('TimeZone', %s, false),"

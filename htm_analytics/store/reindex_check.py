@@ -75,7 +75,8 @@ class ReindexCheckMixin(StoreBase):
                     scratch.execute("ANALYZE public.nodes")
                     with scratch.transaction():
                         scratch.execute("SELECT set_config('hnsw.ef_search', %s, true), "
-                                        "set_config('enable_seqscan', 'off', true)",
+                                        "set_config('enable_seqscan', 'off', true), "
+                                        "set_config('jit', 'off', true)",
                                         (str(ef_search),))
                         cursor = scratch.cursor(row_factory=dict_row)
                         rows = cursor.execute(statement, {"ids": ids}).fetchall()

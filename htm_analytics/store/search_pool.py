@@ -65,7 +65,8 @@ its idle connections."""
 _ITERATIVE_SCAN = "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)"
 _SET_EF_SEARCH = "SELECT set_config('hnsw.ef_search', %s, false)"
 _SESSION_SETTINGS = ("SELECT set_config('hnsw.ef_search', %s, false),"
-                     "       set_config('enable_seqscan', 'off', false)")
+                     "       set_config('enable_seqscan', 'off', false),"
+                     "       set_config('jit', 'off', false)")  # as the store's (_base)
 
 
 def idle_check_hooks() -> tuple[Callable[[psycopg.Connection[Any]], None],
