@@ -79,7 +79,9 @@ def test_default_search_is_one_traced_statement(database_url: str) -> None:
         def traced(call: object) -> list[str]:
             start = len(seen)
             call()
-            return seen[start:]
+            # '' is the pool's liveness check of a connection idle over 50 ms: whether it
+            # runs depends on the machine's load, not on the search.
+            return [text for text in seen[start:] if text]
 
         plain = traced(lambda: store.search(embedding=vector, limit=3))
         deeper = traced(lambda: store.search(embedding=vector, limit=DEFAULT_EF_SEARCH + 1))
