@@ -2,7 +2,47 @@
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from .errors import ValidationError
+
+Plot = TypeVar("Plot", bound=Callable[..., Any])
+
+
+def checked_plot(plot: Plot) -> Plot:
+    """Have ``plot`` refuse, by its first parameter's name, what it cannot draw: data of
+    another kind than its annotation (a DataFrame, or a networkx graph), or a frame without
+    a column it reads, which pandas would raise as a bare ``KeyError`` mid-drawing."""
+    first = next(iter(inspect.signature(plot).parameters.values()))
+    wants_graph = "Graph" in str(first.annotation)
+
+    @functools.wraps(plot)
+    def checked(data: Any, *args: Any, **kwargs: Any) -> Any:
+        if wants_graph:
+            import networkx as nx
+
+            kind: type = nx.Graph
+        else:
+            import pandas as pd
+
+            kind = pd.DataFrame
+        if not isinstance(data, kind):
+            raise ValidationError(f"must be a {kind.__module__.split('.')[0]} "
+                                  f"{kind.__name__}, got {type(data).__name__}",
+                                  field=first.name)
+        try:
+            return plot(data, *args, **kwargs)
+        except KeyError as exc:
+            key = exc.args[0] if exc.args else None
+            if wants_graph or (isinstance(key, str) and key in data.columns):
+                raise  # not a missing column: a defect of the plot itself
+            raise ValidationError(f"lacks a column this plot reads: {key}",
+                                  field=first.name) from None
+
+    return checked  # type: ignore[return-value]
 
 
 def axes_or_new(ax: Any, size: tuple[float, float]) -> Any:

@@ -20,9 +20,10 @@ from ._sql import read_sql
 from .errors import ValidationError
 from .validation import validate_name, validate_positive_int, validate_tag, validate_timeframe
 
-__all__ = ["MemorySource", "NODE_PAGE", "load_analytics_query", "analytics_work_mem",
-           "coerce_frame", "node_id_pages", "to_duckdb_query", "period_unit", "scope_params",
-           "split_at_infinity", "TIME_INFINITY", "TIME_MINUS_INFINITY"]
+__all__ = ["MemorySource", "memory_source", "NODE_PAGE", "load_analytics_query",
+           "analytics_work_mem", "coerce_frame", "node_id_pages", "to_duckdb_query",
+           "period_unit", "scope_params", "split_at_infinity", "TIME_INFINITY",
+           "TIME_MINUS_INFINITY"]
 
 _MARKER = re.compile(r"\{(scoped|remember_events)\}")
 # `{in_scope:rn.node_id}`: the column's node is in scope. Without a scope the test folds away
@@ -51,6 +52,14 @@ class MemorySource(Protocol):
         ``page_from`` and ``page_to``): an int64 array per column and page, every row of a
         node in the same page, all pages from one snapshot of the data."""
         ...
+
+
+def memory_source(source: Any) -> MemorySource:
+    """``source`` if the analysis helpers can read it (a live store or a snapshot)."""
+    if not isinstance(source, MemorySource):
+        raise ValidationError("must be a LongTermMemory or a Snapshot, got "
+                              f"{type(source).__name__}", field="source")
+    return source
 
 
 NODE_PAGE = 250_000

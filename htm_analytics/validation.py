@@ -39,6 +39,7 @@ __all__ = [
     "real_matrix",
     "validate_key",
     "validate_list",
+    "validate_frame",
 ]
 
 MAX_EMBEDDING_DIMENSION = 2000
@@ -505,3 +506,16 @@ def real_matrix(value: Any, *, field: str = "embeddings") -> np.ndarray:
     if array.ndim != 2:
         raise ValidationError(f"must be an (n, d) array, got shape {array.shape}", field=field)
     return array
+
+
+def validate_frame(frame: Any, columns: Any, *, field: str) -> Any:
+    """``frame`` if it is a pandas DataFrame with every one of ``columns``."""
+    import pandas as pd
+
+    if not isinstance(frame, pd.DataFrame):
+        raise ValidationError(f"must be a pandas DataFrame, got {type(frame).__name__}",
+                              field=field)
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise ValidationError(f"has no column {', '.join(map(repr, missing))}", field=field)
+    return frame

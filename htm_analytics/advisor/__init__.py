@@ -55,7 +55,8 @@ _CHECKS: tuple[Callable[[Context], Iterator[dict[str, str]]], ...] = (
 def statistics_age(store: LongTermMemory) -> tuple[pd.Timestamp | None, float | None, str]:
     """Since when the usage statistics count: (start, age in seconds, a phrase saying so).
 
-    The start is the last ``pg_stat_reset``, else the database's creation; both None (and
+    The start is the last ``pg_stat_reset``, else the database's creation or the server's
+    last start without saved statistics (after a crash), whichever is later; both None (and
     the phrase says so) when neither can be read.
     """
     row = store.fetch_frame(query_text("statistics_age")).iloc[0]
@@ -63,6 +64,10 @@ def statistics_age(store: LongTermMemory) -> tuple[pd.Timestamp | None, float | 
     if pd.isna(since) and row["can_read_files"]:
         since = store.fetch_frame(query_text("database_created")).iloc[0]["database_created"]
         what = "the database was created (never reset)"
+        restarted = row["server_statistics_since"]
+        if not pd.isna(restarted) and (pd.isna(since) or restarted > since):
+            since = restarted
+            what = "the server started without saved statistics (as after a crash)"
     if since is None or pd.isna(since):
         return None, None, "statistics never reset; their age is unknown to this user"
     since = pd.Timestamp(since)

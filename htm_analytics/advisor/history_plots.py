@@ -6,11 +6,12 @@ from typing import Any
 
 import pandas as pd
 
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 
 __all__ = ["plot_growth", "plot_history_index_usage", "plot_recall_history"]
 
 
+@checked_plot
 def plot_growth(growth: pd.DataFrame, *, ax: Any = None, tables: tuple[str, ...] = (
         "nodes", "robot_nodes", "node_tags", "tags")) -> Any:
     """Rows per sample of each table in ``tables`` (``MemoryHistory.growth``); returns the
@@ -23,6 +24,7 @@ def plot_growth(growth: pd.DataFrame, *, ax: Any = None, tables: tuple[str, ...]
     return ax
 
 
+@checked_plot
 def plot_history_index_usage(index_usage: pd.DataFrame, *, ax: Any = None,
                              top: int = 10) -> Any:
     """Scans per period of the ``top`` most scanned indexes (``MemoryHistory.index_usage``),
@@ -39,6 +41,7 @@ def plot_history_index_usage(index_usage: pd.DataFrame, *, ax: Any = None,
     return ax
 
 
+@checked_plot
 def plot_recall_history(recall: pd.DataFrame, *, ax: Any = None) -> Any:
     """Sampled recall per sample with its interval, and the baseline's interval as a band
     (``MemoryHistory.recall``): on stored vectors, and on logged query vectors where the

@@ -15,6 +15,7 @@ from ..validation import (
     validate_content,
     validate_embedding_model,
     validate_id,
+    validate_name,
     validate_number,
     validate_positive_int,
     validate_tag,
@@ -92,6 +93,9 @@ class HTM:
                  token_counter: Callable[[str], int] | None = None,
                  clock: Callable[[], dt.datetime] | None = None,
                  buffer_writes: bool = True, log_queries: int = 10) -> None:
+        # Checked before the store opens (which may create the schema): "" is no name.
+        if robot_name is not None:
+            robot_name = validate_name(robot_name, field="robot_name")
         working_memory_size = validate_positive_int(working_memory_size,
                                                     field="working_memory_size")
         self.log_queries = validate_number(log_queries, field="log_queries", minimum=0,
@@ -103,7 +107,8 @@ class HTM:
         self._owns_store = not isinstance(store, LongTermMemory)
         self.store = store if isinstance(store, LongTermMemory) else LongTermMemory(
             store, init_schema=store is None)
-        self.robot_name = robot_name or f"robot_{uuid.uuid4().hex[:8]}"
+        self.robot_name = robot_name if robot_name is not None else \
+            f"robot_{uuid.uuid4().hex[:8]}"
         self.robot_id = self.store.register_robot(self.robot_name)  # marks it active
         self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
         self.buffer_writes = bool(buffer_writes)

@@ -12,19 +12,11 @@ import numpy as np
 from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..store.display import shorten_text
+from ..store.memory import live_store
 
 __all__ = ["live_store", "validate_fraction", "validate_sample", "validate_seed",
            "wilson_interval", "share_text", "shorten_text", "validate_choices", "MemorySample",
            "draw_sample"]
-
-
-def live_store(store: Any) -> LongTermMemory:
-    """``store`` if it is a live :class:`LongTermMemory` (the checks read vectors, indexes and
-    whole texts, which a snapshot does not answer)."""
-    if not isinstance(store, LongTermMemory):
-        raise ValidationError(f"must be a LongTermMemory, got {type(store).__name__}",
-                              field="store")
-    return store
 
 
 def validate_fraction(value: Any, *, field: str, low_open: bool = True) -> float:

@@ -8,8 +8,10 @@ import numpy as np
 import pandas as pd
 
 from .._docs import share_docs
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 from ..store import LongTermMemory
+from ..validation import validate_frame
+from ._common import live_store
 
 __all__ = ["index_usage", "index_usage_delta", "table_health", "plot_index_usage"]
 
@@ -50,6 +52,7 @@ def index_usage(store: LongTermMemory) -> pd.DataFrame:
         - ``never_used`` (bool): no scan since the last reset, and not a unique or primary
           key index (those enforce constraints even when never scanned).
     """
+    store = live_store(store)
     frame = store.index_statistics()
     frame["never_used"] = (frame["idx_scan"] == 0) & ~frame["is_unique"] & ~frame["is_primary"]
     return frame.astype(_USAGE_DTYPES)
@@ -73,6 +76,8 @@ def index_usage_delta(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame
         its ``after`` readings, the usage since the reset (a lower bound).
     """
     keys = ["table", "index"]
+    for field, frame in (("before", before), ("after", after)):
+        validate_frame(frame, keys + _COUNTERS, field=field)
     merged = after[keys + _COUNTERS].merge(before[keys + _COUNTERS], on=keys,
                                            suffixes=("", "_before"))
     went_back = np.zeros(len(merged), dtype=bool)
@@ -108,6 +113,7 @@ def table_health(store: LongTermMemory) -> pd.DataFrame:
     ``in_working_memory``, which every recall changes, so each recall of a node also inserts
     into its HNSW and GIN indexes.
     """
+    store = live_store(store)
     frame = store.table_statistics()
     total = frame["n_live_tup"] + frame["n_dead_tup"]
     frame["dead_fraction"] = (frame["n_dead_tup"] / total.where(total > 0)).fillna(0.0)
@@ -121,6 +127,7 @@ def table_health(store: LongTermMemory) -> pd.DataFrame:
                          **dict.fromkeys(times, "datetime64[us, UTC]")})
 
 
+@checked_plot
 @share_docs
 def plot_index_usage(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Horizontal bars of scans per index, never-used indexes highlighted.

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 
 from .._docs import share_docs
-from .._plotting import axes_or_new, short_label
-from ..frames import MemorySource, scope_params
+from .._plotting import axes_or_new, checked_plot, short_label
+from ..frames import MemorySource, memory_source, scope_params
 from ..validation import validate_positive_int
 
 __all__ = ["robot_overlap", "robot_activity", "plot_robot_overlap", "plot_robot_activity"]
@@ -50,6 +50,7 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
         - ``nodes1``, ``nodes2`` (int64): nodes each remembers;
         - ``jaccard`` (float64): shared / (nodes1 + nodes2 - shared), 1 on the diagonal.
     """
+    source = memory_source(source)
     params = scope_params(timeframe=timeframe, robots=robots)
     dtypes = {"robot1": "string", "robot2": "string", "shared_nodes": "int64",
               "nodes1": "int64", "nodes2": "int64", "jaccard": "float64"}
@@ -105,6 +106,7 @@ def robot_activity(source: MemorySource, *, timeframe: Any = None,
         - ``created_at``, ``last_active``, ``first_remembered_at``, ``last_remembered_at``
           (datetime64[us, UTC]).
     """
+    source = memory_source(source)
     params = scope_params(timeframe=timeframe, robots=robots)
     times = ["created_at", "last_active", "first_remembered_at", "last_remembered_at"]
     frame = source.analytics_frame(
@@ -118,6 +120,7 @@ def robot_activity(source: MemorySource, *, timeframe: Any = None,
     return frame[columns].reset_index(drop=True).astype({"shared_fraction": "float64"})
 
 
+@checked_plot
 def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccard",
                        annotate: bool = True, **kwargs: Any) -> Any:
     """Heatmap of a :func:`robot_overlap` result (``value``: 'jaccard' or 'shared_nodes').
@@ -163,6 +166,7 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
     return ax
 
 
+@checked_plot
 def plot_robot_activity(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Stacked bars per robot of a :func:`robot_activity` result: memories only it remembers
     and memories shared with other robots. Returns the Axes."""

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 
 from .._docs import share_docs
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 from ..errors import ValidationError
-from ..frames import MemorySource, period_unit, scope_params, split_at_infinity
+from ..frames import MemorySource, memory_source, period_unit, scope_params, split_at_infinity
 from ..store.file_paths import output_path, writing
-from ..validation import validate_positive_int
+from ..validation import validate_number, validate_positive_int
 from .cooccurrence import COOCCURRENCE_DTYPES, cooccurrence_counts
 
 # networkx and matplotlib are imported by the functions that draw or build graphs: with them,
@@ -82,6 +82,7 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
         - ``npmi`` (float64): pmi / -ln(shared / N), in [-1, 1]; 1 when the pair covers
           every node.
     """
+    source = memory_source(source)
     params = _cooccurrence_params(min_shared, level, prefix, timeframe, robots)
     if sort_by not in _MEASURES:
         raise ValidationError(f"must be one of {', '.join(_MEASURES)}, got {sort_by!r}",
@@ -128,11 +129,15 @@ def tag_graph(source: MemorySource, *, min_shared: int = 2, level: int | None = 
     networkx.Graph
         ``graph.graph`` holds ``weight`` (the measure used) and ``communities`` (their count).
     """
+    source = memory_source(source)
     import networkx as nx
 
     if weight not in _MEASURES:
         raise ValidationError(f"must be one of {', '.join(_MEASURES)}, got {weight!r}",
                               field="weight")
+    resolution = validate_number(resolution, field="resolution", minimum=0, exclusive=True)
+    if seed is not None:
+        seed = validate_number(seed, field="seed", minimum=0, integer=True)
     pairs, sizes = _pairs_and_sizes(
         source, _cooccurrence_params(min_shared, level, prefix, timeframe, robots))
     pairs = pairs.sort_values(["shared_nodes", "topic1", "topic2"],
@@ -197,6 +202,7 @@ def tag_hierarchy(source: MemorySource, *, prefix: str | None = None, timeframe:
         - ``direct_nodes`` (int64): nodes carrying it and no tag below it;
         - ``cumulative_nodes`` (int64): nodes carrying it or any tag below it.
     """
+    source = memory_source(source)
     params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix)
     frame = source.analytics_frame("tag_hierarchy", params, _HIERARCHY_DTYPES)
     return frame.sort_values("tag", key=_tree_order).reset_index(drop=True)
@@ -231,6 +237,7 @@ def popular_tags(source: MemorySource, *, limit: int | None = 20, level: int | N
         ``infinity`` or ``-infinity`` fall in no period (``attrs["untimed_nodes"]`` counts
         them, once per tag).
     """
+    source = memory_source(source)
     params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
     frame = _tag_sizes(source, params, freq)
     totals = frame.groupby("tag")["nodes"].sum().reset_index()
@@ -262,6 +269,7 @@ def _tag_sizes(source: MemorySource, params: dict[str, Any], freq: str | None) -
 
 # -- plots ------------------------------------------------------------------------------------
 
+@checked_plot
 def plot_tag_cooccurrence(df: pd.DataFrame, *, ax: Any = None, measure: str = "npmi",
                           top: int = 25, **kwargs: Any) -> Any:
     """Bars of the ``top`` pairs of a :func:`tag_cooccurrence` result by ``measure``.
@@ -306,6 +314,7 @@ def tag_graph_view(graph: nx.Graph, *, max_nodes: int = 30,
     return shown
 
 
+@checked_plot
 def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
                    labels: int | None = None, edges_per_tag: int = 3, seed: int = 0,
                    **kwargs: Any) -> Any:
@@ -362,6 +371,7 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
     return ax
 
 
+@checked_plot
 def plot_tag_hierarchy(df: pd.DataFrame, *, ax: Any = None, children: int = 4,
                        top: int = 40, value: str = "cumulative_nodes", **kwargs: Any) -> Any:
     """The tag tree of a :func:`tag_hierarchy` result: top-level tags as bars, biggest
@@ -392,6 +402,7 @@ def plot_tag_hierarchy(df: pd.DataFrame, *, ax: Any = None, children: int = 4,
     return ax
 
 
+@checked_plot
 def plot_popular_tags(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Bars of a :func:`popular_tags` result, or one line per tag when it has periods.
 

@@ -9,9 +9,9 @@ import pandas as pd
 from pandas.tseries.frequencies import to_offset
 
 from .._docs import share_docs
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 from ..errors import ValidationError
-from ..frames import MemorySource, period_unit, scope_params, split_at_infinity
+from ..frames import MemorySource, memory_source, period_unit, scope_params, split_at_infinity
 from ..validation import validate_positive_int
 
 __all__ = [
@@ -80,6 +80,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
 
         ``remembers == new_memories + shared_remembers + repeated_remembers``.
     """
+    source = memory_source(source)
     unit, pandas_freq = period_unit(freq)
     _group_option(by, ("robot", "tag"))
     params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
@@ -193,6 +194,7 @@ def remember_count_distribution(source: MemorySource, *, by: str | None = None,
         (int64: nodes, or robot-node pairs, remembered that many times), ``share`` (float64,
         of the group's memories) and ``cumulative_share`` (float64), by count ascending.
     """
+    source = memory_source(source)
     _group_option(by, ("robot",))
     params = scope_params(timeframe=timeframe, robots=robots)
     params["by"] = by
@@ -232,6 +234,7 @@ def most_reinforced(source: MemorySource, *, limit: int = 20, timeframe: Any = N
         counts), ``robots`` (int64: robots that remember it), ``first_remembered_at``,
         ``last_remembered_at`` (datetime64[us, UTC]); most remembered first, then by id.
     """
+    source = memory_source(source)
     params = scope_params(timeframe=timeframe, robots=robots)
     params["limit"] = validate_positive_int(limit, field="limit")
     return source.analytics_frame(
@@ -241,6 +244,7 @@ def most_reinforced(source: MemorySource, *, limit: int = 20, timeframe: Any = N
          "last_remembered_at": "datetime64[us, UTC]"})
 
 
+@checked_plot
 def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = None,
                          **kwargs: Any) -> Any:
     """Plot a :func:`remember_trends` result.
@@ -299,6 +303,7 @@ def _bar_width(periods: pd.Series) -> Any:
     return periods.diff().min() * 0.8
 
 
+@checked_plot
 def plot_remember_count_distribution(df: pd.DataFrame, *, ax: Any = None,
                                      **kwargs: Any) -> Any:
     """Memories per remember count (log scale) of a :func:`remember_count_distribution`

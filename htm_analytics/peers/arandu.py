@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 from ..frames import TIME_INFINITY, TIME_MINUS_INFINITY, period_unit, split_at_infinity
 from ..store import LongTermMemory
 from ..store.sources import postgres_source, read_frame, table_query
@@ -271,6 +271,7 @@ def arandu_stale_facts(source: Any, *, as_of: Any = None,
     return frame.astype({"reason": "string"}).reset_index(drop=True)
 
 
+@checked_plot
 def plot_fact_timeline(df: pd.DataFrame, *, ax: Any = None, entity: str | None = None,
                        until: Any = None, limit: int = 20, **kwargs: Any) -> Any:
     """Validity intervals of fact versions (from :func:`arandu_fact_versions`), one row per

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 from ..store import LongTermMemory
 from ..store.sources import load_peer_query, read_frame, sqlite_source
 from ..validation import validate_number, validate_positive_int, validate_timeframe
@@ -256,6 +256,7 @@ def ghostkg_retrievability_curves(sqlite_path: Any, *, days: int = 60, step: flo
                          "day": "float64", "retrievability": "float64"})
 
 
+@checked_plot
 def plot_retrievability_curves(df: pd.DataFrame, *, ax: Any = None, limit: int = 12,
                                **kwargs: Any) -> Any:
     """Plot :func:`ghostkg_retrievability_curves`: one line per (agent, entity), the

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 from ..store import LongTermMemory
 from ..store.sources import postgres_source, read_frame, table_query
 from ..validation import validate_number
@@ -278,6 +278,7 @@ def seaf_composite_candidates(source: Any, *, max_length: int = 4, min_frequency
     return frame
 
 
+@checked_plot
 def plot_tool_stats(df: pd.DataFrame, *, ax: Any = None, top: int = 15, **kwargs: Any) -> Any:
     """Success rate per tool (bars) from :func:`seaf_tool_stats`, labelled with p50 latency."""
     ax = axes_or_new(ax, (8, 4.5))

@@ -34,7 +34,7 @@ from ..analysis.trends import (
 )
 from ..analysis.worker_pool import validate_workers
 from ..errors import ValidationError
-from ..frames import MemorySource
+from ..frames import MemorySource, memory_source
 from ..store import LongTermMemory, write_parquet
 from ..store.file_paths import output_path, writable_folder, writing
 from ..store.history import HistoryFolder, HistoryTable
@@ -256,6 +256,7 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     -------
     Report
     """
+    source = memory_source(source)
     live = isinstance(source, LongTermMemory)
     if hygiene_sample is not None:  # checked before any work
         hygiene_sample = validate_positive_int(hygiene_sample, field="hygiene_sample")

@@ -22,6 +22,7 @@ from ..store import (
     database_exists,
     drop_database,
     drop_unused_databases,
+    live_store,
     replace_database,
     with_database,
 )
@@ -49,6 +50,7 @@ def load_demo(store: LongTermMemory, *, days: int = 180, end: dt.datetime | None
     pandas.DataFrame
         :meth:`~LongTermMemory.table_counts` after loading.
     """
+    store = live_store(store)
     memories, vectors, _, _ = read_demo()
     remember_history(store, memories, vectors, days=days, end=end, seed=seed,
                      token_counts=True, embedding_model=(DEMO_MODEL_PROVIDER, DEMO_MODEL))
@@ -101,6 +103,7 @@ def demo_queries(store: LongTermMemory, *, limit: int | None = None
                  ) -> tuple[list[str], np.ndarray, list[int]]:
     """The demo's labelled queries (package titles, their MiniLM vectors, and the node id of
     the description that answers each), for :func:`~htm_analytics.retrieval_quality`."""
+    store = live_store(store)
     memories, _, queries, query_vectors = read_demo()
     if limit is not None:
         queries, query_vectors = queries.head(limit), query_vectors[:limit]

@@ -14,8 +14,8 @@ import pandas as pd
 from ..analysis.robots import robot_activity
 from ..analysis.tags import tag_cooccurrence, tag_hierarchy
 from ..errors import HTMError
-from ..frames import MemorySource
-from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
+from ..frames import MemorySource, memory_source
+from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory, live_store
 from ..tuning.benchmark import benchmark_recall
 from .render import html_table
 
@@ -57,6 +57,7 @@ def search_explorer(store: LongTermMemory, *, embedder: Any = None,
     without one, full text and fuzzy search work. The robot filter keeps results that robot
     remembers (the search fetches five times the limit, then filters).
     """
+    store = live_store(store)
     strategies = [s for s in SEARCH_STRATEGIES if embedder or s not in VECTOR_STRATEGIES]
     robots = ["any robot", *robot_activity(store)["robot"].tolist()]
     controls = {
@@ -105,6 +106,7 @@ def search_explorer(store: LongTermMemory, *, embedder: Any = None,
 def tag_browser(source: MemorySource, *, prefix: str = "") -> Explorer:
     """Browse the tag tree: a prefix -> its children with counts, and the tags it meets most
     often (by normalised PMI). Computed once; the widget filters the results."""
+    source = memory_source(source)
     hierarchy = tag_hierarchy(source)
     pairs = tag_cooccurrence(source, min_shared=2, sort_by="npmi")
     controls = {"prefix": widgets.Combobox(value=prefix, options=hierarchy["tag"].tolist(),
@@ -137,6 +139,7 @@ def ef_search_explorer(store: LongTermMemory, *, queries: int = 100, k: int = 10
     """Move ``hnsw.ef_search`` and see recall@k and latency, measured on a sample of held-out
     stored vectors each time (two repeats, with the spread of their median latency and QPS:
     a change smaller than that is noise)."""
+    store = live_store(store)
     controls = {"ef_search": widgets.IntSlider(value=ef_search, min=1, max=400, step=1,
                                                description="ef_search",
                                                continuous_update=False)}

@@ -40,7 +40,7 @@ from .databases import (
 )
 from .forgetting import CONFIRMATION
 from .indexing import hnsw_graph_bytes
-from .memory import LongTermMemory
+from .memory import LongTermMemory, live_store
 from .schema import SCHEMA_VERSION, apply_migrations, create_statement_statistics
 from .schema_info import SchemaInfo
 from .search import SEARCH_STRATEGIES, VECTOR_STRATEGIES, SearchStrategy
@@ -66,6 +66,7 @@ __all__ = [
     "CURSOR_PREFIX",
     "VECTOR_STRATEGIES",
     "LongTermMemory",
+    "live_store",
     "SchemaInfo",
     "SearchStrategy",
     "TextMatch",

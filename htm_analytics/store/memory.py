@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import ValidationError
 from ._common import Timeframe
 from .activity import ActivityMixin
 from .bulk import BulkMixin
@@ -23,7 +24,7 @@ from .stale import StaleMixin
 from .tagging import TaggingMixin
 from .vitals import VitalsMixin
 
-__all__ = ["LongTermMemory"]
+__all__ = ["LongTermMemory", "live_store"]
 
 
 class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, LexicalSearchMixin,
@@ -126,3 +127,12 @@ class LongTermMemory(NodesMixin, ActivityMixin, TaggingMixin, SearchMixin, Lexic
                     **options, **vectors, fusion="rrf" if strategy == "rrf" else "weighted")
             case "vector_bm25":
                 return self.search_vector_bm25(**options, **vectors)
+
+
+def live_store(store: Any, *, field: str = "store") -> LongTermMemory:
+    """``store`` if it is a live :class:`LongTermMemory` (a helper that reads vectors,
+    indexes, server statistics or whole texts, which a snapshot does not answer)."""
+    if not isinstance(store, LongTermMemory):
+        raise ValidationError(f"must be a LongTermMemory, got {type(store).__name__}",
+                              field=field)
+    return store

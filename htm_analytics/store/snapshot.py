@@ -28,7 +28,7 @@ from ..frames import (
 )
 from .catalog import MEMORY_TABLES
 from .file_paths import path_text, writing
-from .memory import LongTermMemory
+from .memory import LongTermMemory, live_store
 from .read_ahead import read_ahead
 from .schema import SCHEMA_VERSION
 
@@ -75,6 +75,7 @@ def export_snapshot(store: LongTermMemory, path: str | os.PathLike[str], *,
     pathlib.Path
         The snapshot's path, to open with :class:`Snapshot`.
     """
+    store = live_store(store)
     target = Path(path_text(path, field="path"))
     as_database = target.suffix in (".duckdb", ".db")
     if target.exists() and not overwrite:

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 from ..errors import ValidationError
-from ..store import LongTermMemory
+from ..store import LongTermMemory, live_store
 from ..validation import validate_number, validate_positive_int
 from ._ground_truth import stable_sample
 from .benchmark import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
@@ -183,6 +183,7 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
         range, max - min, of the runs' QPS and median latency; 0 with one repeat),
         ``speedup`` (float64: QPS over the first row's).
     """
+    store = live_store(store)
     _require_store(store)
     ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
     k = validate_positive_int(k, field="k", maximum=1000)
@@ -303,6 +304,7 @@ def _run_clients(store: LongTermMemory, queries: np.ndarray, count: int, *, dime
     return np.concatenate([r for r in results if r is not None]), wall
 
 
+@checked_plot
 def plot_concurrency(df: pd.DataFrame, *, ax: Any = None) -> Any:
     """QPS (bars, with a whisker as long as the spread over the repeats) and p95 latency
     (line, right axis) per number of client threads.

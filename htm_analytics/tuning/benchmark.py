@@ -20,7 +20,7 @@ import pandas as pd
 
 from .._progress import progress_bar
 from ..errors import EmbeddingError, ValidationError
-from ..store import LongTermMemory, TuningSession, write_parquet
+from ..store import LongTermMemory, TuningSession, live_store, write_parquet
 from ..store.file_paths import output_path, writing
 from ..store.table_recall import DEFAULT_EF_SEARCH_SWEEP, HIT_EPSILON
 from ..validation import validate_positive_int
@@ -397,6 +397,7 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
           ``ef_construction``, ``dimension``, ``repeats`` (int64);
         - ``postgresql``, ``pgvector`` (string): server versions.
     """
+    store = live_store(store)
     output = _output(output)
     if table is not None:
         from ..store import benchmark_table_recall
@@ -464,6 +465,7 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
         (string) and ``max_parallel_maintenance_workers`` (int64), one row per variant and
         ``ef_search``.
     """
+    store = live_store(store)
     output = _output(output)
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
     grid = [(validate_positive_int(a, field="m", maximum=100),

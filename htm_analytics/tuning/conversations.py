@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from .._plotting import axes_or_new
+from .._plotting import axes_or_new, checked_plot
 from .._progress import progress_bar
 from ..agent.embeddings import get_embedder
 from ..errors import ValidationError
@@ -449,6 +449,7 @@ def evaluate_conversations(
                                   conversations=conversation_frame, interrupted=interrupted)
 
 
+@checked_plot
 def plot_conversations(df: pd.DataFrame, *, metric: str | None = None, ax: Any = None,
                        **kwargs: Any) -> Any:
     """Bars of one metric per question category (x) and strategy (one bar each), from the

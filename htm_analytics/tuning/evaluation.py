@@ -18,9 +18,9 @@ import ir_measures
 import numpy as np
 import pandas as pd
 
-from .._plotting import axes_or_new, fraction_limits
+from .._plotting import axes_or_new, checked_plot, fraction_limits
 from ..errors import ValidationError
-from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory
+from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory, live_store
 from ..validation import (
     real_matrix,
     real_vector,
@@ -200,6 +200,7 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
         Unknown strategies, missing columns, bad ids or vectors, or a strategy that needs
         vectors with neither vectors nor ``embedding_service``.
     """
+    store = live_store(store)
     k = validate_positive_int(k, field="k", maximum=1000)
     repeats = validate_positive_int(repeats, field="repeats", maximum=100)
     if not isinstance(queries, pd.DataFrame) or not {"query", "relevant"} <= set(queries):
@@ -313,6 +314,7 @@ def read_labelled_queries(path: str | Path) -> pd.DataFrame:
     return frame
 
 
+@checked_plot
 def plot_retrieval(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Quality against latency: one point per strategy from the ``summary`` of
     :func:`evaluate_retrieval`, MRR@k (y) against p50 latency (x, log scale), with a
@@ -351,6 +353,7 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
         ``no_result``, ``latency_p50_ms``, ``latency_p95_ms``, ``latency_p50_spread_ms``
         (float64: see :func:`evaluate_retrieval`), ``queries``, ``k``, ``repeats`` (int64).
     """
+    store = live_store(store)
     queries = validate_list(queries, field="queries")
     relevant = [validate_id(r, field="relevant")
                 for r in validate_list(relevant, field="relevant")]
@@ -367,6 +370,7 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
          "latency_p50_spread_ms", "queries", "k", "repeats"]]
 
 
+@checked_plot
 def plot_retrieval_quality(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Bars of recall@k and MRR per strategy from :func:`retrieval_quality`, with the median
     latency of each strategy beside them (points, right axis, log scale, labelled with the

@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from .._plotting import axes_or_new, fraction_limits
+from .._plotting import axes_or_new, checked_plot, fraction_limits
 
 __all__ = ["plot_recall_latency", "plot_recall_by_ef"]
 
@@ -20,6 +20,7 @@ def _curves(df: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
             for name, rows in df.groupby(keys, sort=True)]
 
 
+@checked_plot
 def plot_recall_latency(df: pd.DataFrame, *, ax: Any = None, y: str = "qps",
                         annotate: bool = True, **kwargs: Any) -> Any:
     """Recall against throughput (``y='qps'``, log scale) or a latency column, one line per
@@ -45,6 +46,7 @@ def plot_recall_latency(df: pd.DataFrame, *, ax: Any = None, y: str = "qps",
     return ax
 
 
+@checked_plot
 def plot_recall_by_ef(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any:
     """Mean recall (line) and its 5th percentile (dashed) against ``ef_search`` (log 2),
     one colour per variant/filter/iterative-scan setting. The recall axis spans the measured
