@@ -259,6 +259,11 @@ def test_remember_trends_by_robot_and_tag(store: LongTermMemory, raw: dict) -> N
     top = raw["node_tags"].assign(tag=raw["node_tags"]["tag"].str.split(":").str[0])
     expected = events.merge(top.drop_duplicates(), on="node_id").groupby("tag").size()
     assert by_tag.groupby("tag")["remembers"].sum().to_dict() == expected.to_dict()
+    for option in ({"level": 1}, {"prefix": "database"}):  # they choose tags: no tags, refused
+        for by in (None, "robot"):
+            with pytest.raises(ha.ValidationError, match="only with by='tag'") as raised:
+                ha.remember_trends(store, by=by, **option)
+            assert raised.value.field in option
 
 
 @pytest.mark.parametrize("by", [None, "robot", "tag"])

@@ -115,6 +115,10 @@ def test_analysis_commands(memory_url: str, tmp_path: Path) -> None:
     pairs = json.loads(run("tags", "--level", "1", "--limit", "5", "--json"))
     assert len(pairs) == 5 and ":" not in pairs[0]["topic1"]
     assert run("tag-tree", "--max-depth", "1", "--csv").splitlines()[0].startswith("tag,name,")
+    for refused in (["tag-tree", "--max-depth", "0"], ["trends", "--level", "1"],
+                    ["trends", "--by", "robot", "--prefix", "database"]):
+        result = runner.invoke(cli, ["--db", memory_url, *refused])
+        assert result.exit_code == 2 and refused[-2] in result.output, (refused, result.output)
     weekly = json.loads(run("trends", "--by", "robot", "--robot", "coder", "--json"))
     assert {row["robot"] for row in weekly} == {"coder"}
     recent = json.loads(run("trends", "--freq", "D", "--since", "2026-06-20",

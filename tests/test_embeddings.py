@@ -211,3 +211,12 @@ def test_minilm_runs_offline_and_matches_the_corpus_vectors(
     # The corpus' query vectors were made by all-MiniLM-L6-v2: the same vectors.
     assert np.allclose((vectors * expected).sum(axis=1), 1.0, atol=1e-3)
     assert embedder.embed("a single text").shape == (384,)
+
+
+def test_a_models_name_is_shown_once() -> None:
+    from htm_analytics.store.display import model_label
+
+    assert model_label("sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2") == \
+        "sentence-transformers/all-MiniLM-L6-v2"
+    assert model_label("openai", "text-embedding-3-small") == "openai/text-embedding-3-small"
+    assert model_label(None, None) == "unknown model"

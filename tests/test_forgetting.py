@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import psycopg
 import pytest
@@ -151,6 +152,11 @@ def test_cli_asks_before_forgetting(era: str, server_url: str, roles: dict[str, 
             assert not store.exists(node)
         result = CliRunner().invoke(cli, ["--db", url, "restore", str(node), "--yes"])
         assert result.exit_code != 0
+        # A memory that is not there is said so before any question is asked.
+        for command in ("forget", "restore"):
+            missing = CliRunner().invoke(cli, ["--db", url, command, str(node)])
+            assert type(missing.exception).__name__ == "NotFoundError", missing.output
+            assert "?" not in missing.output
         return
     with gem_written(server_url, roles) as url:
         with LongTermMemory(url) as store:
@@ -158,9 +164,12 @@ def test_cli_asks_before_forgetting(era: str, server_url: str, roles: dict[str, 
         run("forget", str(node), answer="n")
         assert counts(url)["forgotten"] == 1
         assert "forgotten" in run("forget", str(node), answer="y")
+        with LongTermMemory(url) as store:  # reads leave it out; it is there to restore
+            assert not store.exists(node) and store.exists(node, forgotten=True)
         assert "restored" in run("restore", str(node), "--yes")
         assert "was not forgotten" in run("restore", str(node), "--yes")
-        run("purge", "--older-than", "0d", answer="n")
+        asked = run("purge", "--older-than", "0d", answer="n")
+        assert re.search(r"forgotten before \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC in ", asked)
         assert counts(url)["forgotten"] == 1
         assert "1 forgotten" in run("purge", "--older-than", "0s", "--yes")
         assert counts(url) == {"nodes": 3, "forgotten": 0, "forgotten_links": 0,

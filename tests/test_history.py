@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
-from htm_analytics import HistoryVersionError, LongTermMemory, build_report
+from htm_analytics import HistoryVersionError, LongTermMemory, ValidationError, build_report
 from htm_analytics.advisor import split_statements
 from htm_analytics.advisor.collect import collect_sample
 from htm_analytics.advisor.history import DriftThresholds, drift_findings, history
@@ -143,6 +143,13 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path):
     approved = DriftThresholds(baseline_sample=4)
     assert "recall_drift" not in set(drift_findings(history(path, thresholds=approved),
                                                     approved)["check"])
+    # A baseline that is no sample would turn the check off without a word.
+    with pytest.raises(ValidationError, match="those are: 1, 2, 3, 4") as raised:
+        history(path, thresholds=DriftThresholds(baseline_sample=9))
+    assert raised.value.field == "baseline_sample"
+    past = runner.invoke(cli, ["history", "--history", str(path), "--baseline", "9"])
+    assert isinstance(past.exception, ValidationError) and past.exception.field == \
+        "baseline_sample"
 
 
 def test_history_schema_version(tmp_path, history_reader_url):

@@ -60,7 +60,9 @@ def test_table_health_counts_rows(ltm: LongTermMemory, db: psycopg.Connection) -
     assert 0 <= health.loc["nodes", "dead_fraction"] <= 1
     assert set(health.index) == {"robots", "nodes", "robot_nodes", "tags", "node_tags",
                                  "memory_events", "node_search_vectors",
-                                 "node_embedding_models"}
+                                 "node_embedding_models", "import_records", "node_lexicon",
+                                 "memory_query_vectors", "htm_analytics_migrations",
+                                 "htm_analytics_cache_generation"}
     # The trigger wrote one search vector per node; the delete cascaded to it.
     assert health.loc["node_search_vectors", "n_tup_ins"] == 2
     assert health.loc["node_search_vectors", "n_live_tup"] == 1

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import ValidationError
 from ..store import quote_identifier
 from ..store.history import HistoryFolder, HistoryTable, read_history
 from ._common import FINDING_COLUMNS, finding, toolkit_statements
@@ -184,6 +185,7 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
     usage["is_unique"] = usage["index_name"].map(unique).fillna(False).astype(bool)
     statements = _statement_periods(frames["sample_statements"], samples)
     recall = samples[["sample_id", "collected_at", "ef_search", *_RECALL_COLUMNS]].copy()
+    _check_baseline(thresholds.baseline_sample, recall)
     for prefix in ("", "logged_"):
         recall[f"{prefix}recall"] = pd.to_numeric(recall[f"{prefix}recall"])
         measured = recall.dropna(subset=[f"{prefix}recall"])
@@ -194,6 +196,17 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
                 float(base[f"{prefix}recall{suffix}"].iloc[0]) if len(base) else np.nan
     robots = frames["sample_robots"].merge(samples[["sample_id", "collected_at"]])
     return MemoryHistory(samples, growth, usage, recall, robots, statements)
+
+
+def _check_baseline(baseline: int | None, recall: pd.DataFrame) -> None:
+    """A chosen baseline must be a sample that measured recall: any other would silently
+    turn the drift check off."""
+    measured = recall.loc[pd.to_numeric(recall["recall"]).notna(), "sample_id"].tolist()
+    if baseline is not None and baseline not in measured:
+        choices = ", ".join(map(str, measured[:20])) + (", ..." if len(measured) > 20 else "")
+        raise ValidationError(
+            f"sample {baseline} is not a sample that measured recall; those are: "
+            f"{choices or 'none yet'}", field="baseline_sample")
 
 
 def drift_findings(memory_history: MemoryHistory,

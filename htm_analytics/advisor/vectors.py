@@ -14,6 +14,7 @@ from ..store import (
     quote_identifier,
     quote_literal,
 )
+from ..store.display import model_label
 from ..tuning.advice import compare_latency
 from ._common import (
     Context,
@@ -96,8 +97,8 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
     models = context.store.embedding_models()
     if len(models) > 1:
         described = "; ".join(
-            ("unknown model" if pd.isna(provider) else f"{provider}/{model}")
-            + f" ({dimension}-d): {nodes:,}" for provider, model, dimension, nodes
+            f"{model_label(provider, model)} ({dimension}-d): {nodes:,}"
+            for provider, model, dimension, nodes
             in models[["provider", "model", "dimension", "nodes"]].astype(object).itertuples(
                 index=False, name=None))
         # models() is sorted by nodes, most first: the others are the ones to clear.

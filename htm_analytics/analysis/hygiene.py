@@ -42,6 +42,7 @@ from .._progress import Progress, progress_bar, validate_progress
 from ..errors import ValidationError
 from ..frames import scope_params
 from ..store import LongTermMemory
+from ..store.display import model_label
 from ._common import MemorySample, draw_sample, live_store, shorten_text, validate_fraction
 from .pair_graph import PairCollector, pair_clusters
 
@@ -94,7 +95,7 @@ def model_groups(store: LongTermMemory, scope: dict[str, Any]) -> list[dict[str,
             merged = len(named) == 1 and unnamed > 0
             result.append({"dimension": dimension, "provider": provider, "model": model,
                            "unnamed": merged, "nodes": nodes + (unnamed if merged else 0),
-                           "label": f"{provider}/{model} ({dimension}-d)"})
+                           "label": f"{model_label(provider, model)} ({dimension}-d)"})
         if unnamed and len(named) != 1:
             result.append({"dimension": dimension, "provider": None, "model": None,
                            "unnamed": True, "nodes": unnamed,

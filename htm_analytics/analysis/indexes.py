@@ -25,7 +25,8 @@ _COUNTERS = ["idx_scan", "idx_tup_read", "idx_tup_fetch"]
 
 
 def index_usage(store: LongTermMemory) -> pd.DataFrame:
-    """Usage of every index on the memory tables, from ``pg_stat_user_indexes``.
+    """Usage of every index on the memory tables and the toolkit's own, from
+    ``pg_stat_user_indexes``.
 
     Counters are cumulative since the statistics were last reset; use
     :func:`index_usage_delta` on two readings to see what one workload used. This process's

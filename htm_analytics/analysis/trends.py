@@ -51,7 +51,8 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     %(freq)s
     by : {None, 'robot', 'tag'}
         Also split by robot, or by the node's current tags (each remember counts once for each
-        tag of its node; ``prefix`` and ``level`` choose the tags).
+        tag of its node; ``prefix`` and ``level`` choose the tags, and are refused without
+        ``by="tag"``).
     timeframe : (datetime, datetime), optional
         Only remembers that happened in this range (whether a memory is new is still decided
         over its whole history).
@@ -83,6 +84,10 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     source = memory_source(source)
     unit, pandas_freq = period_unit(freq)
     _group_option(by, ("robot", "tag"))
+    for field, value in (("prefix", prefix), ("level", level)):
+        if value is not None and by != "tag":  # it would be ignored: say so
+            raise ValidationError("applies only with by='tag' (tags are grouped under it), "
+                                  f"got by={by!r}", field=field)
     params = scope_params(timeframe=timeframe, robots=robots, prefix=prefix, level=level)
     params.update(unit=unit, by=by)
     frame = source.analytics_frame(

@@ -347,7 +347,8 @@ def tags(ctx: click.Context, fmt: str, **options: Any) -> None:
 
 @cli.command("tag-tree")
 @click.option("--prefix", default=None, help="Only this subtree.")
-@click.option("--max-depth", type=int, default=None, help="Only tags down to this depth.")
+@click.option("--max-depth", type=click.IntRange(1), default=None,
+              help="Only tags down to this depth (1: the top-level tags).")
 @scope_options
 @output_options
 @click.pass_context
@@ -376,6 +377,9 @@ def trends(ctx: click.Context, fmt: str, **options: Any) -> None:
     """Remembers per period: new, shared from another robot, repeated."""
     from ..analysis.trends import remember_trends
 
+    for name in ("level", "prefix"):
+        if options[name] is not None and options["by"] != "tag":
+            raise click.BadOptionUsage(name, f"--{name} applies only with --by tag")
     with _open_store(ctx, init_schema=False) as store:
         frame = remember_trends(store, **options)
     if not frame.attrs.get("exact", True):
@@ -447,7 +451,7 @@ def main() -> None:
 
 
 # Python arguments named in the library's messages, and the options that set them here.
-_CLI_WORDS = {"pass overwrite=True": "add --overwrite",
+_CLI_WORDS = {"pass overwrite=True": "add --overwrite", "baseline_sample: ": "--baseline: ",
               "pass embedding_service": "pass --embedder",
               ", or open it with LongTermMemory(url, init_schema=True)": ""}
 

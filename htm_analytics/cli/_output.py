@@ -62,9 +62,11 @@ def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Shared ``--since/--until/--robot`` options, passed on as ``timeframe`` and ``robots``."""
 
     @click.option("--since", type=DateOrTime(), default=None,
-                  help="Only from this date or time (UTC).")
+                  help="Only memories created from this date or time (UTC); for trends, "
+                       "remembers made from it.")
     @click.option("--until", type=DateOrTime(), default=None,
-                  help="Only up to this date (the whole day) or time (UTC, inclusive).")
+                  help="Only memories created up to this date (the whole day) or time (UTC, "
+                       "inclusive); for trends, remembers made up to it.")
     @click.option("--robot", "robots", multiple=True, help="Only this robot (repeatable).")
     @functools.wraps(command)
     def wrapper(*args: Any, since: Any, until: Any, robots: tuple[str, ...],

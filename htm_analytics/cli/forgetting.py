@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from typing import Any
 
 import click
 
@@ -32,6 +33,20 @@ def _older_than(_ctx: click.Context, _param: click.Parameter,
     return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
 
 
+def _when(older_than: dt.datetime | dt.timedelta) -> str:
+    """``older_than`` as the prompt says it: an age counts back from now."""
+    moment = dt.datetime.now(dt.UTC) - older_than if isinstance(older_than, dt.timedelta) \
+        else older_than
+    return f"before {moment.astimezone(dt.UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+
+def _must_exist(store: Any, node_id: int) -> None:
+    from ..errors import NotFoundError
+
+    if not store.exists(node_id, forgotten=True):
+        raise NotFoundError(f"no memory with id {node_id}")
+
+
 @cli.command()
 @click.argument("node_id", type=int)
 @click.option("--permanent", is_flag=True,
@@ -45,6 +60,7 @@ def forget(ctx: click.Context, node_id: int, permanent: bool, yes: bool) -> None
     with _open_store(ctx) as store:
         permanent = permanent or not store.schema_info.soft_deletes
         how = "delete permanently" if permanent else "forget (restorable)"
+        _must_exist(store, node_id)  # before asking: a yes would be for nothing
         if not yes:
             click.confirm(f"{how} memory {node_id} in {store.url}?", abort=True)
         from ..store import CONFIRMATION
@@ -61,6 +77,7 @@ def forget(ctx: click.Context, node_id: int, permanent: bool, yes: bool) -> None
 def restore(ctx: click.Context, node_id: int, yes: bool) -> None:
     """Bring back memory NODE_ID, forgotten softly, with its robot and tag links."""
     with _open_store(ctx) as store:
+        _must_exist(store, node_id)
         if not yes:
             click.confirm(f"restore memory {node_id} in {store.url}?", abort=True)
         restored = store.restore(node_id)
@@ -77,7 +94,7 @@ def purge(ctx: click.Context, older_than: dt.datetime | dt.timedelta, yes: bool)
     """Delete for good the memories forgotten (softly) before --older-than."""
     with _open_store(ctx) as store:
         if not yes:
-            click.confirm(f"permanently delete the memories forgotten before {older_than} "
+            click.confirm(f"permanently delete the memories forgotten {_when(older_than)} "
                           f"in {store.url}?", abort=True)
         from ..store import CONFIRMATION
 

@@ -81,6 +81,8 @@ def _one_table(document: dict[str, Any]) -> pd.DataFrame:
     if index_frame is None:
         return tables
     merged = tables.merge(index_frame, on="table", how="outer")
+    # The toolkit's additions have indexes but no row count here: empty, not a float column.
+    merged["rows"] = merged["rows"].astype("Int64")
     return merged[["table", "rows", *_INDEX_COLUMNS[1:]]]
 
 

@@ -18,6 +18,7 @@ from psycopg import sql
 from ..errors import EmbeddingError, EmbeddingMismatchError, HTMError, ValidationError
 from ..validation import MAX_EMBEDDING_DIMENSION, checked_vector
 from ._common import StoredModel
+from .display import model_label
 
 if TYPE_CHECKING:
     from ._base import StoreBase
@@ -143,11 +144,11 @@ def check_model(stored: Iterable[StoredModel], provider: str, model: str,
     mismatched = [(p, m, d, n) for p, m, d, n in stored
                   if d != dimension or (p is not None and (p, m) != (provider, model))]
     if mismatched:
-        found = "; ".join(("unknown model" if p is None else f"{p}/{m}")
-                          + f" ({d}-d, {n:,} nodes)" for p, m, d, n in mismatched)
+        found = "; ".join(f"{model_label(p, m)} ({d}-d, {n:,} nodes)"
+                          for p, m, d, n in mismatched)
         raise EmbeddingMismatchError(
-            f"the query is embedded with {provider}/{model} ({dimension}-d) but the stored "
-            f"vectors include {found}; vectors of different models are not comparable. "
+            f"the query is embedded with {model_label(provider, model)} ({dimension}-d) but "
+            f"the stored vectors include {found}; vectors of different models are not comparable. "
             "Re-embed the memories, or search with the model that made them "
             "(htm-analytics advise gives the SQL to clear the odd vectors).", field=field)
 

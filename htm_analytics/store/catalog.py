@@ -16,13 +16,18 @@ from ..validation import validate_positive_int
 from ._base import StoreBase
 from .display import MemoryStats
 from .packed_rows import packed_pages
+from .schema_info import TOOLKIT_ADDITIONS
 from .vector_stream import decode_vectors, fetch_bigint_columns, one_snapshot, raw_vectors
 
 __all__ = ["CatalogMixin", "MEMORY_TABLES"]
 
 MEMORY_TABLES = ("robots", "nodes", "robot_nodes", "tags", "node_tags", "memory_events")
 # Index usage and table health also cover the tables that serve searches.
-_STATISTICS_TABLES = (*MEMORY_TABLES, "node_search_vectors", "node_embedding_models")
+# The tables whose usage and size the index and table listings show: the memory's, the
+# toolkit's additions and its bookkeeping (as collect and advise see them).
+_STATISTICS_TABLES = tuple(dict.fromkeys((*MEMORY_TABLES, *TOOLKIT_ADDITIONS,
+                                          "htm_analytics_migrations",
+                                          "htm_analytics_cache_generation")))
 
 # What a snapshot keeps of each table (htm_analytics.store.snapshot creates the matching tables).
 _EXPORT_COLUMNS = {
@@ -148,7 +153,7 @@ class CatalogMixin(StoreBase):
             {"table": "string", "rows": "int64"})
 
     def index_list(self) -> pd.DataFrame:
-        """Indexes of the memory tables with their sizes and definitions.
+        """Indexes of the memory tables and the toolkit's own, with sizes and definitions.
 
         Returns
         -------
@@ -163,7 +168,7 @@ class CatalogMixin(StoreBase):
              "size_bytes": "int64", "definition": "string"})
 
     def index_statistics(self) -> pd.DataFrame:
-        """Cumulative usage counters of the memory tables' indexes, with sizes.
+        """Cumulative usage counters of the indexes of :meth:`index_list`, with sizes.
 
         Flushes this process's pending statistics first (``pg_stat_force_next_flush``,
         PostgreSQL 15+) and reads a fresh snapshot; other connections flush on their own within

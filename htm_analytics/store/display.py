@@ -7,7 +7,8 @@ from typing import Any
 
 import pandas as pd
 
-__all__ = ["SearchResults", "MemoryStats", "counted", "shorten_text", "shorten_beginning"]
+__all__ = ["SearchResults", "MemoryStats", "counted", "shorten_text", "shorten_beginning",
+           "model_label"]
 
 _PREVIEW = 200
 _QUICK = 16  # characters past the width first flattened: enough unless the text is mostly spaces
@@ -91,3 +92,12 @@ class MemoryStats(dict[str, Any]):
         rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{_cell(v)}</td></tr>"
                        for k, v in self.items())
         return f"<table><caption>memory statistics</caption><tbody>{rows}</tbody></table>"
+
+
+def model_label(provider: Any, model: Any) -> str:
+    """``provider/model`` as users name an embedding model, once: sentence-transformers'
+    models already carry their organisation (``sentence-transformers/all-MiniLM-L6-v2``)."""
+    if provider is None or pd.isna(provider):
+        return "unknown model"
+    provider, model = str(provider), str(model)
+    return model if model.startswith(f"{provider}/") else f"{provider}/{model}"

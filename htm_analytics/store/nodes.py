@@ -338,10 +338,15 @@ class NodesMixin(StoreBase):
                     result[i] = int(twin["id"]) if twin else None
         return result
 
-    def exists(self, node_id: int) -> bool:
-        """Whether a node with this id exists."""
+    def exists(self, node_id: int, *, forgotten: bool = False) -> bool:
+        """Whether a node with this id exists (with ``forgotten``, also one forgotten softly,
+        which reads leave out)."""
         node_id = validate_id(node_id, field="node_id")
-        return bool(self._fetch("SELECT EXISTS (SELECT 1 FROM nodes WHERE id = %s) AS e",
+        if not isinstance(forgotten, bool):
+            raise ValidationError(f"must be True or False, got {forgotten!r}", field="forgotten")
+        # public.nodes: every row, past the read prefix's live-rows-only nodes.
+        table = "public.nodes" if forgotten else "nodes"
+        return bool(self._fetch(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE id = %s) AS e",
                                 (node_id,), memory_operation=True)[0]["e"])
 
     def delete(self, node_id: int) -> bool:

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 
 __all__ = ["SchemaInfo", "detect_schema", "EVENT_TRIGGERS_VERSION", "FORGET_EVENTS_VERSION",
-           "derived_dimension_sql", "prefix_read"]
+           "derived_dimension_sql", "prefix_read", "TOOLKIT_ADDITIONS"]
 
 EVENT_TRIGGERS_VERSION = 7
 """The migration from which triggers write the remember and delete events for every writer."""
@@ -27,7 +27,7 @@ EVENT_TRIGGERS_VERSION = 7
 FORGET_EVENTS_VERSION = 10
 """The migration from which the event log also has ``restore`` and ``purge`` events."""
 
-_ADDITIONS = ("memory_events", "node_embedding_models", "node_search_vectors",
+TOOLKIT_ADDITIONS = ("memory_events", "node_embedding_models", "node_search_vectors",
               "import_records", "node_lexicon", "memory_query_vectors")
 
 _DETECT = """
@@ -96,7 +96,7 @@ def derived_dimension_sql(alias: str = "") -> str:
             " END)")
 
 
-_TABLES = ["robots", "nodes", "robot_nodes", "tags", "node_tags", *_ADDITIONS]
+_TABLES = ["robots", "nodes", "robot_nodes", "tags", "node_tags", *TOOLKIT_ADDITIONS]
 
 
 @dataclass(frozen=True)
@@ -190,7 +190,7 @@ class SchemaInfo:
     @property
     def additions(self) -> tuple[str, ...]:
         """The toolkit's tables present."""
-        return tuple(t for t in _ADDITIONS if self.has_table(t))
+        return tuple(t for t in TOOLKIT_ADDITIONS if self.has_table(t))
 
     @property
     def has_event_log(self) -> bool:
