@@ -37,7 +37,7 @@ def checked_plot(plot: Plot) -> Plot:
             return plot(data, *args, **kwargs)
         except KeyError as exc:
             key = exc.args[0] if exc.args else None
-            if wants_graph or (isinstance(key, str) and key in data.columns):
+            if wants_graph or (isinstance(key, str) and key in getattr(data, "columns", ())):
                 raise  # not a missing column: a defect of the plot itself
             raise ValidationError(f"lacks a column this plot reads: {key}",
                                   field=first.name) from None
