@@ -57,13 +57,14 @@ def _as_path(path: Any, field: str) -> Path:
 
 
 @contextmanager
-def writing(target: Path, *, field: str) -> Iterator[None]:
+def writing(target: Path, *, field: str, what: str = "") -> Iterator[None]:
     """Turn an ``OSError`` raised while ``target`` is written into a
-    :class:`ValidationError` naming ``field``."""
+    :class:`ValidationError` naming ``field`` (and ``what`` the target is, for the message)."""
     try:
         yield
     except OSError as exc:
-        raise ValidationError(f"cannot write {target}: {exc.strerror or exc}",
+        named = f"{what} {target}" if what else str(target)
+        raise ValidationError(f"cannot write {named}: {exc.strerror or exc}",
                               field=field) from None
 
 

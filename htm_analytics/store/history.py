@@ -20,7 +20,7 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import HistoryVersionError, ValidationError
-from .file_paths import path_text
+from .file_paths import path_text, writing
 from .history_folder import (
     HistoryFolder,
     append_folder_sample,
@@ -94,12 +94,10 @@ def _connect(target: Path, *, create: bool) -> duckdb.DuckDBPyConnection:
         raise ValidationError(f"no history at {target}; write one with "
                               "`htm-analytics collect --history PATH`", field="history")
     try:
-        if create:
-            target.parent.mkdir(parents=True, exist_ok=True)
-        return duckdb.connect(str(target), read_only=not create)
-    except OSError as exc:
-        raise ValidationError(f"cannot write the history {target}: {exc.strerror or exc}",
-                              field="history") from None
+        with writing(target, field="history", what="the history"):
+            if create:
+                target.parent.mkdir(parents=True, exist_ok=True)
+            return duckdb.connect(str(target), read_only=not create)
     except duckdb.IOException as exc:
         if create:
             raise ValidationError(f"cannot write the history {target}: {exc}",

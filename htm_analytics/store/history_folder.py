@@ -27,7 +27,7 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import HistoryVersionError, ValidationError
-from .file_paths import path_text
+from .file_paths import path_text, writing
 
 __all__ = ["HistoryFolder", "META_FILE", "append_folder_sample", "history_schema",
            "read_folder_history"]
@@ -99,11 +99,6 @@ def _write_table(con: duckdb.DuckDBPyConnection, table: str, target: Path) -> No
     os.replace(partial, target)
 
 
-def _unwritable(folder: Path, exc: OSError) -> ValidationError:
-    return ValidationError(f"cannot write the history folder {folder}: "
-                           f"{exc.strerror or exc}", field="history")
-
-
 def append_folder_sample(target: HistoryFolder, sample: dict[str, pd.DataFrame],
                          tables: tuple[str, ...], version: int,
                          check_version: Callable[[int | None, Any], None]) -> int:
@@ -118,26 +113,31 @@ def append_folder_sample(target: HistoryFolder, sample: dict[str, pd.DataFrame],
     """
     folder = target.path
     try:
-        if folder.exists() and not folder.is_dir():
-            raise ValidationError(f"{folder} is a file; give a folder for a Parquet history",
-                                  field="history")
-        folder.mkdir(parents=True, exist_ok=True)
-        stored = _version(folder)
-        if stored is None and not all(map(_of_a_history, folder.iterdir())):
-            raise ValidationError(f"{folder} holds files but no {META_FILE}: not a history "
-                                  "folder; give a new or empty one", field="history")
-        if stored is not None:
-            check_version(stored, target)
-        with history_schema() as con:
-            if stored != version:
-                con.execute("INSERT INTO history_meta VALUES ('schema_version', ?)",
-                            [str(version)])
-                _write_table(con, "history_meta", folder / META_FILE)
-            return _write_sample(con, folder, sample, tables)
-    except OSError as exc:
-        raise _unwritable(folder, exc) from None
+        with writing(folder, field="history", what="the history folder"):
+            return _append(target, folder, sample, tables, version, check_version)
     except duckdb.Error as exc:
         raise HistoryVersionError(f"could not write to the history {folder}: {exc}") from None
+
+
+def _append(target: HistoryFolder, folder: Path, sample: dict[str, pd.DataFrame],
+            tables: tuple[str, ...], version: int,
+            check_version: Callable[[int | None, Any], None]) -> int:
+    if folder.exists() and not folder.is_dir():
+        raise ValidationError(f"{folder} is a file; give a folder for a Parquet history",
+                              field="history")
+    folder.mkdir(parents=True, exist_ok=True)
+    stored = _version(folder)
+    if stored is None and not all(map(_of_a_history, folder.iterdir())):
+        raise ValidationError(f"{folder} holds files but no {META_FILE}: not a history "
+                              "folder; give a new or empty one", field="history")
+    if stored is not None:
+        check_version(stored, target)
+    with history_schema() as con:
+        if stored != version:
+            con.execute("INSERT INTO history_meta VALUES ('schema_version', ?)",
+                        [str(version)])
+            _write_table(con, "history_meta", folder / META_FILE)
+        return _write_sample(con, folder, sample, tables)
 
 
 def _write_sample(con: duckdb.DuckDBPyConnection, folder: Path,
