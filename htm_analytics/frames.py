@@ -55,8 +55,9 @@ class MemorySource(Protocol):
 
 
 def memory_source(source: Any) -> MemorySource:
-    """``source`` if the analysis helpers can read it (a live store or a snapshot)."""
-    if not isinstance(source, MemorySource):
+    """``source`` if the analysis helpers can read it (a live store, a snapshot, or an object
+    answering ``analytics_frame`` as they do)."""
+    if not callable(getattr(source, "analytics_frame", None)):
         raise ValidationError("must be a LongTermMemory or a Snapshot, got "
                               f"{type(source).__name__}", field="source")
     return source

@@ -15,6 +15,7 @@ import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
@@ -209,6 +210,31 @@ def history_reader_url(database_url: str, db: psycopg.Connection) -> Iterator[st
         yield url
 
 
+@dataclass(frozen=True)
+class StatementStatistics:
+    """What the test server's ``pg_stat_statements`` gives: ``recorded``, statements are
+    recorded (the module is preloaded; a stock server does not); ``dated``, each entry says
+    since when it counts (``stats_since``, version 1.11 of PostgreSQL 17)."""
+
+    recorded: bool
+    dated: bool
+
+
+def _statement_statistics(conn: psycopg.Connection) -> StatementStatistics:
+    loaded, version = conn.execute(
+        "SELECT 'pg_stat_statements' = ANY(string_to_array(replace(current_setting("
+        "'shared_preload_libraries'), ' ', ''), ',')), current_setting('server_version_num')"
+        "::int").fetchone()
+    return StatementStatistics(recorded=loaded, dated=loaded and version >= 170000)
+
+
+@pytest.fixture(scope="session")
+def statement_statistics(server_url: str) -> StatementStatistics:
+    """See :class:`StatementStatistics`; tests about statements expect what the server does."""
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        return _statement_statistics(conn)
+
+
 @pytest.fixture
 def db(database_url: str) -> Iterator[psycopg.Connection]:
     """A plain autocommit connection to the test database, for independent checks."""
@@ -225,8 +251,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
                                   "WHERE name = 'vector'").fetchone()
             trgm = conn.execute("SELECT default_version FROM pg_available_extensions "
                                 "WHERE name = 'pg_trgm'").fetchone()
+            statements = _statement_statistics(conn)
     except Exception as exc:  # the session fixture reports it properly
         return [f"test server ({source}): unreachable: {exc}"]
     return [f"test server ({source}): PostgreSQL {version[0] if version else '?'}, "
             f"pgvector {vector[0] if vector else 'missing'}, "
-            f"pg_trgm {trgm[0] if trgm else 'missing'}"]
+            f"pg_trgm {trgm[0] if trgm else 'missing'}, pg_stat_statements "
+            + ("preloaded" if statements.recorded else "not preloaded")]

@@ -165,7 +165,7 @@ def _downgrade(location, version: int) -> None:
 @pytest.mark.parametrize("version", [1, 2, 3])
 @pytest.mark.parametrize("where", ["history.duckdb", "history/"])
 def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp_path, where,
-                                                         version):
+                                                         version, statement_statistics):
     location = history_location(f"{tmp_path}/{where}")
     _collect(history_reader_url, location)
     _downgrade(location, version)
@@ -182,7 +182,8 @@ def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp
     # does, and says since when pg_stat_statements counted each statement.
     assert frames.samples["recall_index"].isna().tolist() == [version < 3, False]
     dated = read_history(location)["sample_statements"].groupby("sample_id")["stats_since"]
-    assert dated.apply(lambda since: since.notna().all()).tolist() == [False, True]
+    assert dated.apply(lambda since: since.notna().all()).tolist() == \
+        ([False, True] if statement_statistics.dated else [False] * len(dated))
     assert frames.recall["recall_index"].iloc[-1] == "idx_nodes_embedding"
     assert frames.recall["recall"].notna().all()
     if isinstance(location, HistoryFolder):
@@ -250,7 +251,8 @@ def test_bad_places_are_refused_by_name(history_reader_url, tmp_path):
 
 @pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, database_url,
-                                                            db, version):
+                                                            db, version,
+                                                            statement_statistics):
     runner = CliRunner()
 
     def collect() -> None:
@@ -275,7 +277,8 @@ def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, 
     assert frames.samples["logged_queries"].isna().tolist() == [version < 2, False]
     assert frames.samples["recall_index"].isna().tolist() == [version < 3, False]
     dated = read_history(target)["sample_statements"].groupby("sample_id")["stats_since"]
-    assert dated.apply(lambda since: since.notna().all()).tolist() == [False, True]
+    assert dated.apply(lambda since: since.notna().all()).tolist() == \
+        ([False, True] if statement_statistics.dated else [False] * len(dated))
     assert frames.samples["recall_index"].iloc[-1] == "idx_nodes_embedding"
     assert db.execute("SELECT value FROM kept.history_meta").fetchone()[0] == \
         str(HISTORY_SCHEMA_VERSION)
