@@ -12,16 +12,20 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import htm_analytics as ha
 from htm_analytics import (
     HTM,
     DatabaseConnectionError,
+    EmbeddingMismatchError,
     LongTermMemory,
     QueryTimeoutError,
     ValidationError,
 )
 from htm_analytics.store import DEFAULT_EF_SEARCH, recall_buffer, search_pool
+from htm_analytics.store._vectors import stored_embedding_models
 from tests.test_htm import FACTS, CountingEmbedder
 
 SETTINGS = ("SELECT current_setting('hnsw.ef_search') AS ef, "
@@ -315,3 +319,47 @@ def test_a_search_connection_that_comes_back_broken_is_replaced(
         assert store.search(embedding=vectors[4], limit=1)[0]["id"] == ids[4]
     assert len(store._search._idle) == 1  # one live connection, in place of the broken one
     assert store._search._open == 1
+
+
+def _stored_models(url: str) -> list[tuple]:
+    """The stored vectors' models as a store that has just opened reads them."""
+    with LongTermMemory(url) as fresh:
+        return sorted(map(tuple, stored_embedding_models(fresh)), key=repr)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(
+    st.sampled_from(["add", "bulk_add"]),
+    st.sampled_from([None, ("test", "model-a"), ("test", "model-b")]),
+    st.sampled_from([3, 5]),
+    st.integers(0, 6)), min_size=1, max_size=6))
+def test_a_search_after_adds_reads_no_models_and_knows_them(database_url: str, steps) -> None:
+    """Remember, then search, as an agent does: the store counts the vectors it added in the
+    models it read instead of reading every memory's model again, and what it keeps is what a
+    fresh read finds (re-remembered content, models, unnamed vectors, other dimensions)."""
+    seen: list[str] = []
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute("TRUNCATE nodes, robots CASCADE")
+    with LongTermMemory(database_url, tracer=lambda text, *_: seen.append(text)) as store:
+        robot = store.register_robot("agent")
+        store.add(content="first", robot_id=robot, embedding=[1.0, 0.0, 0.0])
+        store.search(embedding=[1.0, 0.0, 0.0], limit=1)  # reads the models once
+        for kind, names, dimension, text in steps:
+            vectors = unit(np.random.default_rng(text), 2, dimension)
+            try:
+                if kind == "add":
+                    store.add(content=f"memory {text}", robot_id=robot, embedding=vectors[0],
+                              embedding_model=names)
+                else:
+                    store.bulk_add([f"memory {text}", f"other {text}"], robots="agent",
+                                   embeddings=vectors, embedding_model=names)
+            except EmbeddingMismatchError:  # another model than the stored one: refused
+                pass
+        start = len(seen)
+        assert store._embedding_models is not None
+        kept = sorted(map(tuple, store._embedding_models), key=repr)
+        if {d for _, _, d, _ in kept} == {3}:
+            store.search(embedding=[1.0, 0.0, 0.0], limit=1)
+        assert not [t for t in seen[start:] if "node_embedding_models" in t]
+    assert kept == _stored_models(database_url)

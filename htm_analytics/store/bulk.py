@@ -173,7 +173,8 @@ class BulkMixin(StoreBase):
             if deferred:
                 _rebuild(cur, deferred, stored + len(new), build_memory)
         self._cache.clear()
-        self._vectors_added()
+        if rows.embeddings is not None:
+            self._vectors_added(provider, model, rows.dimension, len(new))
         created = {r["content_hash"] for r in new}
         is_new = np.zeros(n, dtype=bool)
         is_new[[i for i in firsts if rows.hashes[i] in created]] = True

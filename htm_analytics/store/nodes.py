@@ -187,7 +187,7 @@ class NodesMixin(StoreBase):
         digest = content_hash(content)
         for _attempt in range(_ADD_ATTEMPTS):
             try:
-                node_id, is_new, robot_node = self._add_once(
+                node_id, is_new, robot_node, stored_vector = self._add_once(
                     content, given, digest, robot_id, int(token_count), vector, dimension,
                     (provider, model), tag_names)
                 break
@@ -199,15 +199,16 @@ class NodesMixin(StoreBase):
                 "times while it was being remembered; nothing was written")
         if is_new or tag_names:
             self._cache.clear()
-        if vector is not None:
-            self._vectors_added()
+        if stored_vector:
+            self._vectors_added(provider, model, dimension, 1)
         return {"node_id": node_id, "is_new": is_new, "robot_node": dict(robot_node or {})}
 
     def _add_once(self, content: str, given: str, digest: str, robot_id: int,
                   token_count: int, vector: np.ndarray | None, dimension: int | None,
                   model_names: tuple[str | None, str | None],
-                  tag_names: list[str]) -> tuple[int, bool, dict[str, Any] | None]:
-        """One attempt of :meth:`add`, in one transaction."""
+                  tag_names: list[str]) -> tuple[int, bool, dict[str, Any] | None, bool]:
+        """One attempt of :meth:`add`, in one transaction: the node, whether it is new, its
+        robot link and whether its vector was stored."""
         provider, model = model_names
         with self._transaction(memory_operation=True) as cur:
             self._claim_event_logging(cur)
@@ -262,7 +263,7 @@ class NodesMixin(StoreBase):
                 raise ValidationError(
                     f"no robot with id {robot_id}; register it first with register_robot()",
                     field="robot_id") from exc
-        return node_id, is_new, robot_node
+        return node_id, is_new, robot_node, stored_vector
 
     def _find_twin(self, cur: Any, content: str, given: str) -> dict[str, Any] | None:
         """The node already holding ``content`` stored unstripped (seed-era gem), if any.
