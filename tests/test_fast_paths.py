@@ -7,6 +7,7 @@ import datetime as dt
 import os
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -363,3 +364,18 @@ def test_a_search_after_adds_reads_no_models_and_knows_them(database_url: str, s
             store.search(embedding=[1.0, 0.0, 0.0], limit=1)
         assert not [t for t in seen[start:] if "node_embedding_models" in t]
     assert kept == _stored_models(database_url)
+
+
+def test_models_another_process_stores_are_seen_after_cache_ttl(database_url: str) -> None:
+    with LongTermMemory(database_url, cache_ttl=0.5) as store, \
+            LongTermMemory(database_url) as other:
+        robot = store.register_robot("agent")
+        store.add(content="mine", robot_id=robot, embedding=[1.0, 0.0, 0.0],
+                  embedding_model=("test", "model-a"))
+        store.check_embedding_model("test", "model-a", 3)  # reads the models: model-a only
+        other.add(content="theirs", robot_id=robot, embedding=[0.0, 1.0, 0.0],
+                  embedding_model=("test", "model-b"))
+        store.check_embedding_model("test", "model-a", 3)  # kept: not read again yet
+        time.sleep(0.6)
+        with pytest.raises(EmbeddingMismatchError, match="test/model-b"):
+            store.check_embedding_model("test", "model-a", 3)

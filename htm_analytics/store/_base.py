@@ -137,9 +137,11 @@ class StoreBase:
         self.server_info = self._prepare_database(init_schema, writer_timezone)
         self._read_prefix = self.schema_info.read_prefix()
         # Caches of facts this store changes itself: the stored vectors' models (None until
-        # read; reset when this store adds a vector) and whether any memory was stored with
-        # surrounding white space (None until a remember needs to know).
+        # read at the first vector search, again after cache_ttl; what this store adds is
+        # counted in) and whether any memory was stored with surrounding white space (None
+        # until a remember needs to know).
         self._embedding_models: list[StoredModel] | None = None
+        self._embedding_models_read_at = 0.0
         self._unstripped_content: bool | None = None
         # The robots a question may name, by a word of their name (read at the first search
         # that boosts named robots, and again after cache_ttl).

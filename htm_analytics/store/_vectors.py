@@ -9,6 +9,7 @@ once: a vector of another model or dimension is refused, and a dimension with a 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -125,13 +126,16 @@ class VectorQuery:
 
 
 def stored_embedding_models(store: StoreBase) -> list[StoredModel]:
-    """The stored vectors' models, read once and kept until the store adds a vector."""
+    """The stored vectors' models: read (a scan of every memory with a vector), then kept,
+    with the vectors this store stores counted in, until ``cache_ttl`` has passed, after
+    which another process's vectors of another model are seen."""
     models = store._embedding_models
-    if models is None:
+    if models is None or time.monotonic() - store._embedding_models_read_at > store._cache.ttl:
         # Read on an agent's first remember or search: one of its memory operations.
         models = [tuple(row.values()) for row in
                   store._fetch(EMBEDDING_MODELS, memory_operation=True)]
         store._embedding_models = models
+        store._embedding_models_read_at = time.monotonic()
     return models
 
 
