@@ -1,16 +1,18 @@
 """An agent's loop, remember then search, before and after, side by side on one memory.
 
 Usage: HTM_CORPUS_DIR=... python benchmarks/bench_remember_search.py [--rows 50000]
-       [--steps 100] [--repeat 2] [--before REVISION]
+       [--steps 100] [--repeat 2] [--before REVISION] [--database URL]
 
 Loads ``--rows`` corpus memories (MiniLM vectors, their model recorded) into a scratch
-database, then, alternately with the store of ``--before`` (imported from git beside this
-checkout) and of this checkout, ``--steps`` times: remembers a new corpus text with its vector,
-then runs the default search (``vector_bm25``, top 10) for a dev query, timing the search. A
-vector search checks the query against the stored vectors' models, which a store reads once;
-before, each remember of a vector made the next search read them again (a scan of every
-memory). Prints the median search after a remember for each version, their ratio, and the
-median of a search with no remember before it.
+database (or takes the memory at ``--database``, such as one ``bench_scale.py --keep`` built,
+and remembers into it corpus texts marked as new), then, alternately with the store of
+``--before`` (imported from git beside this checkout) and of this checkout, ``--steps``
+times: remembers a new corpus text with its vector, then runs the default search
+(``vector_bm25``, top 10) for a dev query, timing the search. A vector search checks the
+query against the stored vectors' models, which a store reads once; before, each remember of
+a vector made the next search read them again (a scan of every memory). Prints the median
+search after a remember for each version, their ratio, and the median of a search with no
+remember before it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ PROVIDER, MODEL = "sentence-transformers", "sentence-transformers/all-MiniLM-L6-
 def searches_after_remembers(module: Any, url: str, name: str, texts: Any,
                              queries: list[tuple[str, Any]]) -> tuple[list[float], list[float]]:
     """Seconds of each search that follows a remember, and of each that follows a search."""
-    after_remember, after_search = [], []
+    after_remember: list[float] = []
+    after_search: list[float] = []
     with module.LongTermMemory(url, cache_size=0) as store:
         robot = store.register_robot(f"agent-{name}")
         store.search_vector_bm25(query=queries[0][0], embedding=queries[0][1])
@@ -55,8 +58,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100, help="remembers per run")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each version")
     parser.add_argument("--before", default="db1bc25", help="the earlier revision")
+    parser.add_argument("--database", help="a memory to remember into instead of a new one")
     args = parser.parse_args()
-    needed = args.rows + 2 * args.repeat * args.steps
+    loaded = 0 if args.database else args.rows
+    needed = loaded + 2 * args.repeat * args.steps
     frame, vectors = read_corpus(rows=int(needed * 1.1) + 100)
     frame = frame.drop_duplicates("content")
     assert vectors is not None
@@ -65,16 +70,23 @@ def main() -> None:
         raise SystemExit(f"the corpus has {len(frame):,} distinct texts; {needed:,} needed")
     titles, title_vectors = read_dev_queries(rows=args.steps)
     queries = list(zip(titles["title"].tolist(), title_vectors))
-    texts = iter(zip(frame["content"].tolist()[args.rows:], vectors[args.rows:]))
+    # In a memory built from the corpus, a corpus text is no new memory: mark it as one.
+    new = [f"{text} (remembered by bench_remember_search {time.time_ns()})" if args.database
+           else text for text in frame["content"].tolist()[loaded:]]
+    texts = iter(zip(new, vectors[loaded:]))
     with tempfile.TemporaryDirectory() as folder, \
-            scratch_database(resolve_database_url(), "htm_bench") as url:
+            scratch_database(resolve_database_url(), "htm_bench") as scratch:
+        url = args.database or scratch
         versions = {"before": import_revision(args.before, Path(folder)), "after": ha}
-        with ha.LongTermMemory(url, init_schema=True) as store:
-            store.bulk_add(frame["content"].tolist()[: args.rows], robots="loader",
-                           embeddings=vectors[: args.rows], embedding_model=(PROVIDER, MODEL))
+        with ha.LongTermMemory(url, init_schema=not args.database) as store:
+            if not args.database:
+                store.bulk_add(frame["content"].tolist()[:loaded], robots="loader",
+                               embeddings=vectors[:loaded], embedding_model=(PROVIDER, MODEL))
             info = store.server_info
+            counts = store.table_counts()
+            memories = dict(zip(counts["table"], counts["rows"]))["nodes"]
         print(f"PostgreSQL {info['server_version']}, pgvector {info['pgvector_version']}; "
-              f"{args.rows:,} memories, {args.steps} remember-then-search steps per run, "
+              f"{memories:,} memories, {args.steps} remember-then-search steps per run, "
               f"{args.repeat} runs of each version, alternately")
         timed: dict[str, tuple[list[float], list[float]]] = {
             name: ([], []) for name in versions}
