@@ -354,3 +354,31 @@ def test_an_import_killed_midway_resumes_exactly(tmp_path: Path, server_url: str
             resumed = conn.execute(totals).fetchone()
     assert calls["n"] == 3 and partial[2] > 0 and partial != clean
     assert resumed == clean  # nothing lost, nothing remembered twice
+
+
+def test_a_second_source_is_refused_unless_named(
+        tmp_path: Path, ltm_one_connection: LongTermMemory, db: psycopg.Connection) -> None:
+    """Two agents' files both number their logs from 1: the second one's logs are not
+    'already imported' (they were lost so); it is refused, whole, until it has a name."""
+    ltm = ltm_one_connection
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+    build_ghostkg(first, seed=3)
+    data = build_ghostkg(second, seed=4)
+    import_ghostkg(first, ltm)
+    fingerprint = store_fingerprint(db)
+    with pytest.raises(ValidationError, match="another source") as raised:
+        import_ghostkg(second, ltm)
+    assert raised.value.field == "source_name"
+    assert store_fingerprint(db) == fingerprint  # refused before anything was written
+    with pytest.raises(ValidationError, match="':'"):
+        import_ghostkg(second, ltm, source_name="a:b")
+    summary = import_ghostkg(second, ltm, source_name="second").to_frame().set_index("table")
+    assert summary.loc["(total)", "already_imported"] == 0
+    stored = {row[0] for row in db.execute("SELECT content FROM nodes")}
+    assert {log[2] for log in data["logs"] if log[0] and log[2]} <= stored
+    again = import_ghostkg(second, ltm, source_name="second").to_frame().set_index("table")
+    assert again.loc["(total)", "already_imported"] == again.loc["(total)", "read"]
+    assert store_fingerprint(db) != fingerprint
+    # The first source, unnamed as before, is still found: nothing of it is imported again.
+    repeat = import_ghostkg(first, ltm).to_frame().set_index("table")
+    assert repeat.loc["(total)", "imported"] == 0

@@ -24,8 +24,12 @@ def import_() -> None:
 def _import_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Options every importer takes; the summary is printed as a table (or CSV / JSON)."""
 
-    @click.option("--chunk-rows", type=int, default=5_000, show_default=True,
-                  help="Source rows read and written at a time (bounds memory).")
+    @click.option("--chunk-rows", type=click.IntRange(1, 1_000_000), default=5_000,
+                  show_default=True, help="Source rows read and written at a time (bounds memory).")
+    @click.option("--source-name", default=None, metavar="NAME",
+                  help="Record this source's rows under NAME: needed to import a second source "
+                       "of the same system (its row ids clash with the first's); the same NAME "
+                       "finds them again on the next import.")
     @output_options
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -40,7 +44,10 @@ def _run_import(ctx: click.Context, importer: Callable[..., Any],
     # The source is read first: a file or database that is not one stops here, before the
     # target is touched. Then an empty target gets the schema; one with HTM tables but no
     # additions is refused.
+    from ..peers._importing import validate_source_name
+
     check_source(source)
+    validate_source_name(options.get("source_name"))
     with open_target(ctx) as store:
         summary = importer(source, store, progress=sys.stderr.isatty(), **options)
     emit(summary.to_frame(), fmt)
@@ -60,11 +67,11 @@ def _model_option(value: str | None) -> tuple[str, str] | None:
 @click.argument("source", type=click.Path(exists=True, dir_okay=False))
 @_import_options
 @click.pass_context
-def import_ghostkg_command(ctx: click.Context, source: str, chunk_rows: int, fmt: str) -> None:
+def import_ghostkg_command(ctx: click.Context, source: str, fmt: str, **options: Any) -> None:
     """A GhostKG SQLite file: agents, knowledge-graph edges, entities and logs."""
     from ..peers import check_ghostkg_source, import_ghostkg
 
-    _run_import(ctx, import_ghostkg, check_ghostkg_source, source, fmt, chunk_rows=chunk_rows)
+    _run_import(ctx, import_ghostkg, check_ghostkg_source, source, fmt, **options)
 
 
 @import_.command("arandu")
@@ -74,12 +81,12 @@ def import_ghostkg_command(ctx: click.Context, source: str, chunk_rows: int, fmt
 @_import_options
 @click.pass_context
 def import_arandu_command(ctx: click.Context, source: str, embedding_model: str | None,
-                          chunk_rows: int, fmt: str) -> None:
+                          fmt: str, **options: Any) -> None:
     """An Arandu PostgreSQL database: agents, events, versioned facts, entities."""
     from ..peers import check_arandu_source, import_arandu
 
-    _run_import(ctx, import_arandu, check_arandu_source, source, fmt, chunk_rows=chunk_rows,
-                embedding_model=_model_option(embedding_model))
+    _run_import(ctx, import_arandu, check_arandu_source, source, fmt,
+                embedding_model=_model_option(embedding_model), **options)
 
 
 @import_.command("seaf")
@@ -89,10 +96,10 @@ def import_arandu_command(ctx: click.Context, source: str, embedding_model: str 
               help="The model that made the tools' vectors.")
 @_import_options
 @click.pass_context
-def import_seaf_command(ctx: click.Context, source: str, embedding_model: str,
-                        chunk_rows: int, fmt: str) -> None:
+def import_seaf_command(ctx: click.Context, source: str, embedding_model: str, fmt: str,
+                        **options: Any) -> None:
     """A Self-Engineering Agent Framework database: sessions, messages, tools, executions."""
     from ..peers import check_seaf_source, import_seaf
 
-    _run_import(ctx, import_seaf, check_seaf_source, source, fmt, chunk_rows=chunk_rows,
-                embedding_model=_model_option(embedding_model))
+    _run_import(ctx, import_seaf, check_seaf_source, source, fmt,
+                embedding_model=_model_option(embedding_model), **options)

@@ -26,9 +26,14 @@ import pandas as pd
 from .._progress import progress_bar
 from ..agent.tokens import count_tokens
 from ..errors import HTMError, ValidationError
-from ..store import LongTermMemory
+from ..store import LongTermMemory, content_hash
 from ..store.sources import count_rows, stream_rows, table_exists
-from ..validation import MAX_EMBEDDING_DIMENSION, validate_content, validate_positive_int
+from ..validation import (
+    MAX_EMBEDDING_DIMENSION,
+    validate_content,
+    validate_name,
+    validate_positive_int,
+)
 
 __all__ = [
     "DEFAULT_CHUNK_ROWS",
@@ -41,6 +46,7 @@ __all__ = [
     "missing_tables",
     "jsonable",
     "slug_tag",
+    "validate_source_name",
     "vector_or_none",
 ]
 
@@ -278,6 +284,42 @@ def _prepare(row: SourceRow) -> SourceRow:
     return row
 
 
+def _named(row: SourceRow, source_name: str | None) -> SourceRow:
+    """``row`` with its key, and the key its event points at, under ``source_name``."""
+    if source_name is not None:
+        row.key = f"{source_name}:{row.key}"
+        if row.event is not None:
+            kind, tables, key = row.event
+            row.event = (kind, tables, f"{source_name}:{key}")
+    return row
+
+
+def _refuse_another_source(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], *,
+                           system: str, chunk_rows: int, source_name: str | None) -> None:
+    """Read the source once before anything is written, where an earlier import of its
+    system recorded rows, and refuse it if a key it recorded holds other content here: the
+    source is another one (two agents' files both count their rows from 1), and skipping its
+    rows as already imported would lose them."""
+    if not store.has_imported(system):
+        return
+    for spec in specs:
+        for chunk in stream_rows(conn, spec.query, chunk_rows):
+            rows = [_named(_prepare(spec.mapper(raw)), source_name) for raw in chunk]
+            memories = {r.key: r.content for r in rows if r.content is not None and not r.reject}
+            if not memories:
+                continue
+            hashes = store.imported_content_hashes(system, spec.table, list(memories))
+            other = [key for key, stored in hashes.items()
+                     if stored != content_hash(memories[key] or "")]
+            if other:
+                shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
+                raise ValidationError(
+                    f"{len(other):,} {spec.table} rows have keys ({shown}) that an earlier "
+                    "import recorded for other content: this is another source. Import it "
+                    "under a name of its own (source_name=..., --source-name) to keep its "
+                    "keys apart; nothing was written", field="source_name")
+
+
 def _remember(store: LongTermMemory, rows: list[SourceRow], robot_ids: Mapping[str, int],
               embedding_model: tuple[str, str] | None, summary: TableSummary,
               now: dt.datetime) -> list[dict[str, Any]]:
@@ -345,17 +387,34 @@ def missing_tables(conn: Any, specs: Sequence[TableSpec], *, system: str) -> lis
     return [spec.table for spec in missing]
 
 
+MAX_CHUNK_ROWS = 1_000_000  # a chunk is held in memory; SQLite's fetchmany takes a C int
+
+
+def validate_source_name(value: Any) -> str | None:
+    """None, or a name to keep a source's keys apart from another's of the same system."""
+    if value is None:
+        return None
+    name = validate_name(value, field="source_name", max_length=100)
+    if ":" in name:  # it ends the prefix of every key
+        raise ValidationError("must not contain ':'", field="source_name")
+    return name
+
+
 def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], *,
                   system: str, source: str, chunk_rows: int, progress: bool,
                   embedding_model: tuple[str, str] | None,
-                  robot_metadata: Callable[[str], Mapping[str, Any]]) -> ImportSummary:
+                  robot_metadata: Callable[[str], Mapping[str, Any]],
+                  source_name: str | None = None) -> ImportSummary:
     """Stream each table of ``specs`` from ``conn`` into ``store``; see the module docstring."""
     if not isinstance(store, LongTermMemory):
         raise ValidationError("must be a LongTermMemory", field="store")
-    chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")
+    chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows", maximum=MAX_CHUNK_ROWS)
+    source_name = validate_source_name(source_name)
     summary = ImportSummary(system, source)
     summary.missing_tables += missing_tables(conn, specs, system=system)
     present = [spec for spec in specs if spec.table not in summary.missing_tables]
+    _refuse_another_source(store, conn, present, system=system, chunk_rows=chunk_rows,
+                           source_name=source_name)
     total = sum(count_rows(conn, s.table) for s in present) if progress else None
     now = dt.datetime.now(dt.UTC)
     with progress_bar(bool(progress), total, f"importing {system}", "row") as bar:
@@ -363,7 +422,7 @@ def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], 
             part = summary.table(spec.table)
             for chunk in stream_rows(conn, spec.query, chunk_rows):
                 _import_chunk(store, system, spec, chunk, part, now, embedding_model,
-                              robot_metadata)
+                              robot_metadata, source_name)
                 bar.update(len(chunk))
     return summary
 
@@ -371,10 +430,11 @@ def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], 
 def _import_chunk(store: LongTermMemory, system: str, spec: TableSpec,
                   chunk: list[dict[str, Any]], part: TableSummary, now: dt.datetime,
                   embedding_model: tuple[str, str] | None,
-                  robot_metadata: Callable[[str], Mapping[str, Any]]) -> None:
+                  robot_metadata: Callable[[str], Mapping[str, Any]],
+                  source_name: str | None) -> None:
     part.read += len(chunk)
     part.chunks += 1
-    rows = [_prepare(spec.mapper(raw)) for raw in chunk]
+    rows = [_named(_prepare(spec.mapper(raw)), source_name) for raw in chunk]
     done = store.imported_keys(system, spec.table, [r.key for r in rows])
     fresh: dict[str, SourceRow] = {}
     for row in rows:

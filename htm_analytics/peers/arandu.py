@@ -134,7 +134,7 @@ def check_arandu_source(url: str) -> list[str]:
 
 def import_arandu(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                   embedding_model: tuple[str, str] | None = None,
-                  progress: bool = False) -> ImportSummary:
+                  progress: bool = False, source_name: str | None = None) -> ImportSummary:
     """Import an Arandu database into ``store``, in one read-only snapshot of the source.
 
     Parameters
@@ -150,6 +150,11 @@ def import_arandu(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_
         not store it).
     progress : bool
         Show a progress bar (tqdm).
+    source_name : str, optional
+        A name for this source, under which its rows' keys are recorded: needed when the
+        memory already holds an import of another source of the same system, whose keys
+        (row ids counted from 1) would otherwise clash (that clash is refused, naming this
+        argument). The same name finds the same source's rows again on a second import.
 
     Returns
     -------
@@ -158,7 +163,8 @@ def import_arandu(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_
     with postgres_source(url) as conn:
         return import_tables(store, conn, _specs(), system=SYSTEM,
                              source=_masked(url), chunk_rows=chunk_rows, progress=progress,
-                             embedding_model=embedding_model, robot_metadata=_robot_metadata)
+                             embedding_model=embedding_model, robot_metadata=_robot_metadata,
+                             source_name=source_name)
 
 
 def _masked(url: Any) -> str:

@@ -132,8 +132,8 @@ def check_ghostkg_source(sqlite_path: str | os.PathLike[str]) -> list[str]:
 
 
 def import_ghostkg(sqlite_path: str | os.PathLike[str], store: LongTermMemory, *,
-                   chunk_rows: int = DEFAULT_CHUNK_ROWS, progress: bool = False
-                   ) -> ImportSummary:
+                   chunk_rows: int = DEFAULT_CHUNK_ROWS, progress: bool = False,
+                   source_name: str | None = None) -> ImportSummary:
     """Import a GhostKG SQLite database into ``store``, reading it read-only.
 
     Parameters
@@ -146,6 +146,11 @@ def import_ghostkg(sqlite_path: str | os.PathLike[str], store: LongTermMemory, *
         Source rows read and written at a time (memory stays bounded by this).
     progress : bool
         Show a progress bar (tqdm).
+    source_name : str, optional
+        A name for this source, under which its rows' keys are recorded: needed when the
+        memory already holds an import of another source of the same system, whose keys
+        (row ids counted from 1) would otherwise clash (that clash is refused, naming this
+        argument). The same name finds the same source's rows again on a second import.
 
     Returns
     -------
@@ -156,7 +161,7 @@ def import_ghostkg(sqlite_path: str | os.PathLike[str], store: LongTermMemory, *
     with sqlite_source(sqlite_path) as conn:
         return import_tables(store, conn, _specs(), system=SYSTEM, source=str(sqlite_path),
                              chunk_rows=chunk_rows, progress=progress, embedding_model=None,
-                             robot_metadata=_robot_metadata)
+                             robot_metadata=_robot_metadata, source_name=source_name)
 
 
 # -- analytics on the source ---------------------------------------------------------------

@@ -141,7 +141,7 @@ def check_seaf_source(url: str) -> list[str]:
 
 def import_seaf(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CHUNK_ROWS,
                 embedding_model: tuple[str, str] | None = SEAF_EMBEDDING_MODEL,
-                progress: bool = False) -> ImportSummary:
+                progress: bool = False, source_name: str | None = None) -> ImportSummary:
     """Import a Self-Engineering Agent Framework database into ``store`` (read-only).
 
     Parameters
@@ -156,6 +156,11 @@ def import_seaf(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CH
         text-embedding-3-small).
     progress : bool
         Show a progress bar (tqdm).
+    source_name : str, optional
+        A name for this source, under which its rows' keys are recorded: needed when the
+        memory already holds an import of another source of the same system, whose keys
+        (row ids counted from 1) would otherwise clash (that clash is refused, naming this
+        argument). The same name finds the same source's rows again on a second import.
 
     Returns
     -------
@@ -168,7 +173,8 @@ def import_seaf(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CH
     with postgres_source(url) as conn:
         return import_tables(store, conn, _specs(), system=SYSTEM, source=mask_url(url),
                              chunk_rows=chunk_rows, progress=progress,
-                             embedding_model=embedding_model, robot_metadata=_robot_metadata)
+                             embedding_model=embedding_model, robot_metadata=_robot_metadata,
+                             source_name=source_name)
 
 
 # -- analytics on the source ---------------------------------------------------------------

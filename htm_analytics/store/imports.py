@@ -69,6 +69,28 @@ class ImportsMixin(StoreBase):
         return {r["source_key"]: (None if r["node_id"] is None else int(r["node_id"]))
                 for r in rows}
 
+    def has_imported(self, source_system: str) -> bool:
+        """Whether an earlier import of ``source_system`` recorded anything here."""
+        source_system = validate_name(source_system, field="source_system")
+        return bool(self._fetch("SELECT EXISTS (SELECT 1 FROM import_records "
+                                "WHERE source_system = %s) AS found",
+                                (source_system,))[0]["found"])
+
+    def imported_content_hashes(self, source_system: str, source_table: str,
+                                keys: Sequence[str]) -> dict[str, str]:
+        """The content hash of the live memory each of ``keys`` became in an earlier import
+        (keys whose row became no memory, or whose memory is gone, are left out): a source
+        row under a recorded key with other content comes from another source."""
+        source_system = validate_name(source_system, field="source_system")
+        source_table = validate_name(source_table, field="source_table")
+        wanted = [validate_key(k, field="keys") for k in validate_list(keys, field="keys")]
+        rows = self._fetch("""SELECT r.source_key, n.content_hash FROM import_records r
+                              JOIN nodes n ON n.id = r.node_id
+                              WHERE r.source_system = %s AND r.source_table = %s
+                                AND r.source_key = ANY(%s::text[])""",
+                           (source_system, source_table, wanted))
+        return {r["source_key"]: r["content_hash"] for r in rows}
+
     def record_imports(self, source_system: str, source_table: str,
                        records: Sequence[Mapping[str, Any]]) -> int:
         """Keep imported source rows whole in ``import_records``; log their events.
