@@ -22,6 +22,7 @@ MALFORMED = [
     f"host=localhost password='{SECRET} dbname=htm",        # an unterminated quote
     f"postgresql://htm:{SECRET}@127.0.0.1:1/htm?connect_timeout=2",  # refused
     f"host=127.0.0.1 port=1 password={SECRET} connect_timeout=2",    # refused, keywords
+    f"mysql://htm:{SECRET}@localhost/htm",                  # another system's URL
 ]
 
 
@@ -71,3 +72,19 @@ def test_a_working_store_never_shows_its_password(database_url: str,
     assert result.exit_code == 0, result.output
     assert "***" in result.output
     assert_masked(result.output)
+
+
+@pytest.mark.parametrize("url", MALFORMED)
+def test_a_peer_source_url_never_shows_the_password(url: str, tmp_path) -> None:
+    """Another system's database, named by URL to be imported or analysed."""
+    from htm_analytics.peers import check_arandu_source, check_seaf_source
+
+    for check in (check_arandu_source, check_seaf_source):
+        with pytest.raises(HTMError) as info:
+            check(url)
+        assert_masked(everything_said(info.value))
+    for system in ("arandu", "seaf"):
+        result = CliRunner().invoke(cli, ["--db", f"postgresql:///x?host={tmp_path}", "import",
+                                          system, url], standalone_mode=False)
+        assert isinstance(result.exception, HTMError), result.output
+        assert_masked(result.output + everything_said(result.exception))

@@ -208,7 +208,7 @@ class StoreBase:
                 self._has_shared_generation = has_shared_generation(conn)
                 return result
         except psycopg.Error as exc:
-            raise translate_database_error(exc, url=self.url) from exc
+            raise translate_database_error(exc, url=self._url) from exc
 
     def _log_events(self, cur: psycopg.Cursor[Any], kind: str, robot_id: int | None,
                     node_ids: list[int]) -> None:
@@ -303,7 +303,7 @@ class StoreBase:
         if isinstance(exc, psycopg_pool.PoolTimeout):
             return DatabaseConnectionError(
                 f"no {connection} to {self.url} became free: {exc}")
-        error = translate_database_error(exc, url=self.url, query_timeout=self.query_timeout)
+        error = translate_database_error(exc, url=self._url, query_timeout=self.query_timeout)
         if isinstance(error, DatabaseConnectionError) and not self._closed:
             # The server went away: test the idle connections now (the search connections
             # at their next use), so that the calls after this one do not meet the other

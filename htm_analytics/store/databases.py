@@ -18,7 +18,6 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ..errors import ValidationError
 from ._common import Statement
 from ._errors import translate_database_error
-from .connection import mask_url
 
 __all__ = ["with_database", "database_name", "database_exists", "create_database",
            "ensure_database", "drop_database", "replace_database", "drop_unused_databases",
@@ -58,7 +57,7 @@ def _admin(server_url: str, statement: Statement,
             cursor = conn.execute(statement, params)
             return cursor.fetchall() if cursor.description else []
     except psycopg.Error as exc:
-        raise translate_database_error(exc, url=mask_url(server_url)) from exc
+        raise translate_database_error(exc, url=server_url) from exc
 
 
 def database_exists(server_url: str, name: str) -> bool:
@@ -126,7 +125,7 @@ def replace_database(server_url: str, source: str, target: str) -> str:
                     if attempt == _SWAP_ATTEMPTS - 1:
                         raise
     except psycopg.Error as exc:
-        raise translate_database_error(exc, url=mask_url(server_url)) from exc
+        raise translate_database_error(exc, url=server_url) from exc
     drop_database(server_url, retired)
     return with_database(server_url, target)
 

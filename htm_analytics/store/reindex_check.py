@@ -22,7 +22,6 @@ from ..errors import NotFoundError, SchemaError
 from ..validation import validate_ids, validate_positive_int
 from ._base import StoreBase
 from ._errors import translate_database_error
-from .connection import mask_url
 from .databases import scratch_database
 from .hygiene import read_self_search, self_search_statement
 
@@ -81,7 +80,7 @@ class ReindexCheckMixin(StoreBase):
                         cursor = scratch.cursor(row_factory=dict_row)
                         rows = cursor.execute(statement, {"ids": ids}).fetchall()
             except psycopg.Error as exc:
-                raise translate_database_error(exc, url=mask_url(url)) from exc
+                raise translate_database_error(exc, url=url) from exc
         return read_self_search(rows, ids)
 
     def _copy_vectors(self, scratch: psycopg.Connection, live: str) -> None:

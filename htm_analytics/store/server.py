@@ -55,7 +55,7 @@ def server_overview(url: str) -> dict[str, Any]:
         with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
             return read_overview(conn)
     except psycopg.Error as exc:
-        raise translate_database_error(exc, url=mask_url(url)) from exc
+        raise translate_database_error(exc, url=url) from exc
 
 
 def read_overview(conn: psycopg.Connection[Any]) -> dict[str, Any]:
@@ -137,4 +137,4 @@ def server_sessions(url: str) -> list[dict[str, Any]]:
                    WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
                    ORDER BY backend_start""").fetchall()
     except psycopg.Error as exc:
-        raise translate_database_error(exc, url=mask_url(url)) from exc
+        raise translate_database_error(exc, url=url) from exc

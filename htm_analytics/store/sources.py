@@ -24,7 +24,6 @@ from .._sql import read_sql
 from ..errors import DatabaseError, ValidationError
 from ..frames import coerce_frame
 from ._errors import translate_database_error
-from .connection import mask_url
 from .memory import LongTermMemory
 from .timestamps import register_infinite_timestamps
 
@@ -93,7 +92,6 @@ def postgres_source(source: str | LongTermMemory, *, field: str = "url"
         return
     if not isinstance(source, str) or not source.strip():
         raise ValidationError("must be a PostgreSQL URL or a LongTermMemory", field=field)
-    shown = mask_url(source)
     try:
         with psycopg.connect(source, connect_timeout=10) as conn:
             conn.read_only = True
@@ -106,7 +104,7 @@ def postgres_source(source: str | LongTermMemory, *, field: str = "url"
             yield conn
             conn.rollback()
     except psycopg.Error as exc:
-        raise translate_database_error(exc, url=shown) from exc
+        raise translate_database_error(exc, url=source) from None  # its text holds the URL
 
 
 def table_exists(conn: sqlite3.Connection | psycopg.Connection[Any], table: str) -> bool:
