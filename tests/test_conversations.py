@@ -125,6 +125,16 @@ def test_jsonl_layout() -> None:
         ("ferry", False), ("trail", False), ("piano", True)]
 
 
+def test_a_question_without_a_category_is_uncategorized_not_all(tmp_path: Path) -> None:
+    """'all' is the total the summary adds: a question's own category never takes it (the
+    summary had two rows of one name, and its chart failed on them)."""
+    path = tmp_path / "plain.jsonl"
+    path.write_text('{"text": "hi"}\n{"question": "a?", "evidence": ["t1"]}\n'
+                    '{"question": "b?", "evidence": ["t1"], "category": "4"}\n')
+    (plain,) = read_conversations(path)
+    assert [q.category for q in plain.questions] == ["uncategorized", "4"]
+
+
 @pytest.mark.parametrize(("name", "content", "record"), [
     ("bad.jsonl", '{"text": "hi", "turn_id": "t1"}\n{"question": ', "line 2"),
     ("bad.jsonl", '{"text": "hi", "turn_id": "t1"}\n{"question": "q?", "evidence": ["t9"]}\n',
@@ -138,6 +148,16 @@ def test_jsonl_layout() -> None:
     ("bad.json", json.dumps([{"question_id": "q7", "question": "?", "haystack_dates": [],
                               "haystack_sessions": [[]]}]), "question q7"),
     ("bad.json", json.dumps({"rows": [1, 2]}), "top level"),
+    ("deep.json", "[" * 100_000 + "]" * 100_000, "top level"),
+    ("twice.jsonl", '{"text": "hi", "turn_id": "t1"}\n{"text": "bye", "turn_id": "t1"}\n',
+     "conversation 'default'"),
+    ("twice.jsonl", '{"text": "hi", "turn_id": "t1"}\n{"question": "a?", "question_id": "q", '
+     '"evidence": ["t1"]}\n{"question": "b?", "question_id": "q", "evidence": ["t1"]}\n',
+     "conversation 'default'"),
+    ("total.jsonl", '{"text": "hi"}\n{"question": "a?", "evidence": ["t1"], "category": "all"}\n',
+     "line 2"),
+    ("end.jsonl", '{"text": "hi", "time": "9999-12-31T23:59:59+00:00"}\n{"text": "then"}\n',
+     "line 2"),
 ])
 def test_a_malformed_file_names_its_record(tmp_path: Path, name: str, content: str,
                                            record: str) -> None:
@@ -553,3 +573,11 @@ def _the_document_in_the_report(document: dict[str, Any], database_url: str,
     with pytest.raises(ValidationError) as error:
         ha.ConversationEvaluation.from_json({"summary": [{"strategy": "vector"}]})
     assert error.value.field == "document"
+    row = document["summary"][0]
+    for wrong in ({**row, "recall_any_at_3": "abc"}, {**row, "recall_any_at_3": 7.5},
+                  {**row, "latency_p50_ms": -1}):
+        with pytest.raises(ValidationError, match="was expected") as error:
+            ha.ConversationEvaluation.from_json({**document, "summary": [wrong]})
+        assert error.value.field == "document"
+    with pytest.raises(ValidationError, match="two rows"):
+        ha.ConversationEvaluation.from_json({**document, "summary": [row, row]})

@@ -26,8 +26,10 @@ Three layouts are read (``format=None`` detects which):
 
   ``conversation`` defaults to ``"default"``, ``session`` to ``"1"``, ``time`` to the
   previous turn's time plus a second (the first turn: 2000-01-01 UTC); ``caption``,
-  ``category`` (default ``"all"``), ``answer`` and ``question_id`` (default ``q<line>``) are
-  optional. A question with ``"evidence": []`` or ``"abstention": true`` should find nothing.
+  ``category`` (default ``"uncategorized"``; ``"all"`` names the total, so no question may
+  have it), ``answer`` and ``question_id`` (default ``q<line>``) are optional; turn and
+  question ids must be unique in their conversation. A question with ``"evidence": []`` or
+  ``"abstention": true`` should find nothing.
 
 Turns of one session are one second apart, in order, from the session's time.
 """
@@ -38,6 +40,7 @@ import datetime as dt
 import json
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,12 +50,13 @@ from ..errors import BenchmarkFormatError, ValidationError
 from ..validation import validate_content
 
 __all__ = ["Turn", "Question", "Conversation", "BenchmarkFormat", "BENCHMARK_FORMATS",
-           "LOCOMO_CATEGORIES", "read_conversations", "detect_format"]
+           "LOCOMO_CATEGORIES", "UNCATEGORIZED", "read_conversations", "detect_format"]
 
 BenchmarkFormat = Literal["locomo", "longmemeval", "jsonl"]
 BENCHMARK_FORMATS: tuple[str, ...] = ("locomo", "longmemeval", "jsonl")
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
                      5: "adversarial"}
+UNCATEGORIZED = "uncategorized"  # a question without a category ("all" is the total)
 _LOCOMO_ABSTENTION = 5
 _EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
@@ -101,6 +105,23 @@ def _text(value: Any, path: Path, record: str, name: str) -> str:
                                 field=name)
     except ValidationError as exc:
         raise _fail(path, record, str(exc)) from None
+
+
+def _repeated(values: Iterable[str]) -> list[str]:
+    """Up to five of ``values`` that occur more than once."""
+    counts = Counter(values)
+    return sorted(value for value, n in counts.items() if n > 1)[:5]
+
+
+def _category(value: Any, path: Path, record: str) -> str:
+    """A question's category: the summary adds the total of every question as ``"all"``."""
+    if value is None:
+        return UNCATEGORIZED
+    category = str(value)
+    if category == "all":
+        raise _fail(path, record, "category 'all' is the name of the total over every "
+                                  "question; give another")
+    return category
 
 
 def _with_caption(text: Any, caption: Any) -> Any:
@@ -163,6 +184,8 @@ def _locomo_sample(conversation: Mapping[str, Any], qa: Any, name: str,
         if not isinstance(item, Mapping) or "question" not in item:
             raise _fail(path, record, "a question needs question, evidence, category")
         category = item.get("category")
+        if isinstance(category, str) and category.strip().isdigit():  # "4" is category 4
+            category = int(category)
         abstention = category == _LOCOMO_ABSTENTION
         evidence_values = item.get("evidence", [])
         if not isinstance(evidence_values, list):
@@ -178,7 +201,7 @@ def _locomo_sample(conversation: Mapping[str, Any], qa: Any, name: str,
             question_id=f"{name}/{position}",
             question=_text(item["question"], path, record, "question"),
             category=LOCOMO_CATEGORIES.get(category, str(category))
-            if isinstance(category, int) else str(category),
+            if isinstance(category, int) else _category(category, path, record),
             evidence=() if abstention else evidence,
             answer=None if answer is None else str(answer), abstention=abstention))
     return Conversation(name, tuple(turns), tuple(questions), unresolved)
@@ -249,7 +272,7 @@ def _read_longmemeval(data: Any, path: Path) -> list[Conversation]:
         questions = () if unresolved else (Question(
             question_id=question_id,
             question=_text(item["question"], path, record, "question"),
-            category=str(item.get("question_type", "all")),
+            category=_category(item.get("question_type"), path, record),
             evidence=() if abstention else tuple(dict.fromkeys(evidence)),
             answer=None if item.get("answer") is None else str(item["answer"]),
             abstention=abstention),)
@@ -285,8 +308,12 @@ def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
         if "question" in item:
             questions.setdefault(conversation, []).append((record, item))
         elif "text" in item or "caption" in item:
-            moment = _iso_time(item["time"], path, record) if "time" in item \
-                else last_time + dt.timedelta(seconds=1)
+            try:
+                moment = _iso_time(item["time"], path, record) if "time" in item \
+                    else last_time + dt.timedelta(seconds=1)
+            except OverflowError:
+                raise _fail(path, record, "the turn before it is at the calendar's end: give "
+                                          "this turn a time") from None
             last_time = moment
             turns.setdefault(conversation, []).append(Turn(
                 turn_id=str(item.get("turn_id", f"t{number}")),
@@ -300,6 +327,14 @@ def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
     conversations = []
     for name in dict.fromkeys([*turns, *questions]):
         known = {t.turn_id for t in turns.get(name, [])}
+        if len(known) < len(turns.get(name, [])):
+            twice = _repeated(t.turn_id for t in turns[name])
+            raise _fail(path, f"conversation {name!r}", f"turn ids {twice} are given twice")
+        ids = [str(item.get("question_id", f"q{record.split()[-1]}"))
+               for record, item in questions.get(name, [])]
+        if len(set(ids)) < len(ids):
+            raise _fail(path, f"conversation {name!r}",
+                        f"question ids {_repeated(ids)} are given twice")
         asked = []
         for record, item in questions.get(name, []):
             evidence = item.get("evidence", [])
@@ -312,7 +347,7 @@ def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
             asked.append(Question(
                 question_id=str(item.get("question_id", f"q{record.split()[-1]}")),
                 question=_text(item["question"], path, record, "question"),
-                category=str(item.get("category", "all")),
+                category=_category(item.get("category"), path, record),
                 evidence=tuple(dict.fromkeys(str(e) for e in evidence)),
                 answer=None if item.get("answer") is None else str(item["answer"]),
                 abstention=bool(item.get("abstention", False)) or not evidence))
@@ -412,6 +447,8 @@ def _parse(raw: str, path: Path, format: str | None) -> list[Conversation]:
         return _read_jsonl(raw.splitlines(), path)
     try:
         data = json.loads(raw)
+    except RecursionError:
+        raise _fail(path, "top level", "nested too deeply to be a benchmark") from None
     except json.JSONDecodeError as exc:
         if format is None and exc.msg == "Extra data":  # several JSON values: JSON Lines
             return _read_jsonl(raw.splitlines(), path)

@@ -11,6 +11,7 @@ retrieved memory stands for every turn that said it.
 from __future__ import annotations
 
 import json
+import re
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -110,6 +111,9 @@ class ConversationEvaluation:
         if isinstance(document, (str, Path)):
             try:
                 document = json.loads(Path(document).read_text(encoding="utf-8"))
+            except RecursionError:
+                raise ValidationError(f"cannot read {document}: nested too deeply",
+                                      field="document") from None
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
                 raise ValidationError(f"cannot read {document}: {exc}",
                                       field="document") from exc
@@ -136,6 +140,7 @@ class ConversationEvaluation:
         except (TypeError, ValueError) as exc:
             raise ValidationError(f"the summary's columns have the wrong types: {exc}",
                                   field="document") from exc
+        _check_summary(frames["summary"])
         return cls(interrupted=bool(document.get("interrupted", False)), **frames)
 
 
@@ -285,6 +290,28 @@ def _summary(per_question: pd.DataFrame, k: int) -> pd.DataFrame:
     summary = summary.sort_values("strategy", key=lambda s: s.map(order), kind="stable")
     return summary.assign(k=k)[columns].reset_index(drop=True).astype(
         {"strategy": "string", "category": "string", "questions": "int64", "k": "int64"})
+
+
+_SHARES = re.compile(r"^(recall_any|recall_all|ndcg|mrr)_at_\d+$")
+
+
+def _check_summary(summary: pd.DataFrame) -> None:
+    """A summary read back must be one: shares in [0, 1], latencies of at least 0 (a
+    missing value is NaN), one row per strategy and category."""
+    for column in summary.columns:
+        share = bool(_SHARES.match(str(column)))
+        if not (share or str(column).startswith("latency_")):
+            continue
+        values = pd.to_numeric(summary[column], errors="coerce")
+        wrong = values.isna() & summary[column].notna() | (values < 0) | (share & (values > 1))
+        if wrong.any():
+            raise ValidationError(
+                f"the summary's {column} holds {summary[column][wrong].iloc[0]!r}: "
+                + ("a share from 0 to 1" if share else "milliseconds, 0 or more")
+                + " was expected", field="document")
+    if len(summary) and summary.duplicated(["strategy", "category"]).any():
+        raise ValidationError("the summary has two rows of one strategy and category",
+                              field="document")
 
 
 def _abstention_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
