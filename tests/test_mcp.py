@@ -109,6 +109,13 @@ def test_a_session_of_tool_calls_writes_nothing(database_url: str) -> None:
                 assert "freq" in await refused(client, "trends", freq="fortnight")
                 assert "target_recall" in await refused(client, "ef_search",
                                                         target_recall=7.0)
+                # An argument a tool does not take is refused, not dropped (unfiltered).
+                assert "no argument 'robot'" in await refused(client, "search", query="x",
+                                                              robot="nobody")
+                assert "no argument 'bogus'" in await refused(client, "status", bogus=1)
+                found = await call(client, "search", query="postgres",
+                                   timeframe="2000-01-01..2100-12-31")  # as the docs say
+                assert found["results"]
 
         anyio.run(session)
         # Read-only by construction, whatever a tool would call.

@@ -144,6 +144,13 @@ MIDNIGHT = dt.datetime(2026, 11, 18, tzinfo=dt.UTC)
      (dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 2, tzinfo=dt.UTC) - TICK)),
     ((dt.date(2026, 1, 1), dt.datetime(2026, 2, 1)),
      (dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, tzinfo=dt.UTC))),
+    # written as text, as a tool call (MCP) must: ISO dates and times, alone or as a range
+    ("2026-11-01", (dt.datetime(2026, 11, 1, tzinfo=dt.UTC),
+                    dt.datetime(2026, 11, 2, tzinfo=dt.UTC) - TICK)),
+    ("2026-01-01..2026-02-01",
+     (dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 2, tzinfo=dt.UTC) - TICK)),
+    (" 2026-01-01 .. 2026-02-01T12:00:00+02:00 ",
+     (dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 2, 1, 10, tzinfo=dt.UTC))),
     (None, None),
 ])
 def test_timeframe_phrases(phrase: object, expected: object) -> None:
@@ -151,7 +158,8 @@ def test_timeframe_phrases(phrase: object, expected: object) -> None:
 
 
 @pytest.mark.parametrize("phrase", ["someday", "last fortnight", "next week", "", "7 days",
-                                    42, ("2026-01-01",)])
+                                    42, ("2026-01-01",), "2026-13-01", "2026-02-01..",
+                                    "2026-02-01..2026-01-01", "2026-01-01..last week"])
 def test_unreadable_timeframes_are_errors(phrase: object) -> None:
     with pytest.raises(ValidationError) as info:
         parse_timeframe(phrase, now=NOW)

@@ -14,6 +14,7 @@ __all__ = ["parse_timeframe", "TIMEFRAME_PHRASES"]
 TIMEFRAME_PHRASES = (
     "today", "yesterday", "recently", "last N hours|days|weeks|months|years",
     "past N ...", "last hour|day|week|month|year", "this week|month|year", "N days ago",
+    "YYYY-MM-DD", "START..END (ISO dates or times)",
 )
 RECENTLY = dt.timedelta(days=3)
 _UNITS = {"minute": dt.timedelta(minutes=1), "hour": dt.timedelta(hours=1),
@@ -51,6 +52,9 @@ def parse_timeframe(value: Any, *, now: dt.datetime | None = None
       Sunday), month or year;
     - ``this week``, ``this month``, ``this year``: from its start until now;
     - ``N <unit>s ago``: that whole day (for days and weeks: the day N units back).
+
+    As text too (a tool call passes nothing else): an ISO 8601 date or date and time
+    (``2026-01-01``: that whole UTC day), or a range ``2026-01-01..2026-02-01`` of them.
 
     Raises
     ------
@@ -111,9 +115,33 @@ def _parse(value: Any, now: dt.datetime | None) -> tuple[dt.datetime, dt.datetim
     if ago:
         point = now - _count(ago.group(1)) * _UNITS[ago.group(2)]
         return _day(point.date())
+    written = _iso_written(value.strip())  # text is all a tool call can pass
+    if isinstance(written, tuple):
+        return validate_timeframe(written)  # a date ending the range holds that whole day
+    if written is not None:
+        return _parse(written, now)
     raise ValidationError(
         f"cannot read {value!r} as a timeframe; use None, a (start, end) pair, a date, or one "
         f"of: {'; '.join(TIMEFRAME_PHRASES)}", field="timeframe")
+
+
+def _iso_moment(text: str) -> dt.date | dt.datetime | None:
+    """An ISO 8601 date (``2026-01-01``) or date and time, or None."""
+    try:
+        return dt.date.fromisoformat(text) if len(text) == 10 else \
+            dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def _iso_written(text: str) -> Any:
+    """``2026-01-01`` (a date or a date and time, ISO 8601) or ``START..END`` of them as a
+    pair, or None."""
+    start, dots, end = text.partition("..")
+    moments = tuple(_iso_moment(part.strip()) for part in ((start, end) if dots else (start,)))
+    if None in moments:
+        return None
+    return moments if dots else moments[0]
 
 
 def _count(word: str) -> int:

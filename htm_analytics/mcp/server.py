@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import inspect
 import json
 import math
 from collections.abc import Callable
@@ -106,6 +107,25 @@ def _positive(value: int, field: str, maximum: int) -> int:
     return value
 
 
+class _StrictServer(MCPServer):
+    """An MCP server that refuses a tool call's unknown arguments: the SDK drops them, so
+    ``search(query=..., robot="nobody")`` answered, unfiltered, as if asked without one."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tool_parameters: dict[str, set[str]] = {}
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        known = self.tool_parameters.get(name)
+        unknown = sorted(set(arguments or {}) - known) if known is not None else []
+        if unknown:
+            raise ToolError(f"ValidationError: {name} takes no argument "
+                            f"{', '.join(map(repr, unknown))}; it takes "
+                            f"{', '.join(sorted(known or ())) or 'none'}")
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int = MAX_ROWS,
                  max_chars: int = MAX_CHARS, sweep_queries: int = 50) -> MCPServer:
     """The MCP server of one memory store.
@@ -135,7 +155,7 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
                               "writes", field="store")
     bounds = _Bounds(_positive(max_rows, "max_rows", 100_000),
                      _positive(max_chars, "max_chars", 1_000_000))
-    server = MCPServer(
+    server = _StrictServer(
         "htm-analytics",
         instructions="Read-only analytics of an HTM long-term memory (PostgreSQL + pgvector): "
                      "what it holds, searches without side effects, tags, trends, index "
@@ -143,6 +163,7 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
 
     def tool(function: _F) -> _F:
         server.tool(annotations=_READ_ONLY)(_typed_errors(function))
+        server.tool_parameters[function.__name__] = set(inspect.signature(function).parameters)
         return function
 
     @tool
