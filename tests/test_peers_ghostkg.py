@@ -382,3 +382,32 @@ def test_a_second_source_is_refused_unless_named(
     # The first source, unnamed as before, is still found: nothing of it is imported again.
     repeat = import_ghostkg(first, ltm).to_frame().set_index("table")
     assert repeat.loc["(total)", "imported"] == 0
+
+
+def test_what_sqlite_lets_a_writer_store_is_read_or_named(
+        tmp_path: Path, ltm_one_connection: LongTermMemory) -> None:
+    """SQLite keeps any value in any column: text for a number, a BLOB for a name, bytes
+    that are not UTF-8 for text. The analyses and the import read them; bad arguments are
+    named."""
+    path = tmp_path / "odd.db"
+    build_ghostkg(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE nodes SET stability = 'very stable' WHERE rowid = 1")
+        conn.execute("UPDATE nodes SET owner_id = CAST('Alice' AS BLOB) WHERE rowid = 2")
+        conn.execute("UPDATE logs SET content = CAST(X'66FF6F' AS TEXT) WHERE rowid = "
+                     "(SELECT min(rowid) FROM logs WHERE agent_name IS NOT NULL)")
+    state = ghostkg_memory_state(path)
+    assert state["owner_id"].isin(AGENTS).all()
+    assert state["stability"].notna().all()
+    summary = import_ghostkg(path, ltm_one_connection).to_frame().set_index("table")
+    assert summary.loc["logs", "imported"] > 0
+    stored = ltm_one_connection.fetch_frame("SELECT content FROM nodes")["content"].tolist()
+    assert "f\\xffo" in stored  # the bytes that are not UTF-8, escaped
+    for call, field in ((lambda: ghostkg_memory_state(path, decay=0), "decay"),
+                        (lambda: ghostkg_retrievability_curves(path, owners=5), "owners"),
+                        (lambda: ghostkg_retrievability_curves(path, days=10**10), "days"),
+                        (lambda: ghostkg_memory_state("g\x00.db"), "sqlite_path"),
+                        (lambda: ghostkg_memory_state("g_\ud800.db"), "sqlite_path")):
+        with pytest.raises(ValidationError) as raised:
+            call()
+        assert raised.value.field == field

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from .._plotting import axes_or_new, checked_plot
+from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..store.sources import load_peer_query, read_frame, sqlite_source
 from ..validation import validate_number, validate_positive_int, validate_timeframe
@@ -55,13 +56,35 @@ def fsrs_retrievability(elapsed_days: Any, stability: Any, *, decay: float = FSR
 
     Elapsed times below zero count as zero; stability 0 or missing (a new entity) gives NaN.
     """
-    t = np.maximum(np.asarray(elapsed_days, dtype=np.float64), 0.0)
-    s = np.asarray(stability, dtype=np.float64)
+    decay = validate_number(decay, field="decay", minimum=0, exclusive=True)
+    t = np.maximum(_numbers(elapsed_days, "elapsed_days"), 0.0)
+    s = _numbers(stability, "stability")
     factor = 0.9 ** (-1.0 / decay) - 1.0
     with np.errstate(divide="ignore", invalid="ignore"):
         result = np.where(s > 0, (1.0 + factor * t / np.where(s > 0, s, 1.0)) ** -decay,
                           np.nan)
     return result
+
+
+def _numbers(values: Any, field: str) -> np.ndarray:
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"must be numbers: {exc}", field=field) from None
+
+
+def _text(value: Any) -> Any:
+    """A SQLite value as text: SQLite keeps any type in any column (a BLOB name, too)."""
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+
+
+def _names(value: Any, field: str) -> list[str] | None:
+    if value is None:
+        return None
+    values = [value] if isinstance(value, str) else value
+    if not isinstance(values, (list, tuple, set)) or not all(isinstance(v, str) for v in values):
+        raise ValidationError(f"must be a name or a list of names, got {value!r}", field=field)
+    return list(values)
 
 
 def _key(*parts: Any) -> str:
@@ -116,10 +139,22 @@ def _robot_metadata(name: str) -> dict[str, Any]:
     return {"imported_from": SYSTEM, "source_agent": name}
 
 
+# Columns read as names or text: SQLite keeps a BLOB in any of them.
+_TEXT_COLUMNS = frozenset({"owner_id", "id", "agent_name", "content", "source", "target",
+                           "relation", "action_type"})
+
+
+def _textual(mapper: Any) -> Any:
+    def mapped(row: dict[str, Any]) -> SourceRow:
+        return mapper({k: _text(v) if k in _TEXT_COLUMNS else v for k, v in row.items()})
+    return mapped
+
+
 def _specs() -> list[TableSpec]:
-    return [TableSpec("nodes", load_peer_query("ghostkg_nodes"), _map_node),
-            TableSpec("edges", load_peer_query("ghostkg_edges"), _map_edge),
-            TableSpec("logs", load_peer_query("ghostkg_logs"), _map_log, optional=True)]
+    return [TableSpec("nodes", load_peer_query("ghostkg_nodes"), _textual(_map_node)),
+            TableSpec("edges", load_peer_query("ghostkg_edges"), _textual(_map_edge)),
+            TableSpec("logs", load_peer_query("ghostkg_logs"), _textual(_map_log),
+                      optional=True)]
 
 
 def check_ghostkg_source(sqlite_path: str | os.PathLike[str]) -> list[str]:
@@ -196,14 +231,18 @@ def ghostkg_memory_state(sqlite_path: Any, *, as_of: Any = None,
     """
     bounds = validate_timeframe((as_of, as_of), field="as_of") if as_of is not None else None
     when = bounds[0] if bounds else pd.Timestamp.now(tz="UTC").to_pydatetime()
+    decay = validate_number(decay, field="decay", minimum=0, exclusive=True)
     with sqlite_source(sqlite_path) as conn:
         raw = read_frame(conn, "ghostkg_nodes")
+
+    def number(column: str) -> pd.Series:  # a value SQLite holds as text is no number: 0
+        return pd.to_numeric(raw[column], errors="coerce").fillna(0)
+
     frame = pd.DataFrame({
-        "owner_id": raw["owner_id"], "entity": raw["id"],
-        "stability": pd.to_numeric(raw["stability"]).fillna(0.0),
-        "difficulty": pd.to_numeric(raw["difficulty"]).fillna(0.0),
-        "reps": pd.to_numeric(raw["reps"]).fillna(0),
-        "state": pd.to_numeric(raw["state"]).fillna(0),
+        "owner_id": raw["owner_id"].map(_text), "entity": raw["id"].map(_text),
+        "stability": number("stability").astype(float),
+        "difficulty": number("difficulty").astype(float),
+        "reps": number("reps").round(), "state": number("state").round(),
         "last_review": pd.to_datetime(raw["last_review"], utc=True, errors="coerce",
                                       format="ISO8601"),
     })
@@ -228,7 +267,8 @@ def ghostkg_retrievability_curves(sqlite_path: Any, *, days: int = 60, step: flo
     days : int
         Horizon of the curves, in days after the last review.
     step : float
-        Spacing of the curve points, in days.
+        Spacing of the curve points, in days (at least ``days / 10,000``: a curve has at most
+        10,001 points).
     owners, entities : str or list of str, optional
         Only these agents / entities.
     decay : float
@@ -241,12 +281,12 @@ def ghostkg_retrievability_curves(sqlite_path: Any, *, days: int = 60, step: flo
         (float64: days since last review) and ``retrievability`` (float64). Entities with
         stability 0 (never reviewed) have no curve.
     """
-    days = validate_positive_int(days, field="days")
-    step = validate_number(step, field="step", minimum=0, exclusive=True, maximum=days)
+    days = validate_positive_int(days, field="days", maximum=36_500)
+    step = validate_number(step, field="step", minimum=days / 10_000, maximum=days)
+    wanted = {"owner_id": _names(owners, "owners"), "entity": _names(entities, "entities")}
     state = ghostkg_memory_state(sqlite_path, decay=decay)
-    for name, wanted in (("owner_id", owners), ("entity", entities)):
-        if wanted is not None:
-            values = [wanted] if isinstance(wanted, str) else list(wanted)
+    for name, values in wanted.items():
+        if values is not None:
             state = state[state[name].isin(values)]
     state = state[state["stability"] > 0]
     grid = np.arange(0.0, days + step / 2, step)

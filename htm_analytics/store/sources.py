@@ -62,14 +62,23 @@ def sqlite_source(path: str | os.PathLike[str] | sqlite3.Connection, *,
         return
     if not isinstance(path, (str, os.PathLike)):
         raise ValidationError(f"must be a path, got {type(path).__name__}", field=field)
-    resolved = Path(path).expanduser().resolve()
-    if not resolved.is_file():
-        raise ValidationError(f"no SQLite file at {resolved}", field=field)
     try:
-        conn = sqlite3.connect(f"{resolved.as_uri()}?mode=ro", uri=True)
+        resolved = Path(path).expanduser().resolve()
+        uri = f"{resolved.as_uri()}?mode=ro"
+        if not resolved.is_file():
+            raise ValidationError(f"no SQLite file at {resolved}", field=field)
+    except (ValueError, UnicodeError, OSError) as exc:  # a NUL, a lone surrogate
+        if isinstance(exc, ValidationError):
+            raise
+        raise ValidationError(f"is not a path this system can name ({exc})",
+                              field=field) from None
+    try:
+        conn = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:
         raise DatabaseError(f"cannot open {resolved} read-only: {exc}") from exc
     conn.row_factory = sqlite3.Row
+    # TEXT that is not UTF-8 (SQLite stores what it is given) is read, escaped, not fatal.
+    conn.text_factory = lambda data: data.decode("utf-8", "backslashreplace")
     try:
         yield conn
     except sqlite3.Error as exc:
