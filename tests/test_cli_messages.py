@@ -190,6 +190,18 @@ def test_snapshot_options_and_paths_agree(ltm: LongTermMemory, database_url: str
     assert code != 0 and "--overwrite" in err and "overwrite=True" not in err
     report = runner.invoke(cli, ["report", "--snapshot", "memory", "--out", "r.html"])
     assert report.exit_code == 0, report.output
+    # Options a report on a snapshot, or without hygiene or data, would not use: refused.
+    for pointless in (["report", "--snapshot", "memory", "--benchmark"],
+                      ["report", "--snapshot", "memory", "--hygiene-sample", "7"],
+                      ["report", "--snapshot", "memory", "--workers", "2"],
+                      ["--db", database_url, "report", "--snapshot", "memory"],
+                      ["report", "--snapshot", "memory", "--data-format", "parquet"],
+                      ["--db", database_url, "report", "--no-hygiene", "--hygiene-sample", "5"]):
+        refused = runner.invoke(cli, pointless)
+        assert refused.exit_code == 2 and "has no effect" in refused.output, pointless
+    quiet = runner.invoke(cli, ["report", "--snapshot", "memory", "--no-benchmark", "--out",
+                                "r2.html"])
+    assert quiet.exit_code == 0, quiet.output  # asking for less is never refused
 
 
 def test_eval_without_vectors_names_the_cli_option(memory_url: str, tmp_path: Path,

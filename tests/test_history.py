@@ -147,7 +147,8 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_s
     with pytest.raises(ValidationError, match="those are: 1, 2, 3, 4") as raised:
         history(path, thresholds=DriftThresholds(baseline_sample=9))
     assert raised.value.field == "baseline_sample"
-    past = runner.invoke(cli, ["history", "--history", str(path), "--baseline", "9"])
+    past = runner.invoke(cli, ["history", "--history", str(path), "--what", "recall",
+                               "--baseline", "9"])
     assert isinstance(past.exception, ValidationError) and past.exception.field == \
         "baseline_sample"
 
@@ -196,6 +197,23 @@ def test_history_in_a_schema_of_your_choice(database_url, db):
         HISTORY_SCHEMA_VERSION + 1)])
     with pytest.raises(HistoryVersionError, match="upgrade htm-analytics"):
         read_history(target)
+    # A schema shared with other tables, or a name PostgreSQL would cut, is refused.
+    for shared in ("public", "pg_temp", "information_schema", "h" * 64):
+        with pytest.raises(ValidationError) as raised:
+            HistoryTable(database_url, shared)
+        assert raised.value.field == "history_schema"
+    # Options that would not be used are refused, not ignored.
+    for pointless in (["collect", "--history-db", database_url],
+                      ["history", "--history-schema", "memory history", "--history", "x.duckdb"],
+                      ["history", "--history-schema", "memory history", "--history-format",
+                       "parquet"],
+                      ["collect", "--history-schema", "memory history", "--baseline", "1"],
+                      ["history", "--history-schema", "memory history", "--what", "growth",
+                       "--unused-samples", "3"],
+                      ["history", "--history-schema", "memory history", "--what", "samples",
+                       "--baseline", "2"]):
+        refused = runner.invoke(cli, ["--db", database_url, *pointless])
+        assert refused.exit_code == 2 and "has no effect" in refused.output, pointless
 
 
 def _scan_created_at(db: psycopg.Connection) -> None:

@@ -18,6 +18,7 @@ from ._output import (
     emit,
     emit_document,
     output_options,
+    refuse_unused,
     scope_options,
     workers_option,
 )
@@ -165,6 +166,16 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
             and not out.lower().endswith(expected):
         raise click.BadParameter(f"{out} does not match --format {report_format}; use a "
                                  f"{expected[0]} name", param_hint="--out")
+    if snapshot_path:  # a snapshot is searched by nothing: no sweep, no hygiene checks
+        refuse_unused(ctx, {"benchmark": "--benchmark", "hygiene": "--hygiene",
+                            "hygiene_sample": "--hygiene-sample", "workers": "--workers"},
+                      "with --snapshot (a snapshot is not searched)")
+        refuse_unused(ctx.parent or ctx, {"db": "--db"}, "with --snapshot")
+    if not hygiene:
+        refuse_unused(ctx, {"hygiene_sample": "--hygiene-sample", "workers": "--workers"},
+                      "with --no-hygiene")
+    if not data_dir:
+        refuse_unused(ctx, {"data_format": "--data-format"}, "without --data-dir")
     checked_output(out, "--out")  # before the report's work, not after it
     if data_dir:
         checked_output(data_dir, "--data-dir", folder=True)

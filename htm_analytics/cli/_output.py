@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["CHART_SUFFIXES", "DateOrTime", "ROBOTS_KEY", "checked_output", "emit",
+           "refuse_unused",
            "emit_document", "human_bytes", "note_unknown_robots", "output_options",
            "scope_options", "workers_option"]
 
@@ -149,6 +150,18 @@ def emit_document(document: dict[str, Any]) -> None:
 
 
 CHART_SUFFIXES = (".png", ".svg", ".pdf")  # the chart files --plot writes
+
+
+def refuse_unused(ctx: click.Context, names: dict[str, str], reason: str) -> None:
+    """A usage error for the first of ``names`` (parameter: option) given on the command
+    line, whose effect ``reason`` says it would not have: never accepted silently. A flag
+    given in its off form (``--no-benchmark``) asks for nothing, so it passes."""
+    for name, option in names.items():
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.COMMANDLINE:
+            continue
+        if ctx.params.get(name) is False:
+            continue
+        raise click.BadOptionUsage(name, f"{option} has no effect {reason}")
 
 
 def checked_output(path: str, option: str, *, folder: bool = False,

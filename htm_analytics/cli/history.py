@@ -10,7 +10,14 @@ import click
 
 from ._app import cli, fail_on_option, print_findings
 from ._database import choose_database, open_store
-from ._output import CHART_SUFFIXES, checked_output, emit, emit_document, output_options
+from ._output import (
+    CHART_SUFFIXES,
+    checked_output,
+    emit,
+    emit_document,
+    output_options,
+    refuse_unused,
+)
 
 __all__ = ["collect", "history_command"]
 
@@ -54,7 +61,10 @@ def _target(ctx: click.Context, path: str, history_format: str | None, schema: s
     from ..store.history import HistoryTable, history_location
 
     if schema is None:
+        refuse_unused(ctx, {"history_db": "--history-db"}, "without --history-schema")
         return history_location(path, history_format)
+    refuse_unused(ctx, {"history_path": "--history", "history_format": "--history-format"},
+                  "with --history-schema (the history is in that schema)")
     return HistoryTable(url or choose_database(ctx)[0], schema)
 
 
@@ -121,6 +131,9 @@ def collect(ctx: click.Context, history_path: str, history_format: str | None,
     from ..advisor import collect_sample, drift_findings, findings_document, gate_exit_code
     from ..advisor import history as read_history
 
+    if not check:
+        refuse_unused(ctx, {"fail_on": "--fail-on", "unused_samples": "--unused-samples",
+                            "baseline": "--baseline"}, "without --check")
     target = _target(ctx, history_path, history_format, history_schema, history_db)
     with open_store(ctx, init_schema=False, read_only=True) as store:
         sample = collect_sample(store, target, recall_queries=recall_queries, seed=seed)
@@ -174,6 +187,10 @@ def history_command(ctx: click.Context, history_path: str, history_format: str |
 
     if plot_path:
         checked_output(plot_path, "--plot", suffixes=CHART_SUFFIXES)
+    if what != "drift":
+        refuse_unused(ctx, {"unused_samples": "--unused-samples"}, f"with --what {what}")
+    if what not in ("drift", "recall") and not plot_path:  # the plot draws recall too
+        refuse_unused(ctx, {"baseline": "--baseline"}, f"with --what {what}")
     thresholds = _thresholds(unused_samples, baseline)
     frames = read_history(_target(ctx, history_path, history_format, history_schema,
                                   history_db), thresholds=thresholds)

@@ -30,6 +30,14 @@ class HistoryTable:
     def __post_init__(self) -> None:
         if not isinstance(self.schema, str) or not self.schema.strip():
             raise ValidationError("must name a schema", field="history_schema")
+        if len(self.schema.encode()) > 63:  # PostgreSQL would cut it, silently
+            raise ValidationError("must be at most 63 bytes, PostgreSQL's longest name",
+                                  field="history_schema")
+        if self.schema == "public" or self.schema == "information_schema" \
+                or self.schema.startswith("pg_"):
+            raise ValidationError(f"{self.schema} is not a schema of its own: the history's "
+                                  "tables (samples, ...) would sit among others; name a new "
+                                  "one, such as htm_history", field="history_schema")
 
     def __str__(self) -> str:
         return f"schema {self.schema} of {mask_url(resolve_database_url(self.url))}"
