@@ -137,3 +137,38 @@ def test_analysis_commands(memory_url: str, tmp_path: Path) -> None:
     assert "jaccard" in run("robots", "--overlap", "--csv")
     assert "snapshot written to" in run("snapshot", str(tmp_path / "m.duckdb"))
     assert (tmp_path / "m.duckdb").is_file()
+
+
+def test_a_terminated_bench_build_drops_its_scratch_table(database_url: str,
+                                                          tmp_path: Path) -> None:
+    """SIGTERM (timeout, systemd, docker stop) ends a command as Ctrl-C does: the blocks
+    that drop its scratch table run. Python's default would leave the table behind."""
+    import signal
+    import time
+
+    import numpy as np
+    import psycopg
+
+    from htm_analytics import LongTermMemory
+
+    vectors = np.random.default_rng(0).normal(size=(4000, 32)).astype(np.float32)
+    with LongTermMemory(database_url) as store:
+        store.bulk_add([f"memory {i}" for i in range(len(vectors))], robots="r",
+                       embeddings=vectors)
+    command = [sys.executable, "-m", "htm_analytics", "--db", database_url, "bench", "build",
+               "--m", "8,16,32,48,64", "--ef-construction", "400", "--queries", "100",
+               "--out", str(tmp_path / "build.csv")]
+    running = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    scratch = "SELECT count(*) FROM pg_class WHERE relname LIKE 'htm_analytics_bench%%'"
+    with psycopg.connect(database_url, autocommit=True) as db:
+        deadline = time.monotonic() + 120
+        while not db.execute(scratch).fetchone()[0] and running.poll() is None:
+            assert time.monotonic() < deadline, "the build never started"
+            time.sleep(0.05)
+        assert running.poll() is None, "the build ended before it could be stopped"
+        running.send_signal(signal.SIGTERM)
+        _, errors = running.communicate(timeout=120)
+        assert running.returncode == 128 + signal.SIGTERM, errors
+        assert "Traceback" not in errors
+        assert db.execute(scratch).fetchone()[0] == 0

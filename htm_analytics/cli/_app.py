@@ -5,6 +5,7 @@ registered by the package)."""
 from __future__ import annotations
 
 import math
+import signal
 import sys
 import textwrap
 from pathlib import Path
@@ -437,8 +438,15 @@ def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
                f"htm-analytics report --snapshot {target}")
 
 
+def _terminated(signum: int, _frame: Any) -> None:
+    # As SystemExit, not the default death: the blocks that drop a command's scratch tables
+    # and databases run (bench build, eval conversations), as they do on Ctrl-C.
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
     """Entry point: run the CLI, turning library errors into one clear line and exit code 1."""
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         code = cli(standalone_mode=False)  # a gate's ctx.exit(code) comes back as the value
     except click.exceptions.Abort as exc:
