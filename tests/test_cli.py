@@ -97,6 +97,8 @@ def test_bench_commands(memory_url: str, tmp_path: Path) -> None:
     assert "varied by up to" in repeated.stderr and "are noise" in repeated.stderr
     bad = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--ef-search", "ten"])
     assert bad.exit_code != 0 and "comma-separated integers" in bad.output
+    empty = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--ef-search", ""])
+    assert empty.exit_code == 2 and "got none" in empty.output  # not "(no rows)", exit 0
     build = runner.invoke(cli, ["--db", memory_url, "bench", "build", "--m", "4",
                                 "--ef-construction", "16", "--queries", "20",
                                 "--ef-search", "20", "--out", str(tmp_path / "b.csv")])

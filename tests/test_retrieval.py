@@ -94,6 +94,7 @@ def test_graded_and_many_relevant(store: ha.LongTermMemory, labelled: pd.DataFra
     assert summary["recall_at_10"] == pytest.approx(0.5)  # one of two relevant found
     assert summary["mrr_at_10"] == pytest.approx(0.5)
     assert result.per_query["first_relevant_rank"].iloc[0] == 2
+    assert result.missing_relevant == (absent,)  # said, not only scored
 
 
 def test_bad_input_is_named(store: ha.LongTermMemory, labelled: pd.DataFrame) -> None:
@@ -103,9 +104,11 @@ def test_bad_input_is_named(store: ha.LongTermMemory, labelled: pd.DataFrame) ->
     with pytest.raises(ha.ValidationError) as error:
         ha.evaluate_retrieval(store, labelled.drop(columns="vector"), strategies=["vector"])
     assert error.value.field == "vector"
-    with pytest.raises(ha.ValidationError) as error:
-        ha.evaluate_retrieval(store, labelled.assign(relevant="twelve"), strategies=["fulltext"])
-    assert error.value.field == "relevant"
+    for wrong in ("twelve", "[-1]", "[true]", "[0]"):  # not node ids (True is no id 1)
+        with pytest.raises(ha.ValidationError) as error:
+            ha.evaluate_retrieval(store, labelled.assign(relevant=wrong),
+                                  strategies=["fulltext"])
+        assert error.value.field == "relevant"
     with pytest.raises(ha.ValidationError) as error:
         ha.evaluate_retrieval(store, labelled.rename(columns={"query": "text"}))
     assert error.value.field == "queries"

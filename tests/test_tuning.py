@@ -132,6 +132,10 @@ def test_filtered_search_stays_in_scope_and_iterative_scan_helps(store: LongTerm
     assert plain["returned_mean"] < 10 <= iterative["returned_mean"] + 1e-9
     assert iterative["recall_mean"] > plain["recall_mean"] + 0.2
     assert tagged["rows"].iloc[0] < result[result["filter"] == "robot=indexer"]["rows"].iloc[0]
+    # A filter nothing matches would measure a recall of 0: refused, by name.
+    with pytest.raises(ha.ValidationError, match="matches no stored vector") as raised:
+        ha.benchmark_recall(store, queries=10, filters={"tag": "no:such-tag"}, progress=False)
+    assert raised.value.field == "filters"
 
 
 def test_settings_never_leak_to_pooled_connections(store: LongTermMemory) -> None:

@@ -22,9 +22,12 @@ DEFAULT_SWEEP = "10,20,40,80,160,320"
 
 def _int_list(text: str) -> list[int]:
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+    if not values:  # an empty sweep measures nothing and would say nothing
+        raise click.BadParameter("expected comma-separated integers, got none")
+    return values
 
 
 _SUMMARY = ["variant", "filter", "iterative_scan", "ef_search", "recall_mean", "recall_p5",

@@ -46,6 +46,11 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str | None, k: int
         result = evaluate_retrieval(
             store, queries, k=k, strategies=[s.strip() for s in names],
             embedding_service=get_embedder(embedder) if embedder else None, repeats=repeats)
+    if result.missing_relevant:
+        missing = result.missing_relevant
+        click.echo(f"note: {len(missing):,} relevant ids name no memory here ("
+                   + ", ".join(map(str, missing[:5])) + (", ..." if len(missing) > 5 else "")
+                   + "): no search can return them, so they count as not found", err=True)
     emit({"summary": result.summary, "per-query": result.per_query,
           "significance": result.significance}[show], fmt)
 

@@ -350,6 +350,13 @@ class NodesMixin(StoreBase):
         return bool(self._fetch(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE id = %s) AS e",
                                 (node_id,), memory_operation=True)[0]["e"])
 
+    def existing_node_ids(self, node_ids: Sequence[int]) -> set[int]:
+        """Which of ``node_ids`` are memories here (live ones, where the schema forgets)."""
+        wanted = validate_ids(node_ids, field="node_ids")
+        rows = self._fetch("SELECT id FROM nodes WHERE id = ANY(%s::bigint[])", (wanted,),
+                           memory_operation=True)
+        return {int(r["id"]) for r in rows}
+
     def delete(self, node_id: int) -> bool:
         """Delete a node permanently; its robot links and tag links go with it (cascade).
 

@@ -429,6 +429,10 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
             for filters_ in filter_list:
                 in_scope = len(ids) if not filters_ else \
                     len(session.stored_ids(dimension, filters=filters_))
+                if not in_scope:  # its recall would read 0: no search, no ground truth
+                    raise ValidationError(f"{_filter_label(filters_)} matches no stored "
+                                          f"vector of {dimension} dimensions",
+                                          field="filters")
                 rows.extend(_sweep(session, queries=query_vectors, own_ids=own_ids,
                                    dimension=dimension, k=k, ef_values=ef_values,
                                    iterative_modes=modes, filters=filters_, rows=in_scope,

@@ -66,11 +66,15 @@ class RetrievalEvaluation:
         ``difference`` (a - b), ``p_value`` (paired two-sided t-test over queries),
         ``p_value_holm`` (Holm-corrected over all rows) (float64) and ``significant``
         (bool: ``p_value_holm < 0.05``).
+    missing_relevant : tuple of int
+        Relevant ids that name no memory here (forgotten, or a typo): no search can return
+        them, so they count as not found.
     """
 
     summary: pd.DataFrame
     per_query: pd.DataFrame
     significance: pd.DataFrame
+    missing_relevant: tuple[int, ...] = ()
 
 
 def _relevance(value: Any, row: int) -> dict[str, int]:
@@ -90,12 +94,15 @@ def _relevance(value: Any, row: int) -> dict[str, int]:
         pairs = [(value, 1)]
     graded: dict[str, int] = {}
     for node, grade in pairs:
+        if isinstance(node, (bool, np.bool_)) or isinstance(grade, (bool, np.bool_)):
+            raise ValidationError(f"row {row}: {node!r}: {grade!r} is not a node id and an "
+                                  "integer grade", field="relevant")
         try:
             node_id, level = int(node), int(grade)
         except (TypeError, ValueError):
             raise ValidationError(f"row {row}: {node!r}: {grade!r} is not a node id and an "
                                   "integer grade", field="relevant") from None
-        if isinstance(node, float) and not float(node).is_integer():
+        if (isinstance(node, float) and not float(node).is_integer()) or node_id < 1:
             raise ValidationError(f"row {row}: {node!r} is not a node id", field="relevant")
         graded[str(node_id)] = level
     if not any(level > 0 for level in graded.values()):
@@ -219,6 +226,9 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
              for i, value in enumerate(queries["relevant"])
              for node, grade in _relevance(value, i).items()]
     relevant = {(q.query_id, q.doc_id) for q in qrels if q.relevance > 0}
+    labelled = sorted({int(q.doc_id) for q in qrels})
+    # Relevant, but no search can return them: they count as not found; said, not hidden.
+    missing = sorted(set(labelled) - store.existing_node_ids(labelled))
     vectors = _query_vectors(queries)
     if any(v is None for v in vectors) and embedding_service is None \
             and VECTOR_STRATEGIES & set(strategies):
@@ -282,7 +292,7 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
     significance = _significance(per_query, strategies,
                                  [f"mrr_at_{k}", f"recall_at_{k}"])
     return RetrievalEvaluation(summary=summary, per_query=per_query,
-                               significance=significance)
+                               significance=significance, missing_relevant=tuple(missing))
 
 
 def read_labelled_queries(path: str | Path) -> pd.DataFrame:
