@@ -200,6 +200,15 @@ def test_near_duplicates_can_search_a_sample_of_the_sample(store: LongTermMemory
     alone = ha.memory_hygiene(store, duplicates_sample=25, seed=SEED)
     assert alone.sampled and alone.checked == full.total
     assert alone.summary.set_index("check")["checked"].to_dict()["sensitive"] == full.total
+    # ...and are said to: counts, not estimates, for them; only near-duplicates sampled.
+    assert alone.describe_sample().startswith(
+        f"Checked every one of the {full.total:,} memories; near-duplicates on the first 25")
+    from htm_analytics.report.hygiene import _headline
+
+    finding = _headline(alone)
+    assert finding.startswith(f"Hygiene, on all {full.total:,} memories (seed {SEED}, "
+                              "near-duplicates on 25 of them): an estimated ")
+    assert finding.count("an estimated") == 1 and finding.count("interval") == 1
 
 
 def test_sampled_searches_go_a_few_memories_per_statement(memory: dict[str, Any]) -> None:

@@ -115,6 +115,10 @@ def test_import_twice(seaf: tuple[str, dict], ltm_one_connection: LongTermMemory
     url, truth = seaf
     with psycopg.connect(url) as source:
         before = source_fingerprint(source, TABLES)
+    for wrong in ("nonsense", ("openai",), ("openai", "")):  # refused before anything is read
+        with pytest.raises(ValidationError) as raised:
+            import_seaf(url, ltm, embedding_model=wrong)
+        assert raised.value.field == "embedding_model"
     summary = import_seaf(url, ltm, chunk_rows=64)
     counts = summary.to_frame().set_index("table")
     n_exec = len(truth["executions"])

@@ -57,6 +57,12 @@ class HygieneResult:
         by seed 0 ...", or "every one of the N memories")."""
         if not self.sampled:
             return f"Checked every one of the {self.total:,} memories."
+        if self.checked >= self.total:  # only the near-duplicate searches were sampled
+            return (f"Checked every one of the {self.total:,} memories; near-duplicates on "
+                    f"the first {self.duplicates_checked:,} of them, chosen by seed "
+                    f"{self.seed} (the lowest hashes of their ids), each a search of the HNSW "
+                    "index: that share is an estimate for the whole memory with a 95% "
+                    "interval (Wilson), and its findings list those memories' only.")
         nested = ("" if self.duplicates_checked == self.checked else
                   f" (near-duplicates: the first {self.duplicates_checked:,} of them, each a "
                   "search of the HNSW index)")

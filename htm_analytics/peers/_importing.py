@@ -31,6 +31,7 @@ from ..store.sources import count_rows, stream_rows, table_exists
 from ..validation import (
     MAX_EMBEDDING_DIMENSION,
     validate_content,
+    validate_embedding_model,
     validate_name,
     validate_positive_int,
 )
@@ -410,6 +411,7 @@ def import_tables(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], 
         raise ValidationError("must be a LongTermMemory", field="store")
     chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows", maximum=MAX_CHUNK_ROWS)
     source_name = validate_source_name(source_name)
+    embedding_model = validate_embedding_model(embedding_model)  # before any table is read
     summary = ImportSummary(system, source)
     summary.missing_tables += missing_tables(conn, specs, system=system)
     present = [spec for spec in specs if spec.table not in summary.missing_tables]

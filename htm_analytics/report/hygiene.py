@@ -33,14 +33,18 @@ def _headline(result: HygieneResult) -> str:
     superseding = result.details["supersession"]
     kinds = f" ({kinds_found(found['kind'])})" if len(found) else ""
     if result.sampled:
-        def share(check: str) -> str:
+        def share(check: str) -> str:  # an estimate with its interval, or what was counted
             row = summary.loc[check]
-            return share_text(row["share"], row["share_low"], row["share_high"])
+            if row["checked"] >= result.total:
+                return f"{row['share']:.1%}"
+            return "an estimated " + share_text(row["share"], row["share_low"],
+                                                row["share_high"])
         nested = ("" if result.duplicates_checked == result.checked else
                   f", near-duplicates on {result.duplicates_checked:,} of them")
-        return (f"Hygiene, on a sample of {result.checked:,} of {result.total:,} memories "
-                f"(seed {result.seed}{nested}): an estimated {share('near_duplicates')} of "
-                "memories "
+        scope = (f"on all {result.total:,} memories" if result.checked >= result.total else
+                 f"on a sample of {result.checked:,} of {result.total:,} memories")
+        return (f"Hygiene, {scope} (seed {result.seed}{nested}): "
+                f"{share('near_duplicates')} of memories "
                 f"have a near-duplicate; {share('sensitive')} hold credentials or personal "
                 f"data{kinds}; {share('supersession')} are in a pair where a newer memory "
                 "may supersede an older one (for review).")
