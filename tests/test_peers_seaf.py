@@ -231,3 +231,12 @@ def test_recall_on_ivfflat_and_hnsw(seaf: tuple[str, dict], ltm: LongTermMemory,
     with pytest.raises(ValidationError) as column:
         benchmark_table_recall(url, table="agent_tools", column="name")
     assert column.value.field == "column"
+
+
+def test_a_database_that_is_not_seafs_is_said_so(empty_database_url: str) -> None:
+    """Not the store's own hints (init-db, HTM_DBURL): the source is another system's."""
+    from htm_analytics import SchemaError
+
+    with pytest.raises(SchemaError, match="is it seaf's database") as raised:
+        seaf_tool_stats(empty_database_url)
+    assert "init-db" not in str(raised.value)

@@ -128,7 +128,7 @@ def check_arandu_source(url: str) -> list[str]:
     """Read-only: whether :func:`import_arandu` can read ``url``, before anything is
     written. Returns the optional tables it lacks; raises
     :class:`~htm_analytics.ValidationError` (``source``) when it lacks a required one."""
-    with postgres_source(url) as conn:
+    with postgres_source(url, system=SYSTEM) as conn:
         return missing_tables(conn, _specs(), system=SYSTEM)
 
 
@@ -160,7 +160,7 @@ def import_arandu(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_
     -------
     ImportSummary
     """
-    with postgres_source(url) as conn:
+    with postgres_source(url, system=SYSTEM) as conn:
         return import_tables(store, conn, _specs(), system=SYSTEM,
                              source=_masked(url), chunk_rows=chunk_rows, progress=progress,
                              embedding_model=embedding_model, robot_metadata=_robot_metadata,
@@ -206,7 +206,7 @@ def arandu_fact_versions(source: Any) -> pd.DataFrame:
         ``confidence`` (float64); ``times_retrieved`` (int64). ``infinity`` and
         ``-infinity`` read as ``frames.TIME_INFINITY`` and ``frames.TIME_MINUS_INFINITY``.
     """
-    return read_frame(source, "arandu_fact_versions", dtypes=_VERSION_DTYPES)
+    return read_frame(source, "arandu_fact_versions", dtypes=_VERSION_DTYPES, system=SYSTEM)
 
 
 def arandu_entity_growth(source: Any, *, freq: str = "W") -> pd.DataFrame:
@@ -224,7 +224,7 @@ def arandu_entity_growth(source: Any, *, freq: str = "W") -> pd.DataFrame:
     unit, _ = period_unit(freq)
     raw = read_frame(source, "arandu_entity_growth", {"unit": unit},
                      dtypes={"agent_id": "string", "entity_key": "string",
-                             "period": "datetime64[us, UTC]", "facts": "int64"})
+                             "period": "datetime64[us, UTC]", "facts": "int64"}, system=SYSTEM)
     raw, untimed = split_at_infinity(raw)
     first = raw.groupby(["agent_id", "entity_key"])["period"].transform("min")
     raw["is_new"] = (raw["period"] == first).astype("int64")
@@ -260,7 +260,7 @@ def arandu_stale_facts(source: Any, *, as_of: Any = None,
     when = pd.Timestamp(bounds[0]) if bounds else pd.Timestamp.now(tz="UTC")
     facts = arandu_fact_versions(source)
     contradicted = read_frame(source, "arandu_contradictions",
-                              dtypes={"agent_id": "string", "fact_id": "string"})
+                              dtypes={"agent_id": "string", "fact_id": "string"}, system=SYSTEM)
     confirmed = facts["last_confirmed_at"].fillna(facts["valid_from"])
     facts["days_since_confirmed"] = ((when - confirmed).dt.total_seconds() / 86_400.0
                                      ).astype("float64")

@@ -135,7 +135,7 @@ def check_seaf_source(url: str) -> list[str]:
     """Read-only: whether :func:`import_seaf` can read ``url``, before anything is written.
     Returns the optional tables it lacks; raises :class:`~htm_analytics.ValidationError`
     (``source``) when it lacks a required one."""
-    with postgres_source(url) as conn:
+    with postgres_source(url, system=SYSTEM) as conn:
         return missing_tables(conn, _specs(), system=SYSTEM)
 
 
@@ -170,7 +170,7 @@ def import_seaf(url: str, store: LongTermMemory, *, chunk_rows: int = DEFAULT_CH
     """
     from ..store.connection import mask_url
 
-    with postgres_source(url) as conn:
+    with postgres_source(url, system=SYSTEM) as conn:
         return import_tables(store, conn, _specs(), system=SYSTEM, source=mask_url(url),
                              chunk_rows=chunk_rows, progress=progress,
                              embedding_model=embedding_model, robot_metadata=_robot_metadata,
@@ -195,14 +195,14 @@ def seaf_tool_stats(source: Any) -> pd.DataFrame:
         ``latency_p50_ms``, ``latency_p95_ms`` (float64; NaN when no execution reports a
         time).
     """
-    return read_frame(source, "seaf_tool_stats", dtypes=_STATS_DTYPES)
+    return read_frame(source, "seaf_tool_stats", dtypes=_STATS_DTYPES, system=SYSTEM)
 
 
 def _executions(source: Any) -> pd.DataFrame:
     return read_frame(source, "seaf_executions", dtypes={
         "session_id": "string", "execution_order": "int64", "tool_name": "string",
         "success": "bool", "execution_time_ms": "float64",
-        "executed_at": "datetime64[us, UTC]"})
+        "executed_at": "datetime64[us, UTC]"}, system=SYSTEM)
 
 
 def _count_ngrams(executions: pd.DataFrame, lengths: range) -> pd.DataFrame:
@@ -273,7 +273,7 @@ def seaf_composite_candidates(source: Any, *, max_length: int = 4, min_frequency
     frame = _count_ngrams(_executions(source), range(2, max_length + 1))
     frame = frame[(frame["occurrences"] >= min_frequency)
                   & (frame["success_rate"] >= min_success_rate)].reset_index(drop=True)
-    known = read_frame(source, "seaf_known_sequences")
+    known = read_frame(source, "seaf_known_sequences", system=SYSTEM)
     names: dict[str, dict[tuple[str, ...], str]] = {"composite_tool": {},
                                                     "workflow_pattern": {}}
     for kind, name, tools in known.itertuples(index=False):

@@ -18,7 +18,8 @@ __all__ = ["translate_database_error"]
 
 
 def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
-                             query_timeout: float | None = None) -> HTMError:
+                             query_timeout: float | None = None,
+                             source: str | None = None) -> HTMError:
     """Map a psycopg error to the htm_analytics error of its SQLSTATE class.
 
     Parameters
@@ -29,6 +30,9 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
         The connection URL, quoted (its password masked) in connection errors.
     query_timeout : float, optional
         The store's ``query_timeout`` (ms), quoted when a statement ran past it.
+    source : str, optional
+        The system whose database ``url`` is, when it is not a memory store (a peer's, read
+        to be imported or analysed): its hints are not the store's.
 
     Returns
     -------
@@ -52,6 +56,7 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
     elif isinstance(exc, (pg_errors.UndefinedTable, pg_errors.UndefinedFunction,
                           pg_errors.UndefinedObject, pg_errors.UndefinedColumn)):
         result = SchemaError(
+            f"{message} (is it {source}'s database?)" if source else
             f"{message} (is the schema installed? run `htm-analytics init-db`)"
         )
     elif isinstance(exc, psycopg.OperationalError) and (
@@ -60,8 +65,8 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
         where = f" to {url}" if url else ""
         result = DatabaseConnectionError(
             f"could not talk{where}: {message}. Check that the server is running and the URL "
-            "is right, or unset HTM_DBURL, HTM_DATABASE__URL and DATABASE_URL to use the "
-            "embedded server."
+            "is right" + ("." if source else ", or unset HTM_DBURL, HTM_DATABASE__URL and "
+                          "DATABASE_URL to use the embedded server.")
         )
     elif "conflict with recovery" in message:
         # A hot standby cancels reads whose snapshot the primary's cleanup is about to

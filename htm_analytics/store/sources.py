@@ -88,9 +88,10 @@ def sqlite_source(path: str | os.PathLike[str] | sqlite3.Connection, *,
 
 
 @contextmanager
-def postgres_source(source: str | LongTermMemory, *, field: str = "url"
-                    ) -> Iterator[psycopg.Connection[Any]]:
-    """One read-only, repeatable-read transaction on a PostgreSQL source.
+def postgres_source(source: str | LongTermMemory, *, field: str = "url",
+                    system: str | None = None) -> Iterator[psycopg.Connection[Any]]:
+    """One read-only, repeatable-read transaction on a PostgreSQL source (``system``'s
+    database, named in its errors, when it is no memory store).
 
     ``source`` is a URL or a :class:`LongTermMemory` whose database holds the tables; every
     table read in the block sees the same snapshot.
@@ -113,7 +114,7 @@ def postgres_source(source: str | LongTermMemory, *, field: str = "url"
             yield conn
             conn.rollback()
     except psycopg.Error as exc:
-        raise translate_database_error(exc, url=source) from None  # its text holds the URL
+        raise translate_database_error(exc, url=source, source=system) from None  # URL inside
 
 
 def table_exists(conn: sqlite3.Connection | psycopg.Connection[Any], table: str) -> bool:
@@ -152,7 +153,8 @@ def count_rows(conn: sqlite3.Connection | psycopg.Connection[Any], table: str) -
 
 
 def read_frame(source: Any, name: str, params: Mapping[str, Any] | None = None,
-               dtypes: Mapping[str, Any] | None = None, *, field: str = "url") -> pd.DataFrame:
+               dtypes: Mapping[str, Any] | None = None, *, field: str = "url",
+               system: str | None = None) -> pd.DataFrame:
     """Run ``sql/peers/<name>.sql`` on a source and return its rows as a typed DataFrame.
 
     ``source`` is an open :class:`sqlite3.Connection` (the query then uses ``:name``
@@ -164,7 +166,8 @@ def read_frame(source: Any, name: str, params: Mapping[str, Any] | None = None,
         frame = pd.DataFrame([tuple(r) for r in cursor.fetchall()],
                              columns=[c[0] for c in cursor.description])
     else:
-        with postgres_source(source, field=field) as conn, conn.cursor() as cur:
+        with postgres_source(source, field=field, system=system) as conn, \
+                conn.cursor() as cur:
             cur.execute(query, dict(params or {}))
             frame = pd.DataFrame(cur.fetchall(),
                                  columns=[c.name for c in cur.description or []])
