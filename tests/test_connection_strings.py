@@ -117,3 +117,8 @@ def test_a_history_database_that_fails_keeps_its_password_out(tmp_path) -> None:
         result = CliRunner().invoke(cli, ["--db", url.replace("nonexistent", "x"), *command])
         shown = result.output + str(result.exception)
         assert result.exit_code != 0 and "Secr3t" not in shown and "ж" not in shown, shown
+    # A malformed one is named as the history's database, not the store's argument.
+    malformed = CliRunner().invoke(cli, ["collect", "--history-schema", "h", "--history-db",
+                                         "postgresql//alice:Secr3t@localhost/db"])
+    assert getattr(malformed.exception, "field", None) == "history_db", malformed.output
+    assert "Secr3t" not in str(malformed.exception)

@@ -34,6 +34,7 @@ __all__ = [
     "URL_ENVIRONMENT_VARIABLES",
     "EMBEDDED_DATABASE",
     "resolve_database_url",
+    "check_connection_string",
     "mask_url",
     "mask_secrets",
     "embedded_data_dir",
@@ -352,6 +353,12 @@ def check_database_url(url: str, source: str = "url") -> str:
     no part of it. Starts nothing: :func:`resolve_database_url` also joins an embedded
     server the URL points at."""
     return _checked(url.strip(), source)
+
+
+def check_connection_string(url: str, *, field: str) -> None:
+    """A :class:`ValidationError` naming ``field`` if libpq cannot parse ``url`` (quoting
+    no part of it); nothing is connected to or started."""
+    _checked(url.strip(), field)
 
 
 def _checked(url: str, source: str) -> str:

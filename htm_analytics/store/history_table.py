@@ -15,7 +15,7 @@ from psycopg import sql
 from .._sql import read_sql
 from ..errors import HTMError, ValidationError
 from ._errors import translate_database_error
-from .connection import mask_url, resolve_database_url
+from .connection import check_connection_string, mask_url, resolve_database_url
 
 __all__ = ["HistoryTable", "append_table_sample", "read_table_history"]
 
@@ -38,6 +38,9 @@ class HistoryTable:
             raise ValidationError(f"{self.schema} is not a schema of its own: the history's "
                                   "tables (samples, ...) would sit among others; name a new "
                                   "one, such as htm_history", field="history_schema")
+        if not isinstance(self.url, str) or not self.url.strip():
+            raise ValidationError("must be a PostgreSQL URL", field="history_db")
+        check_connection_string(self.url, field="history_db")  # parsed; nothing is started
 
     def __str__(self) -> str:
         return f"schema {self.schema} of {mask_url(resolve_database_url(self.url))}"
