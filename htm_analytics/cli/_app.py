@@ -471,6 +471,7 @@ def main() -> None:
 
 # Python arguments named in the library's messages, and the options that set them here.
 _CLI_WORDS = {"pass overwrite=True": "add --overwrite", "baseline_sample: ": "--baseline: ",
+              "history_db: ": "--history-db: ", "history_schema: ": "--history-schema: ",
               "pass embedding_service": "pass --embedder",
               ", or open it with LongTermMemory(url, init_schema=True)": ""}
 
