@@ -18,7 +18,7 @@ import pandas as pd
 
 from ._sql import read_sql
 from .errors import ValidationError
-from .validation import validate_name, validate_positive_int, validate_tag, validate_timeframe
+from .validation import validate_names, validate_positive_int, validate_tag, validate_timeframe
 
 __all__ = ["MemorySource", "memory_source", "NODE_PAGE", "load_analytics_query",
            "analytics_work_mem", "coerce_frame", "node_id_pages", "to_duckdb_query",
@@ -181,12 +181,7 @@ def scope_params(*, timeframe: Any = None, robots: Any = None, prefix: Any = Non
     """
     bounds = validate_timeframe(timeframe)
     if robots is not None:
-        if not isinstance(robots, (str, list, tuple)) or not robots or \
-                not all(isinstance(name, str) for name in robots):
-            raise ValidationError("must be a robot name or a non-empty list of names",
-                                  field="robots")
-        names = [robots] if isinstance(robots, str) else list(robots)
-        robots = [validate_name(name, field="robots") for name in names]
+        robots = validate_names(robots, field="robots")
     if prefix is not None:
         prefix = validate_tag(prefix, field="prefix")
     if level is not None:

@@ -34,6 +34,7 @@ __all__ = [
     "check_norms",
     "MAX_NAME_LENGTH",
     "validate_name",
+    "validate_names",
     "validate_embedding_model",
     "real_vector",
     "real_matrix",
@@ -416,6 +417,15 @@ def validate_name(value: Any, *, field: str, max_length: int = MAX_NAME_LENGTH) 
         raise ValidationError(f"must be at most {max_length} characters, got {len(name)}",
                               field=field)
     return name
+
+
+def validate_names(value: Any, *, field: str) -> list[str]:
+    """A name, or a non-empty list of names (:func:`validate_name`), as a list."""
+    if not isinstance(value, (str, list, tuple)) or not value or \
+            not all(isinstance(name, str) for name in value):
+        raise ValidationError("must be a name or a non-empty list of names", field=field)
+    return [validate_name(name, field=field) for name in ([value] if isinstance(value, str)
+                                                           else value)]
 
 
 def validate_embedding_model(value: Any, *,

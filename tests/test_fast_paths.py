@@ -379,3 +379,20 @@ def test_models_another_process_stores_are_seen_after_cache_ttl(database_url: st
         time.sleep(0.6)
         with pytest.raises(EmbeddingMismatchError, match="test/model-b"):
             store.check_embedding_model("test", "model-a", 3)
+
+
+def test_models_stored_in_a_block_that_rolls_back_are_not_kept(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute("TRUNCATE nodes, robots CASCADE")
+    with LongTermMemory(database_url) as store:
+        robot = store.register_robot("agent")
+        store.add(content="kept", robot_id=robot, embedding=[1.0, 0.0, 0.0],
+                  embedding_model=("test", "model-a"))
+        store.check_embedding_model("test", "model-a", 3)  # reads the models
+        with pytest.raises(RuntimeError), store.atomic():
+            store.add(content="rolled back", robot_id=robot, embedding=[0.0, 1.0, 0.0],
+                      embedding_model=("test", "model-b"))
+            raise RuntimeError("the block fails")
+        store.check_embedding_model("test", "model-a", 3)  # model-b was never stored
+        assert sorted(map(tuple, stored_embedding_models(store)), key=repr) == \
+            _stored_models(database_url)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,7 +23,12 @@ from .._plotting import axes_or_new, checked_plot
 from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..store.sources import load_peer_query, read_frame, sqlite_source
-from ..validation import validate_number, validate_positive_int, validate_timeframe
+from ..validation import (
+    validate_names,
+    validate_number,
+    validate_positive_int,
+    validate_timeframe,
+)
 from ._importing import (
     DEFAULT_CHUNK_ROWS,
     ImportSummary,
@@ -76,15 +82,6 @@ def _numbers(values: Any, field: str) -> np.ndarray:
 def _text(value: Any) -> Any:
     """A SQLite value as text: SQLite keeps any type in any column (a BLOB name, too)."""
     return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
-
-
-def _names(value: Any, field: str) -> list[str] | None:
-    if value is None:
-        return None
-    values = [value] if isinstance(value, str) else value
-    if not isinstance(values, (list, tuple, set)) or not all(isinstance(v, str) for v in values):
-        raise ValidationError(f"must be a name or a list of names, got {value!r}", field=field)
-    return list(values)
 
 
 def _key(*parts: Any) -> str:
@@ -144,7 +141,8 @@ _TEXT_COLUMNS = frozenset({"owner_id", "id", "agent_name", "content", "source", 
                            "relation", "action_type"})
 
 
-def _textual(mapper: Any) -> Any:
+def _textual(mapper: Callable[[dict[str, Any]], SourceRow]
+             ) -> Callable[[dict[str, Any]], SourceRow]:
     def mapped(row: dict[str, Any]) -> SourceRow:
         return mapper({k: _text(v) if k in _TEXT_COLUMNS else v for k, v in row.items()})
     return mapped
@@ -283,7 +281,9 @@ def ghostkg_retrievability_curves(sqlite_path: Any, *, days: int = 60, step: flo
     """
     days = validate_positive_int(days, field="days", maximum=36_500)
     step = validate_number(step, field="step", minimum=days / 10_000, maximum=days)
-    wanted = {"owner_id": _names(owners, "owners"), "entity": _names(entities, "entities")}
+    wanted = {column: None if value is None else validate_names(value, field=field)
+              for column, field, value in (("owner_id", "owners", owners),
+                                           ("entity", "entities", entities))}
     state = ghostkg_memory_state(sqlite_path, decay=decay)
     for name, values in wanted.items():
         if values is not None:

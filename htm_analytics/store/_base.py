@@ -323,18 +323,21 @@ class StoreBase:
         searches, which run on connections of their own, see the block's writes only once
         it has committed.
         """
-        if getattr(self._atomic, "cursor", None) is not None:
-            with self._transaction():
-                yield
-            return
-        # An explicit transaction block, so that the calls inside are its savepoints.
         try:
+            if getattr(self._atomic, "cursor", None) is not None:
+                with self._transaction():
+                    yield
+                return
+            # An explicit transaction block, so that the calls inside are its savepoints.
             with self._transaction() as cur, cur.connection.transaction():
                 self._atomic.cursor = cur
                 try:
                     yield
                 finally:
                     self._atomic.cursor = None
+        except BaseException:
+            self._embedding_models = None  # they counted vectors the block rolled back
+            raise
         finally:
             # Searches that ran while the block was uncommitted may have cached what it
             # changed, or what it then rolled back.

@@ -64,14 +64,12 @@ def sqlite_source(path: str | os.PathLike[str] | sqlite3.Connection, *,
         raise ValidationError(f"must be a path, got {type(path).__name__}", field=field)
     try:
         resolved = Path(path).expanduser().resolve()
-        uri = f"{resolved.as_uri()}?mode=ro"
-        if not resolved.is_file():
-            raise ValidationError(f"no SQLite file at {resolved}", field=field)
+        uri, found = f"{resolved.as_uri()}?mode=ro", resolved.is_file()
     except (ValueError, UnicodeError, OSError) as exc:  # a NUL, a lone surrogate
-        if isinstance(exc, ValidationError):
-            raise
         raise ValidationError(f"is not a path this system can name ({exc})",
                               field=field) from None
+    if not found:
+        raise ValidationError(f"no SQLite file at {resolved}", field=field)
     try:
         conn = sqlite3.connect(uri, uri=True)
     except sqlite3.Error as exc:
