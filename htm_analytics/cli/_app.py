@@ -389,9 +389,8 @@ def trends(ctx: click.Context, fmt: str, **options: Any) -> None:
     """Remembers per period: new, shared from another robot, repeated."""
     from ..analysis.trends import remember_trends
 
-    for name in ("level", "prefix"):
-        if options[name] is not None and options["by"] != "tag":
-            raise click.BadOptionUsage(name, f"--{name} applies only with --by tag")
+    if options["by"] != "tag":
+        refuse_unused(ctx, {"level": "--level", "prefix": "--prefix"}, "without --by tag")
     with _open_store(ctx, init_schema=False) as store:
         frame = remember_trends(store, **options)
     if not frame.attrs.get("exact", True):
