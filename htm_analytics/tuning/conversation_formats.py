@@ -107,6 +107,11 @@ def _text(value: Any, path: Path, record: str, name: str) -> str:
         raise _fail(path, record, str(exc)) from None
 
 
+def _question_id(record: str, item: Mapping[str, Any]) -> str:
+    """A JSON Lines question's id: its own, or ``q<line>``."""
+    return str(item.get("question_id", f"q{record.split()[-1]}"))
+
+
 def _repeated(values: Iterable[str]) -> list[str]:
     """Up to five of ``values`` that occur more than once."""
     counts = Counter(values)
@@ -330,8 +335,7 @@ def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
         if len(known) < len(turns.get(name, [])):
             twice = _repeated(t.turn_id for t in turns[name])
             raise _fail(path, f"conversation {name!r}", f"turn ids {twice} are given twice")
-        ids = [str(item.get("question_id", f"q{record.split()[-1]}"))
-               for record, item in questions.get(name, [])]
+        ids = [_question_id(record, item) for record, item in questions.get(name, [])]
         if len(set(ids)) < len(ids):
             raise _fail(path, f"conversation {name!r}",
                         f"question ids {_repeated(ids)} are given twice")
@@ -345,7 +349,7 @@ def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
                 raise _fail(path, record, f"evidence {missing} names no turn of conversation "
                                           f"{name!r}")
             asked.append(Question(
-                question_id=str(item.get("question_id", f"q{record.split()[-1]}")),
+                question_id=_question_id(record, item),
                 question=_text(item["question"], path, record, "question"),
                 category=_category(item.get("category"), path, record),
                 evidence=tuple(dict.fromkeys(str(e) for e in evidence)),
