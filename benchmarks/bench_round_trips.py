@@ -48,7 +48,7 @@ from htm_analytics.store.search_pool import DEFAULT_EF_SEARCH, SESSION_EF_SEARCH
 class Lookup:
     """An embedder that returns the corpus' MiniLM vector of each known text."""
 
-    name, model = "sentence-transformers", "all-MiniLM-L6-v2"
+    name, model = "sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"
 
     def __init__(self, texts: list[str], vectors: np.ndarray) -> None:
         self._vectors = dict(zip(texts, vectors))

@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from htm_analytics import EmbeddingError, ValidationError, get_embedder
+from htm_analytics import EmbeddingError, LongTermMemory, ValidationError, get_embedder
 from htm_analytics.agent.datasets import read_dev_queries
 from htm_analytics.agent.embeddings import HashingEmbedder, OllamaEmbedder, OpenAIEmbedder
 
@@ -220,3 +220,30 @@ def test_a_models_name_is_shown_once() -> None:
         "sentence-transformers/all-MiniLM-L6-v2"
     assert model_label("openai", "text-embedding-3-small") == "openai/text-embedding-3-small"
     assert model_label(None, None) == "unknown model"
+
+
+def test_one_model_named_two_ways_is_one_model(ltm: LongTermMemory) -> None:
+    """The minilm embedder records (sentence-transformers, all-MiniLM-L6-v2); the
+    sentence-transformers one, and the demo, the hub's id sentence-transformers/all-MiniLM-L6-v2.
+    Both are one model: searches accept either, the advisor sees no mix and clears nothing;
+    another model is still refused."""
+    from htm_analytics import EmbeddingMismatchError, advise
+
+    robot = ltm.register_robot("r")
+    short = ("sentence-transformers", "all-MiniLM-L6-v2")
+    hub = ("sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2")
+    ltm.add(content="one", robot_id=robot, embedding=[1.0, 0.0, 0.0], embedding_model=short)
+    ltm.add(content="two", robot_id=robot, embedding=[0.0, 1.0, 0.0], embedding_model=hub)
+    for names in (short, hub):
+        ltm.check_embedding_model(*names, 3)
+    assert "mixed_embeddings" not in set(advise(ltm)["check"])
+    ltm.add(content="three", robot_id=robot, embedding=[0.0, 0.0, 1.0],
+            embedding_model=("openai", "text-embedding-3-small"))
+    with pytest.raises(EmbeddingMismatchError, match="openai/text-embedding-3-small"):
+        ltm.check_embedding_model(*hub, 3)
+    mixed = advise(ltm)
+    mixed = mixed[mixed["check"] == "mixed_embeddings"]
+    assert "2 models or dimensions" in mixed["evidence"].iloc[0]
+    # The statement clears the smaller group (openai) only, by its one name.
+    assert "text-embedding-3-small" in mixed["sql"].iloc[0]
+    assert "all-MiniLM" not in mixed["sql"].iloc[0].split("UPDATE", 1)[1]

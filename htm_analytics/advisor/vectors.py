@@ -72,6 +72,24 @@ def _build_memory_setting(graph_bytes: int) -> str:
     return f"SET maintenance_work_mem = {quote_literal(f'{megabytes}MB')}"
 
 
+def _model_groups(models: pd.DataFrame
+                  ) -> dict[tuple[str, int], tuple[int, list[tuple[str, str]] | None]]:
+    """The stored vectors per model and dimension, most first: ``{(label, dimension):
+    (vectors, the (provider, model) names it is stored under, or None for no name)}``. One
+    model named two ways (``sentence-transformers``, ``all-MiniLM-L6-v2`` or
+    ``sentence-transformers/all-MiniLM-L6-v2``) is one group."""
+    groups: dict[tuple[str, int], tuple[int, list[tuple[str, str]] | None]] = {}
+    for provider, model, dimension, nodes in models[["provider", "model", "dimension",
+                                                     "nodes"]].astype(object).itertuples(
+            index=False, name=None):
+        named = not pd.isna(provider)
+        key = (model_label(provider, model), int(dimension))
+        count, names = groups.get(key, (0, [] if named else None))
+        groups[key] = (count + int(nodes),
+                       [*(names or []), (provider, model)] if named else None)
+    return dict(sorted(groups.items(), key=lambda item: -item[1][0]))
+
+
 def vectors(context: Context) -> Iterator[dict[str, str]]:
     if not (context.tables["table"] == "nodes").any():
         return
@@ -94,26 +112,24 @@ def vectors(context: Context) -> Iterator[dict[str, str]]:
                f"maintenance_work_mem ({row['maintenance_work_mem']}): the SET gives the "
                "build's session that memory." if memory else ""),
             [_build_memory_setting(graph), build] if memory else [build])
-    models = context.store.embedding_models()
-    if len(models) > 1:
-        described = "; ".join(
-            f"{model_label(provider, model)} ({dimension}-d): {nodes:,}"
-            for provider, model, dimension, nodes
-            in models[["provider", "model", "dimension", "nodes"]].astype(object).itertuples(
-                index=False, name=None))
-        # models() is sorted by nodes, most first: the others are the ones to clear.
+    groups = _model_groups(context.store.embedding_models())
+    if len(groups) > 1:
+        described = "; ".join(f"{label} ({dimension}-d): {nodes:,}"
+                              for (label, dimension), (nodes, _) in groups.items())
+        # Most vectors first: the others are the ones to clear.
         clear = []
-        for provider, model, dimension, _ in models[["provider", "model", "dimension", "nodes"]]\
-                .astype(object).iloc[1:].itertuples(index=False, name=None):
+        for (_, dimension), (_, names) in list(groups.items())[1:]:
             made_by = ("NOT EXISTS (SELECT 1 FROM node_embedding_models m WHERE m.node_id = "
-                       "nodes.id)" if pd.isna(provider) else
-                       "id IN (SELECT node_id FROM node_embedding_models WHERE provider = "
-                       f"{quote_literal(provider)} AND model = {quote_literal(model)})")
+                       "nodes.id)" if names is None else
+                       "id IN (SELECT node_id FROM node_embedding_models WHERE (provider, "
+                       "model) IN (" + ", ".join(f"({quote_literal(provider)}, "
+                                                 f"{quote_literal(model)})"
+                                                 for provider, model in names) + "))")
             clear.append("UPDATE nodes SET embedding = NULL, embedding_dimension = NULL "
                          f"WHERE embedding_dimension = {int(dimension)} AND {made_by}")
         yield finding(
             "mixed_embeddings", "warning", "public.nodes",
-            f"stored vectors come from {len(models)} models or dimensions: {described}",
+            f"stored vectors come from {len(groups)} models or dimensions: {described}",
             "Vectors of different models are not comparable: searches with the main model "
             "fail the model check (HTM.recall, search) or rank the others at random. "
             "Re-embed the smaller groups with the main model; or clear their vectors (the "

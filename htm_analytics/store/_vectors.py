@@ -145,8 +145,11 @@ def check_model(stored: Iterable[StoredModel], provider: str, model: str,
     come from another model or have another dimension (unnamed ones pass on their
     dimension: there is no way to tell them apart): an :class:`EmbeddingMismatchError`
     naming ``field``."""
+    # One model may be named two ways (provider "sentence-transformers" with model
+    # "all-MiniLM-L6-v2" or "sentence-transformers/all-MiniLM-L6-v2"): compare their labels.
+    wanted = model_label(provider, model)
     mismatched = [(p, m, d, n) for p, m, d, n in stored
-                  if d != dimension or (p is not None and (p, m) != (provider, model))]
+                  if d != dimension or (p is not None and model_label(p, m) != wanted)]
     if mismatched:
         found = "; ".join(f"{model_label(p, m)} ({d}-d, {n:,} nodes)"
                           for p, m, d, n in mismatched)
