@@ -227,16 +227,24 @@ def test_one_model_named_two_ways_is_one_model(ltm: LongTermMemory) -> None:
     sentence-transformers one, and the demo, the hub's id sentence-transformers/all-MiniLM-L6-v2.
     Both are one model: searches accept either, the advisor sees no mix and clears nothing;
     another model is still refused."""
-    from htm_analytics import EmbeddingMismatchError, advise
+    from htm_analytics import EmbeddingMismatchError, advise, near_duplicates
 
     robot = ltm.register_robot("r")
     short = ("sentence-transformers", "all-MiniLM-L6-v2")
     hub = ("sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2")
     ltm.add(content="one", robot_id=robot, embedding=[1.0, 0.0, 0.0], embedding_model=short)
     ltm.add(content="two", robot_id=robot, embedding=[0.0, 1.0, 0.0], embedding_model=hub)
+    ltm.add(content="one again", robot_id=robot, embedding=[0.999, 0.01, 0.0],
+            embedding_model=hub)
     for names in (short, hub):
         ltm.check_embedding_model(*names, 3)
     assert "mixed_embeddings" not in set(advise(ltm)["check"])
+    # Their vectors are compared: the near-duplicate under the other name is found, by the
+    # full check and by the sampled searches.
+    ids = dict(zip(*ltm.fetch_frame("SELECT content, id FROM nodes").to_dict("list").values()))
+    for found in (near_duplicates(ltm), near_duplicates(ltm, sample=2)):
+        assert {(a, b) for a, b in zip(found["node_a"], found["node_b"])} == \
+            {tuple(sorted((ids["one"], ids["one again"])))}
     ltm.add(content="three", robot_id=robot, embedding=[0.0, 0.0, 1.0],
             embedding_model=("openai", "text-embedding-3-small"))
     with pytest.raises(EmbeddingMismatchError, match="openai/text-embedding-3-small"):

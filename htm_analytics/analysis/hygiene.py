@@ -88,8 +88,13 @@ def model_groups(store: LongTermMemory, scope: dict[str, Any]) -> list[dict[str,
     result = []
     for dimension in sorted({int(d) for d in groups["dimension"]}):
         rows = groups[groups["dimension"] == dimension]
-        named = [(str(p), str(m), int(n)) for p, m, n in
-                 zip(rows["provider"], rows["model"], rows["nodes"]) if not pd.isna(p)]
+        # One model recorded under two names is one group (its vectors are compared).
+        by_label: dict[str, tuple[str, str, int]] = {}
+        for p, m, n in zip(rows["provider"], rows["model"], rows["nodes"]):
+            if not pd.isna(p):
+                first = by_label.get(model_label(p, m), (str(p), str(m), 0))
+                by_label[model_label(p, m)] = (first[0], first[1], first[2] + int(n))
+        named = list(by_label.values())
         unnamed = sum(int(n) for p, n in zip(rows["provider"], rows["nodes"]) if pd.isna(p))
         for provider, model, nodes in named:
             merged = len(named) == 1 and unnamed > 0

@@ -20,6 +20,7 @@ from .._sql import read_sql
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
 from ._base import StoreBase
 from ._vectors import native_distance
+from .display import model_label
 from .text_previews import SPARE, shown_texts
 from .vector_stream import copy_vector_batches, one_snapshot
 
@@ -62,8 +63,9 @@ LEFT JOIN LATERAL (SELECT true AS named, m.provider, m.model FROM node_embedding
                    WHERE m.node_id = n.id LIMIT 1) m ON true
 WHERE n.embedding_dimension = {d}
   AND ((m.named IS NULL AND %(unnamed)s)
-       OR (m.provider IS NOT DISTINCT FROM %(provider)s::text
-           AND m.model IS NOT DISTINCT FROM %(model)s::text AND m.named))
+       OR (CASE WHEN starts_with(m.model, m.provider || '/') THEN m.model
+                ELSE m.provider || '/' || m.model END IS NOT DISTINCT FROM %(label)s::text
+           AND m.named))
   AND (%(first_id)s::bigint IS NULL OR n.id >= %(first_id)s)
   AND (%(last_id)s::bigint IS NULL OR n.id <= %(last_id)s)
   AND {scope}
@@ -262,8 +264,9 @@ class HygieneMixin(StoreBase):
         ``ids`` is int64 ``(n,)``, ``vectors`` float32 ``(n, dimension)`` at the model's own
         dimension. ``provider``/``model`` select vectors recorded with that model (None: those
         recorded without a name); ``unnamed`` adds the vectors stored without any record;
-        ``first_id``/``last_id`` bound the ids (inclusive). All batches come from one
-        repeatable-read transaction (pages of binary COPY): one consistent picture.
+        ``first_id``/``last_id`` bound the ids (inclusive). A model recorded under two names
+        (:func:`~htm_analytics.store.display.model_label`) is one model. All batches come from
+        one repeatable-read transaction (pages of binary COPY): one consistent picture.
         """
         dimension = validate_positive_int(dimension, field="dimension",
                                           maximum=MAX_EMBEDDING_DIMENSION)
@@ -272,8 +275,8 @@ class HygieneMixin(StoreBase):
                   for name, value in (("first_id", first_id), ("last_id", last_id))}
         query = sql.SQL(_VECTORS).format(d=sql.Literal(dimension),
                                          scope=sql.SQL(scope_condition()))
-        params = {**scope_parameters(scope), **bounds, "provider": provider, "model": model,
-                  "unnamed": unnamed}
+        params = {**scope_parameters(scope), **bounds, "unnamed": unnamed,
+                  "label": None if provider is None else model_label(provider, model)}
         with self._transaction() as cur:
             one_snapshot(cur)
             statement = self._read(query)

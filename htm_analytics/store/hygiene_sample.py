@@ -21,6 +21,7 @@ from psycopg import sql
 from .._sql import read_sql
 from ..validation import validate_ids, validate_number, validate_positive_int
 from ._base import StoreBase
+from .display import model_label
 from .hygiene import SEARCHES_PER_STATEMENT, scope_condition, scope_parameters
 from .vector_stream import copy_ids, one_snapshot
 
@@ -104,7 +105,8 @@ class SampledHygieneMixin(StoreBase):
             k=sql.Literal(k),
             live=sql.SQL(" AND n.deleted_at IS NULL" if self.schema_info.soft_deletes else ""))
         params = {**scope_parameters(scope), "min_similarity": float(min_similarity),
-                  "provider": provider, "model": model, "unnamed": bool(unnamed)}
+                  "label": None if provider is None else model_label(provider, model),
+                  "unnamed": bool(unnamed)}
         rows: list[dict[str, Any]] = []
         chosen = validate_ids(list(ids), field="ids") if len(ids) else []
         with self._transaction() as cur:

@@ -1,8 +1,9 @@
 -- The sampled memories' near-duplicates anywhere in the memory: each sampled memory's own
 -- vector searched through the HNSW index that recall uses (one LATERAL top-{k} search per
 -- memory), and the neighbours that reach %(min_similarity)s kept, itself left out. Both
--- sides hold vectors of one model group (as iter_vectors selects them: that provider and
--- model, plus the vectors stored without a model when %(unnamed)s), and the neighbour is
+-- sides hold vectors of one model group (as iter_vectors selects them: that model, by its
+-- label whichever of its names it is recorded under, plus the vectors stored without a
+-- model when %(unnamed)s), and the neighbour is
 -- in scope. The search runs on public.nodes itself, as the reachability check's does: the
 -- planner must see the index's own expression to walk it.
 SELECT q.id AS node_a, found.id AS node_b, found.similarity
@@ -21,9 +22,11 @@ WHERE q.id = ANY(%(ids)s::bigint[]) AND q.embedding_dimension = {d}
   AND found.similarity >= %(min_similarity)s
   AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = found.id AND {scope})
   AND ((qm.node_id IS NULL AND %(unnamed)s)
-       OR (qm.provider IS NOT DISTINCT FROM %(provider)s::text
-           AND qm.model IS NOT DISTINCT FROM %(model)s::text AND qm.node_id IS NOT NULL))
+       OR (CASE WHEN starts_with(qm.model, qm.provider || '/') THEN qm.model
+                ELSE qm.provider || '/' || qm.model END IS NOT DISTINCT FROM %(label)s::text
+           AND qm.node_id IS NOT NULL))
   AND ((fm.node_id IS NULL AND %(unnamed)s)
-       OR (fm.provider IS NOT DISTINCT FROM %(provider)s::text
-           AND fm.model IS NOT DISTINCT FROM %(model)s::text AND fm.node_id IS NOT NULL))
+       OR (CASE WHEN starts_with(fm.model, fm.provider || '/') THEN fm.model
+                ELSE fm.provider || '/' || fm.model END IS NOT DISTINCT FROM %(label)s::text
+           AND fm.node_id IS NOT NULL))
 ORDER BY node_a, node_b
