@@ -40,7 +40,8 @@ def corpus_database(server: str, *, reload: bool) -> str:
             started = time.perf_counter()
             store.bulk_add(frame["content"].tolist(), robots="debian", embeddings=vectors,
                            tags=frame["tags"].tolist(),
-                           embedding_model=("sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"))
+                           embedding_model=("sentence-transformers",
+                                            "sentence-transformers/all-MiniLM-L6-v2"))
             print(f"loaded {len(frame)} corpus rows in {time.perf_counter() - started:.0f} s")
         if 384 not in store.native_dimensions:
             store.create_native_index(384)

@@ -430,7 +430,8 @@ def load_steps(server_url: str, url: str, store: ha.LongTermMemory, memory: dict
         measure("bulk_add (with index rebuild)", lambda: target.bulk_add(
             memory["contents"], robots=memory["robots"], embeddings=memory["vectors"],
             tags=memory["tags"], remembered_at=memory["remembered_at"],
-            embedding_model=("sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"), **option), into, cpu)
+            embedding_model=("sentence-transformers", "sentence-transformers/all-MiniLM-L6-v2"),
+            **option), into, cpu)
 
     def anchors(into: dict[str, dict[str, float]]) -> None:
         for logged in (True, False) if unlogged_anchor else (True,):
