@@ -195,6 +195,8 @@ def test_snapshot_options_and_paths_agree(ltm: LongTermMemory, database_url: str
                       ["report", "--snapshot", "memory", "--hygiene-sample", "7"],
                       ["report", "--snapshot", "memory", "--workers", "2"],
                       ["--db", database_url, "report", "--snapshot", "memory"],
+                      ["--query-timeout", "5", "report", "--snapshot", "memory"],
+                      ["--writer-timezone", "Asia/Tokyo", "report", "--snapshot", "memory"],
                       ["report", "--snapshot", "memory", "--data-format", "parquet"],
                       ["--db", database_url, "report", "--no-hygiene", "--hygiene-sample", "5"]):
         refused = runner.invoke(cli, pointless)

@@ -396,3 +396,16 @@ def test_models_stored_in_a_block_that_rolls_back_are_not_kept(database_url: str
         store.check_embedding_model("test", "model-a", 3)  # model-b was never stored
         assert sorted(map(tuple, stored_embedding_models(store)), key=repr) == \
             _stored_models(database_url)
+
+
+def test_models_are_read_again_after_a_delete(database_url: str) -> None:
+    """A deleted memory takes its vector with it: the kept models would still hold it."""
+    with psycopg.connect(database_url, autocommit=True) as db:
+        db.execute("TRUNCATE nodes, robots CASCADE")
+    with LongTermMemory(database_url) as store:
+        robot = store.register_robot("agent")
+        store.check_embedding_model("test", "model-b", 3)  # reads the models: none
+        node = store.add(content="gone soon", robot_id=robot, embedding=[1.0, 0.0, 0.0],
+                         embedding_model=("test", "model-a"))["node_id"]
+        store.delete(node)
+        store.check_embedding_model("test", "model-b", 3)  # nothing of model-a is left

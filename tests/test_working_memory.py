@@ -159,7 +159,8 @@ def test_timeframe_phrases(phrase: object, expected: object) -> None:
 
 @pytest.mark.parametrize("phrase", ["someday", "last fortnight", "next week", "", "7 days",
                                     42, ("2026-01-01",), "2026-13-01", "2026-02-01..",
-                                    "2026-02-01..2026-01-01", "2026-01-01..last week"])
+                                    "2026-02-01..2026-01-01", "2026-01-01..last week",
+                                    "2026-01-01T10:00", "2026-W01", "20260101", "2026-001"])
 def test_unreadable_timeframes_are_errors(phrase: object) -> None:
     with pytest.raises(ValidationError) as info:
         parse_timeframe(phrase, now=NOW)

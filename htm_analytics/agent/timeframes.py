@@ -53,8 +53,9 @@ def parse_timeframe(value: Any, *, now: dt.datetime | None = None
     - ``this week``, ``this month``, ``this year``: from its start until now;
     - ``N <unit>s ago``: that whole day (for days and weeks: the day N units back).
 
-    As text too (a tool call passes nothing else): an ISO 8601 date or date and time
-    (``2026-01-01``: that whole UTC day), or a range ``2026-01-01..2026-02-01`` of them.
+    As text too (a tool call passes nothing else): an ISO 8601 date (``2026-01-01``: that
+    whole UTC day), or a range ``START..END`` of dates or dates and times
+    (``2026-01-01..2026-02-01``, ``2026-01-01T10:00..2026-01-01T12:00``).
 
     Raises
     ------
@@ -125,21 +126,27 @@ def _parse(value: Any, now: dt.datetime | None) -> tuple[dt.datetime, dt.datetim
         f"of: {'; '.join(TIMEFRAME_PHRASES)}", field="timeframe")
 
 
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}.*")
+
+
 def _iso_moment(text: str) -> dt.date | dt.datetime | None:
-    """An ISO 8601 date (``2026-01-01``) or date and time, or None."""
+    """A calendar date (``2026-01-01``) or a date and time in ISO 8601, or None (the week
+    and ordinal forms, ``2026-W01``, ``2026-001``, are not read as a day)."""
     try:
-        return dt.date.fromisoformat(text) if len(text) == 10 else \
-            dt.datetime.fromisoformat(text)
+        if _ISO_DATE.fullmatch(text):
+            return dt.date.fromisoformat(text)
+        return dt.datetime.fromisoformat(text) if _ISO_TIME.fullmatch(text) else None
     except ValueError:
         return None
 
 
 def _iso_written(text: str) -> Any:
-    """``2026-01-01`` (a date or a date and time, ISO 8601) or ``START..END`` of them as a
-    pair, or None."""
+    """A date (``2026-01-01``) alone, or ``START..END`` of dates or dates and times as a
+    pair, or None. A date and time alone names an instant, no range: not read."""
     start, dots, end = text.partition("..")
     moments = tuple(_iso_moment(part.strip()) for part in ((start, end) if dots else (start,)))
-    if None in moments:
+    if None in moments or (not dots and isinstance(moments[0], dt.datetime)):
         return None
     return moments if dots else moments[0]
 

@@ -171,7 +171,9 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
         refuse_unused(ctx, {"benchmark": "--benchmark", "hygiene": "--hygiene",
                             "hygiene_sample": "--hygiene-sample", "workers": "--workers"},
                       "with --snapshot (a snapshot is not searched)")
-        refuse_unused(ctx.parent or ctx, {"db": "--db"}, "with --snapshot")
+        refuse_unused(ctx.parent or ctx, {"db": "--db", "query_timeout": "--query-timeout",
+                                          "writer_timezone": "--writer-timezone"},
+                      "with --snapshot (no server is read)")
     if not hygiene:
         refuse_unused(ctx, {"hygiene_sample": "--hygiene-sample", "workers": "--workers"},
                       "with --no-hygiene")

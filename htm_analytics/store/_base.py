@@ -611,5 +611,10 @@ class StoreBase:
             models = [*models, (*key, count)]
         self._embedding_models = sorted(models, key=lambda m: -m[3])
 
+    def _vectors_removed(self) -> None:
+        """Forget the stored vectors' models (read again at the next vector search): this
+        store has just deleted, forgotten, restored or purged memories and their vectors."""
+        self._embedding_models = None
+
     def _native_index_added(self, dimension: int) -> None:
         self._native_dimensions.add(dimension)

@@ -148,6 +148,7 @@ class ForgettingMixin(StoreBase):
             if forgotten:
                 self._log_events(cur, "delete", None, [node_id])
         self._cache.clear()
+        self._vectors_removed()
         return forgotten
 
     def restore(self, node_id: int) -> bool:
@@ -173,6 +174,7 @@ class ForgettingMixin(StoreBase):
             if restored:
                 self._log_events(cur, "restore", None, [node_id])
         self._cache.clear()
+        self._vectors_removed()
         return restored
 
     def purge_deleted(self, *, older_than: dt.datetime | dt.date | dt.timedelta,
@@ -209,6 +211,7 @@ class ForgettingMixin(StoreBase):
                 self._log_events(cur, "purge", None, purged)
         if purged:
             self._cache.clear()
+            self._vectors_removed()
         return len(purged)
 
     def _require_soft_deletes(self, what: str) -> None:
