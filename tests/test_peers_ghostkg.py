@@ -411,3 +411,28 @@ def test_what_sqlite_lets_a_writer_store_is_read_or_named(
         with pytest.raises(ValidationError) as raised:
             call()
         assert raised.value.field == field
+
+
+def test_a_second_source_is_refused_whatever_its_rows_became(
+        tmp_path: Path, ltm_one_connection: LongTermMemory) -> None:
+    """Logs are written once and keyed by their id: another file's log 1 is another log,
+    whether the first file's log 1 became no memory (no text, no agent) or the same text
+    by another agent."""
+    ltm = ltm_one_connection
+    first, second = tmp_path / "first.db", tmp_path / "second.db"
+    for path, logs in ((first, [("alice", "log one"), ("alice", None), ("", "orphan")]),
+                       (second, [("zed", "log one"), ("bob", "two"), ("bob", "three")])):
+        with sqlite3.connect(path) as conn:
+            conn.executescript(DDL)
+            conn.executemany("INSERT INTO logs (id, agent_name, action_type, content, "
+                             "timestamp) VALUES (?, ?, 'WRITE', ?, '2025-01-01 09:00:00')",
+                             [(i, agent, text) for i, (agent, text) in enumerate(logs, 1)])
+    import_ghostkg(first, ltm)
+    with pytest.raises(ValidationError, match="another source") as raised:
+        import_ghostkg(second, ltm)
+    assert raised.value.field == "source_name"
+    import_ghostkg(second, ltm, source_name="second")
+    stored = set(ltm.fetch_frame("SELECT content FROM nodes")["content"])
+    assert {"two", "three"} <= stored
+    assert import_ghostkg(first, ltm).to_frame().set_index("table").loc[
+        "(total)", "imported"] == 0  # the first source again: nothing new, nothing refused

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import json
 import math
 import re
 import uuid
@@ -84,6 +85,9 @@ class TableSpec:
     query: Any  # str or psycopg.sql.Composed
     mapper: Callable[[dict[str, Any]], SourceRow]
     optional: bool = False
+    # Rows never change once written and are keyed by the source's own row ids (logs,
+    # messages, executions): a recorded key with another record is another source's row.
+    append_only: bool = False
 
 
 @dataclass
@@ -306,12 +310,18 @@ def _refuse_another_source(store: LongTermMemory, conn: Any, specs: Sequence[Tab
     for spec in specs:
         for chunk in stream_rows(conn, spec.query, chunk_rows):
             rows = [_named(_prepare(spec.mapper(raw)), source_name) for raw in chunk]
-            memories = {r.key: r.content for r in rows if r.content is not None and not r.reject}
-            if not memories:
-                continue
-            hashes = store.imported_content_hashes(system, spec.table, list(memories))
-            other = [key for key, stored in hashes.items()
-                     if stored != content_hash(memories[key] or "")]
+            if spec.append_only:  # the whole row, whatever it became
+                records = {r.key: _compared(r.record) for r in rows}
+                stored = store.imported_records(system, spec.table, list(records))
+                other = [key for key, record in stored.items()
+                         if _compared(record) != records[key]]
+            else:  # rows that change (FSRS state, versions) compare by their memory's text
+                memories = {r.key: r.content for r in rows
+                            if r.content is not None and not r.reject}
+                hashes = store.imported_content_hashes(system, spec.table, list(memories)) \
+                    if memories else {}
+                other = [key for key, stored_hash in hashes.items()
+                         if stored_hash != content_hash(memories[key] or "")]
             if other:
                 shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
                 raise ValidationError(
@@ -319,6 +329,13 @@ def _refuse_another_source(store: LongTermMemory, conn: Any, specs: Sequence[Tab
                     "import recorded for other content: this is another source. Import it "
                     "under a name of its own (source_name=..., --source-name) to keep its "
                     "keys apart; nothing was written", field="source_name")
+
+
+def _compared(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A source row's record as an import compares it: without the import's own notes
+    (``_rejected``), through JSON as the store keeps it."""
+    return json.loads(json.dumps({k: v for k, v in record.items() if not k.startswith("_")},
+                                 default=str))
 
 
 def _remember(store: LongTermMemory, rows: list[SourceRow], robot_ids: Mapping[str, int],

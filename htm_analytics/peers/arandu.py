@@ -120,7 +120,9 @@ def _robot_metadata(name: str) -> dict[str, Any]:
 
 
 def _specs() -> list[TableSpec]:
-    return [TableSpec(table, table_query(table, "id"), mapper, optional)
+    # Events are written once: a recorded id holding another event is another source's.
+    return [TableSpec(table, table_query(table, "id"), mapper, optional,
+                      append_only=table == "memory_events")
             for table, mapper, optional in _TABLES]
 
 

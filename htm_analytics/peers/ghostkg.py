@@ -152,7 +152,7 @@ def _specs() -> list[TableSpec]:
     return [TableSpec("nodes", load_peer_query("ghostkg_nodes"), _textual(_map_node)),
             TableSpec("edges", load_peer_query("ghostkg_edges"), _textual(_map_edge)),
             TableSpec("logs", load_peer_query("ghostkg_logs"), _textual(_map_log),
-                      optional=True)]
+                      optional=True, append_only=True)]
 
 
 def check_ghostkg_source(sqlite_path: str | os.PathLike[str]) -> list[str]:

@@ -126,8 +126,13 @@ def _robot_metadata(name: str) -> dict[str, Any]:
     return {"imported_from": SYSTEM, "session_id": name}
 
 
+# Written once, keyed by a serial id: a recorded id holding another row is another source's.
+_APPEND_ONLY = {"session_messages", "tool_executions"}
+
+
 def _specs() -> list[TableSpec]:
-    return [TableSpec(table, table_query(table, key), mapper, optional)
+    return [TableSpec(table, table_query(table, key), mapper, optional,
+                      append_only=table in _APPEND_ONLY)
             for table, key, mapper, optional in _TABLES]
 
 

@@ -76,6 +76,18 @@ class ImportsMixin(StoreBase):
                                 "WHERE source_system = %s) AS found",
                                 (source_system,))[0]["found"])
 
+    def imported_records(self, source_system: str, source_table: str,
+                         keys: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The source rows an earlier import kept for ``keys`` (those it recorded)."""
+        source_system = validate_name(source_system, field="source_system")
+        source_table = validate_name(source_table, field="source_table")
+        wanted = [validate_key(k, field="keys") for k in validate_list(keys, field="keys")]
+        rows = self._fetch("""SELECT source_key, record FROM import_records
+                              WHERE source_system = %s AND source_table = %s
+                                AND source_key = ANY(%s::text[])""",
+                           (source_system, source_table, wanted))
+        return {r["source_key"]: dict(r["record"]) for r in rows}
+
     def imported_content_hashes(self, source_system: str, source_table: str,
                                 keys: Sequence[str]) -> dict[str, str]:
         """The content hash of the live memory each of ``keys`` became in an earlier import
