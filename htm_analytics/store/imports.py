@@ -50,6 +50,18 @@ class ImportsMixin(StoreBase):
     :mod:`htm_analytics.peers` (see :class:`~htm_analytics.LongTermMemory`)."""
 
 
+    def _recorded(self, columns: str, source_system: str, source_table: str,
+                  keys: Sequence[str], *, live_node: bool = False) -> list[dict[str, Any]]:
+        """``columns`` of ``import_records r`` (and ``nodes n`` with ``live_node``: the live
+        memory each became) for the recorded ``keys`` of one source table."""
+        params = (validate_name(source_system, field="source_system"),
+                  validate_name(source_table, field="source_table"),
+                  [validate_key(k, field="keys") for k in validate_list(keys, field="keys")])
+        return self._fetch(f"""SELECT r.source_key, {columns} FROM import_records r
+                               {"JOIN nodes n ON n.id = r.node_id" if live_node else ""}
+                               WHERE r.source_system = %s AND r.source_table = %s
+                                 AND r.source_key = ANY(%s::text[])""", params)
+
     def imported_keys(self, source_system: str, source_table: str,
                       keys: Sequence[str]) -> dict[str, int | None]:
         """Which of ``keys`` an earlier import already recorded, with the node each became.
@@ -59,13 +71,7 @@ class ImportsMixin(StoreBase):
         dict
             ``{source_key: node_id or None}`` for the keys found in ``import_records``.
         """
-        source_system = validate_name(source_system, field="source_system")
-        source_table = validate_name(source_table, field="source_table")
-        wanted = [validate_key(k, field="keys") for k in validate_list(keys, field="keys")]
-        rows = self._fetch("""SELECT source_key, node_id FROM import_records
-                              WHERE source_system = %s AND source_table = %s
-                                AND source_key = ANY(%s::text[])""",
-                           (source_system, source_table, wanted))
+        rows = self._recorded("r.node_id", source_system, source_table, keys)
         return {r["source_key"]: (None if r["node_id"] is None else int(r["node_id"]))
                 for r in rows}
 
@@ -79,13 +85,7 @@ class ImportsMixin(StoreBase):
     def imported_records(self, source_system: str, source_table: str,
                          keys: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The source rows an earlier import kept for ``keys`` (those it recorded)."""
-        source_system = validate_name(source_system, field="source_system")
-        source_table = validate_name(source_table, field="source_table")
-        wanted = [validate_key(k, field="keys") for k in validate_list(keys, field="keys")]
-        rows = self._fetch("""SELECT source_key, record FROM import_records
-                              WHERE source_system = %s AND source_table = %s
-                                AND source_key = ANY(%s::text[])""",
-                           (source_system, source_table, wanted))
+        rows = self._recorded("r.record", source_system, source_table, keys)
         return {r["source_key"]: dict(r["record"]) for r in rows}
 
     def imported_content_hashes(self, source_system: str, source_table: str,
@@ -93,14 +93,8 @@ class ImportsMixin(StoreBase):
         """The content hash of the live memory each of ``keys`` became in an earlier import
         (keys whose row became no memory, or whose memory is gone, are left out): a source
         row under a recorded key with other content comes from another source."""
-        source_system = validate_name(source_system, field="source_system")
-        source_table = validate_name(source_table, field="source_table")
-        wanted = [validate_key(k, field="keys") for k in validate_list(keys, field="keys")]
-        rows = self._fetch("""SELECT r.source_key, n.content_hash FROM import_records r
-                              JOIN nodes n ON n.id = r.node_id
-                              WHERE r.source_system = %s AND r.source_table = %s
-                                AND r.source_key = ANY(%s::text[])""",
-                           (source_system, source_table, wanted))
+        rows = self._recorded("n.content_hash", source_system, source_table, keys,
+                              live_node=True)
         return {r["source_key"]: r["content_hash"] for r in rows}
 
     def record_imports(self, source_system: str, source_table: str,
