@@ -302,7 +302,7 @@ def _named(row: SourceRow, source_name: str | None) -> SourceRow:
 def _refuse_another_source(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], *,
                            system: str, chunk_rows: int, source_name: str | None) -> None:
     """Read the source once before anything is written, where an earlier import of its
-    system recorded rows, and refuse it if a key it recorded holds other content here: the
+    system recorded rows, and refuse it if a key it recorded holds another row here: the
     source is another one (two agents' files both count their rows from 1), and skipping its
     rows as already imported would lose them."""
     if not store.has_imported(system):
@@ -326,7 +326,7 @@ def _refuse_another_source(store: LongTermMemory, conn: Any, specs: Sequence[Tab
                 shown = ", ".join(other[:3]) + (", ..." if len(other) > 3 else "")
                 raise ValidationError(
                     f"{len(other):,} {spec.table} rows have keys ({shown}) that an earlier "
-                    "import recorded for other content: this is another source. Import it "
+                    "import recorded for other rows: this is another source. Import it "
                     "under a name of its own (source_name=..., --source-name) to keep its "
                     "keys apart; nothing was written", field="source_name")
 
