@@ -444,3 +444,16 @@ def test_advise_sweeps_a_small_memory_with_the_vectors_it_has(ltm, database_url)
     assert result.exit_code == 0, result.output
     assert "ef_search sweep:" in result.stdout
     assert "120 held-out stored vectors x 2 repeats" in result.stdout
+
+
+def test_a_bench_builds_copy_left_behind_is_found(ltm, database_url):
+    """A build killed outright (SIGKILL) leaves its copy of the vectors: advise names it and
+    gives the DROP; tables of the user's own that only look alike are left out."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("CREATE UNLOGGED TABLE htm_analytics_bench_424242_0a1b2c AS "
+                     "SELECT 1 AS id")
+        conn.execute("CREATE TABLE htm_analytics_bench_notes (id int)")
+    left = _found(advise(ltm, ef_search_advice=None), "bench_leftovers")
+    assert left["object"].tolist() == ["public.htm_analytics_bench_424242_0a1b2c"]
+    assert 'DROP TABLE IF EXISTS "public"."htm_analytics_bench_424242_0a1b2c"' in \
+        left["sql"].iloc[0]

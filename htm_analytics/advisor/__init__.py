@@ -47,9 +47,9 @@ __all__ = ["FINDING_COLUMNS", "FINDINGS_SCHEMA_VERSION", "GATE_EXIT_CODES", "SEV
 _SEVERITY_ORDER = {name: position for position, name in enumerate(SEVERITIES)}
 _CHECKS: tuple[Callable[[Context], Iterator[dict[str, str]]], ...] = (
     indexes.invalid_indexes, indexes.duplicate_indexes, indexes.hot_updates,
-    tables.sequential_scans, tables.dead_rows, tables.wraparound, tables.cache_hit,
-    tables.sequences, tables.sessions, tables.slow_queries, vectors.hnsw_memory,
-    vectors.vectors)
+    tables.bench_leftovers, tables.sequential_scans, tables.dead_rows, tables.wraparound,
+    tables.cache_hit, tables.sequences, tables.sessions, tables.slow_queries,
+    vectors.hnsw_memory, vectors.vectors)
 
 
 def statistics_age(store: LongTermMemory) -> tuple[pd.Timestamp | None, float | None, str]:

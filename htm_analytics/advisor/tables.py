@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pandas as pd
@@ -13,10 +14,36 @@ from ._common import (
     age_text,
     finding,
     query_text,
+    size_text,
 )
 
 # PostgreSQL's wraparound limit as PgHero counts it.
 XID_MAX = 2_146_483_648
+
+
+# The copy of the vectors a bench build makes (store/tuning_session.py), named after its
+# process: a finished, failed or stopped build drops it, so one still here was left by a
+# build killed outright (SIGKILL, a crash), or belongs to one running now.
+_BENCH_COPY = re.compile(r"htm_analytics_bench_\d+_[0-9a-f]{6}")
+
+
+def bench_leftovers(context: Context) -> Iterator[dict[str, str]]:
+    left = context.tables[[bool(_BENCH_COPY.fullmatch(str(name)))
+                           for name in context.tables["table"]]]
+    if not len(left):
+        return
+    names = [quote_identifier(schema, table) for schema, table in zip(left["schema"],
+                                                                      left["table"])]
+    yield finding(
+        "bench_leftovers", "warning", ", ".join(f"{schema}.{table}" for schema, table in
+                                                zip(left["schema"], left["table"])),
+        f"{len(left)} copies of the vectors that htm-analytics bench build "
+        f"(benchmark_index_build) makes, {size_text(int(left['total_bytes'].sum()))} with "
+        "their indexes",
+        "A build drops its copy when it ends, fails or is stopped (Ctrl-C, SIGTERM): these "
+        "were left by builds killed outright. Drop them, unless a build is running now (its "
+        "process id is in the name).",
+        [f"DROP TABLE IF EXISTS {name}" for name in names])
 
 
 def sequential_scans(context: Context) -> Iterator[dict[str, str]]:
