@@ -336,7 +336,7 @@ class StoreBase:
                 finally:
                     self._atomic.cursor = None
         except BaseException:
-            self._embedding_models = None  # they counted vectors the block rolled back
+            self._forget_stored_models()  # they counted vectors the block rolled back
             raise
         finally:
             # Searches that ran while the block was uncommitted may have cached what it
@@ -611,9 +611,10 @@ class StoreBase:
             models = [*models, (*key, count)]
         self._embedding_models = sorted(models, key=lambda m: -m[3])
 
-    def _vectors_removed(self) -> None:
+    def _forget_stored_models(self) -> None:
         """Forget the stored vectors' models (read again at the next vector search): this
-        store has just deleted, forgotten, restored or purged memories and their vectors."""
+        store has just deleted, forgotten, restored or purged memories and their vectors, or
+        rolled back vectors it had counted in."""
         self._embedding_models = None
 
     def _native_index_added(self, dimension: int) -> None:

@@ -148,7 +148,7 @@ class ForgettingMixin(StoreBase):
             if forgotten:
                 self._log_events(cur, "delete", None, [node_id])
         self._cache.clear()
-        self._vectors_removed()
+        self._forget_stored_models()
         return forgotten
 
     def restore(self, node_id: int) -> bool:
@@ -174,7 +174,7 @@ class ForgettingMixin(StoreBase):
             if restored:
                 self._log_events(cur, "restore", None, [node_id])
         self._cache.clear()
-        self._vectors_removed()
+        self._forget_stored_models()
         return restored
 
     def purge_deleted(self, *, older_than: dt.datetime | dt.date | dt.timedelta,
@@ -211,7 +211,7 @@ class ForgettingMixin(StoreBase):
                 self._log_events(cur, "purge", None, purged)
         if purged:
             self._cache.clear()
-            self._vectors_removed()
+            self._forget_stored_models()
         return len(purged)
 
     def _require_soft_deletes(self, what: str) -> None:

@@ -370,7 +370,7 @@ class NodesMixin(StoreBase):
             if deleted:
                 self._log_events(cur, "delete", None, [node_id])
         self._cache.clear()
-        self._vectors_removed()
+        self._forget_stored_models()
         return deleted is not None
 
     def embedding_models(self) -> pd.DataFrame:

@@ -1,10 +1,10 @@
--- The end of both supersession statements (the full one and the sampled one), after their
--- `pairs` (node_a, node_b, shared_tags): each pair's cosine similarity where both vectors
--- have one dimension and one model (one label, whichever of its names it is recorded under;
--- a vector stored without a model's name compares with any). Each vector is read out of
--- TOAST once, cut to its dimension (`vectors`), and each distance computed once
--- (`compared`): a distance in the filter on the stored columns read both padded vectors per
--- pair and per test.
+-- The end of both supersession statements (the full one and the sampled one), after their `pairs`
+-- (node_a, node_b, shared_tags): each pair's cosine similarity where both vectors have one
+-- dimension and one model (one label, as store.display.model_label, whichever of its names it is
+-- recorded under; a vector stored without a model's name compares with any). Each vector is read
+-- out of TOAST once, cut to its dimension (`vectors`), and each distance computed once
+-- (`compared`): a distance in the filter on the stored columns read both padded vectors per pair
+-- and per test.
 vectors AS MATERIALIZED (
     SELECT n.id, n.embedding_dimension AS dimension, m.node_id IS NOT NULL AS named,
            CASE WHEN starts_with(m.model, m.provider || '/') THEN m.model

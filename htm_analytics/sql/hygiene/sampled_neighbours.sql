@@ -1,11 +1,11 @@
--- The sampled memories' near-duplicates anywhere in the memory: each sampled memory's own
--- vector searched through the HNSW index that recall uses (one LATERAL top-{k} search per
--- memory), and the neighbours that reach %(min_similarity)s kept, itself left out. Both
--- sides hold vectors of one model group (as iter_vectors selects them: that model, by its
--- label whichever of its names it is recorded under, plus the vectors stored without a
--- model when %(unnamed)s), and the neighbour is
--- in scope. The search runs on public.nodes itself, as the reachability check's does: the
--- planner must see the index's own expression to walk it.
+-- The sampled memories' near-duplicates anywhere in the memory: each sampled memory's own vector
+-- searched through the HNSW index that recall uses (one LATERAL top-{k} search per memory), and the
+-- neighbours that reach %(min_similarity)s kept, itself left out. Both sides hold vectors of one
+-- model group (as iter_vectors selects them: that model, by its label (the CASE below, as
+-- store.display.model_label) whichever of its names it is recorded under, plus the vectors stored
+-- without a model when %(unnamed)s), and the neighbour is in scope. The search runs on public.nodes
+-- itself, as the reachability check's does: the planner must see the index's own expression to walk
+-- it.
 SELECT q.id AS node_a, found.id AS node_b, found.similarity
 FROM public.nodes q
 LEFT JOIN node_embedding_models qm ON qm.node_id = q.id
