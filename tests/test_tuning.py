@@ -184,6 +184,23 @@ def test_index_build_experiment_leaves_the_live_index_alone(store: LongTermMemor
     assert leftovers.empty
 
 
+def test_a_copy_is_dropped_when_its_connection_was_left_mid_statement(
+        store: LongTermMemory) -> None:
+    """A signal can land after a statement is sent and before its result is read (psycopg
+    then cannot cancel it): the connection can no longer talk, and the copy went away with
+    it only at the server's next restart. It is now dropped through another connection."""
+    scratch = ("SELECT count(*) AS n FROM pg_class "
+               "WHERE relname LIKE 'htm_analytics_bench%%'")
+    with store.tuning_session() as session:
+        session.copy_vectors(384)
+        session.build_copy_index(m=4, ef_construction=8)
+        assert session._conn.execute(scratch).fetchone()[0] == 2  # table and index
+        session._conn.commit()
+        # the state such a signal leaves: a statement sent, its result never read
+        session._conn.pgconn.send_query(b"SELECT pg_sleep(60)")
+    assert store.fetch_frame(scratch)["n"].iloc[0] == 0  # and the pool serves again
+
+
 def assert_frame_equal_ignoring_scans(before: pd.DataFrame, after: pd.DataFrame) -> None:
     pd.testing.assert_frame_equal(before[["table", "index", "definition"]],
                                   after[["table", "index", "definition"]])

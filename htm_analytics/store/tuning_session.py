@@ -3,6 +3,7 @@ exact ground truth, and index builds on a copy of the vectors."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import time
@@ -286,16 +287,37 @@ class TuningSession:
             self._copy_index = None
 
     def _drop_copy(self) -> None:
-        if self._conn.closed:
+        if self._copy is None:
             return
-        if self._conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        status = self._conn.info.transaction_status
+        if self._conn.closed or status in (pq.TransactionStatus.ACTIVE,
+                                           pq.TransactionStatus.UNKNOWN):
+            self._drop_copy_elsewhere(self._copy)
+            return
+        if status != pq.TransactionStatus.IDLE:
             self._conn.rollback()  # an interrupted experiment
         self._drop_copy_index()
-        if self._copy:
-            with self._conn.transaction():
-                self._conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
-                    sql.Identifier(self._copy)))
-            self._copy = None
+        with self._conn.transaction():
+            self._conn.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(
+                sql.Identifier(self._copy)))
+        self._copy = None
+
+    def _drop_copy_elsewhere(self, copy: str) -> None:
+        """Drop the copy through another connection when this one was interrupted in the
+        middle of a statement (a signal between sending it and reading its result) and can
+        no longer talk: its statement is cancelled and the connection closed, which rolls
+        back its transaction and releases the copy's locks."""
+        if not self._conn.closed:
+            with contextlib.suppress(psycopg.Error):  # then the drop waits lock_timeout
+                self._conn.cancel_safe(timeout=5.0)
+            self._conn.close()
+        # a connection of its own: the pool may have no other
+        with psycopg.connect(self._store._url, connect_timeout=10,
+                             cursor_factory=self._store._cursor_classes[0]) as other:
+            # bounded: a build the server has not stopped yet still holds the table
+            other.execute("SELECT set_config('lock_timeout', '10s', true)")
+            other.execute(sql.SQL("DROP TABLE IF EXISTS {}").format(sql.Identifier(copy)))
+        self._copy = self._copy_index = None
 
 
 def _filter_conditions(filters: Mapping[str, Any] | None
