@@ -15,7 +15,9 @@ WITH slow AS (
     FROM slow
 )
 SELECT queryid::text AS queryid,
-       left(regexp_replace(query, '\s+', ' ', 'g'), 200) AS query,
+       -- leading comment lines left out: PostgreSQL 15 keeps them in the text, 18 does not
+       left(regexp_replace(regexp_replace(query, '^(\s*--[^\n]*\n)+', ''), '\s+', ' ', 'g'),
+            200) AS query,
        calls,
        mean_exec_time::float8 AS mean_ms,
        stddev_exec_time::float8 AS stddev_ms,

@@ -3,7 +3,9 @@
 -- when each entry started counting (stats_since, pg_stat_statements 1.11 and later; read
 -- through jsonb so that older versions, which lack the column, give NULL).
 SELECT queryid::text AS queryid,
-       left(regexp_replace(query, '\s+', ' ', 'g'), 300) AS query,
+       -- leading comment lines left out: PostgreSQL 15 keeps them in the text, 18 does not
+       left(regexp_replace(regexp_replace(query, '^(\s*--[^\n]*\n)+', ''), '\s+', ' ', 'g'),
+            300) AS query,
        calls, total_exec_time::float8 AS total_ms, mean_exec_time::float8 AS mean_ms, rows,
        (to_jsonb(s) ->> 'stats_since')::timestamptz AS stats_since
 FROM (SELECT * FROM pg_stat_statements
