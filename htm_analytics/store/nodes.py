@@ -390,8 +390,9 @@ class NodesMixin(StoreBase):
         stored vectors come from another model or have another dimension.
 
         Embeddings stored without a model name pass if their dimension matches (there is no
-        way to tell them apart). The answer is cached until this store adds an embedding;
-        every vector search makes the same check.
+        way to tell them apart). The stored models are read once and kept, with this
+        store's own vectors counted in, for ``cache_ttl`` seconds (then read again, to see
+        other processes' vectors); every vector search makes the same check.
 
         Raises
         ------
