@@ -113,6 +113,15 @@ def test_a_session_of_tool_calls_writes_nothing(database_url: str) -> None:
                 assert "no argument 'robot'" in await refused(client, "search", query="x",
                                                               robot="nobody")
                 assert "no argument 'bogus'" in await refused(client, "status", bogus=1)
+                # The SDK would read these as 1, 5 and 0.5: refused by their field's name.
+                assert "limit: must be an integer" in await refused(client, "search",
+                                                                    query="x", limit=True)
+                assert "limit: must be an integer" in await refused(client, "tags",
+                                                                    limit="5")
+                assert "sample: must be an integer" in await refused(client, "hygiene",
+                                                                     sample=2.5)
+                assert "target_recall: must be a number" in await refused(
+                    client, "ef_search", target_recall="0.9")
                 found = await call(client, "search", query="postgres",
                                    timeframe="2000-01-01..2100-12-31")  # as the docs say
                 assert found["results"]

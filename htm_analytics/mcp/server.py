@@ -17,6 +17,7 @@ import functools
 import inspect
 import json
 import math
+import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -108,22 +109,37 @@ def _positive(value: int, field: str, maximum: int) -> int:
 
 
 class _StrictServer(MCPServer):
-    """An MCP server that refuses a tool call's unknown arguments: the SDK drops them, so
-    ``search(query=..., robot="nobody")`` answered, unfiltered, as if asked without one."""
+    """An MCP server that refuses a tool call's unknown arguments and numbers of the wrong
+    JSON type, before the SDK sees them: it drops unknown arguments, so ``search(query=...,
+    robot="nobody")`` answered, unfiltered, as if asked without one; and it reads
+    ``limit=true`` as 1 and ``limit="5"`` as 5."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.tool_parameters: dict[str, set[str]] = {}
+        # per tool: each parameter's annotated type (int and float are checked here)
+        self.tool_parameters: dict[str, dict[str, Any]] = {}
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
         known = self.tool_parameters.get(name)
-        unknown = sorted(set(arguments or {}) - known) if known is not None else []
-        if unknown:
-            raise ToolError(f"ValidationError: {name} takes no argument "
-                            f"{', '.join(map(repr, unknown))}; it takes "
-                            f"{', '.join(sorted(known or ())) or 'none'}")
+        if known is not None:
+            unknown = sorted(set(arguments or {}) - set(known))
+            if unknown:
+                raise ToolError(f"ValidationError: {name} takes no argument "
+                                f"{', '.join(map(repr, unknown))}; it takes "
+                                f"{', '.join(sorted(known)) or 'none'}")
+            for field, value in (arguments or {}).items():
+                _check_number(known[field], value, field)
         return await super().call_tool(name, arguments, context)
+
+
+def _check_number(annotation: Any, value: Any, field: str) -> None:
+    """Refuse a bool or a string given for an ``int`` or ``float`` parameter, and a fraction
+    for an ``int`` one (JSON numbers: an integer is a float's value too)."""
+    wanted = (int,) if annotation is int else (int, float) if annotation is float else None
+    if wanted is not None and (isinstance(value, bool) or not isinstance(value, wanted)):
+        kind = "an integer" if annotation is int else "a number"
+        raise ToolError(f"ValidationError: {field}: must be {kind}, got {value!r}")
 
 
 def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int = MAX_ROWS,
@@ -163,7 +179,9 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
 
     def tool(function: _F) -> _F:
         server.tool(annotations=_READ_ONLY)(_typed_errors(function))
-        server.tool_parameters[function.__name__] = set(inspect.signature(function).parameters)
+        hints = typing.get_type_hints(function)
+        server.tool_parameters[function.__name__] = {
+            parameter: hints.get(parameter) for parameter in inspect.signature(function).parameters}
         return function
 
     @tool
