@@ -113,7 +113,7 @@ def test_a_session_of_tool_calls_writes_nothing(database_url: str) -> None:
                 assert "no argument 'robot'" in await refused(client, "search", query="x",
                                                               robot="nobody")
                 assert "no argument 'bogus'" in await refused(client, "status", bogus=1)
-                # The SDK would read these as 1, 5 and 0.5: refused by their field's name.
+                # The SDK would read the first, second and last as 1, 5 and 0.9.
                 assert "limit: must be an integer" in await refused(client, "search",
                                                                     query="x", limit=True)
                 assert "limit: must be an integer" in await refused(client, "tags",
