@@ -19,7 +19,7 @@ import htm_analytics as ha
 from htm_analytics.cli import cli
 from tests.test_existing_databases import as_role, footprint, gem_database, roles  # noqa: F401
 from tests.test_hostile_input import FAST, anything
-from tests.test_hygiene import perturbed, random_texts, random_vectors
+from tests.test_hygiene import DIMENSION, perturbed, random_texts, random_vectors
 
 SECRET = "AKIAIOSFODNN7EXAMPLE"
 LEAK = f"the deploy robot used access key {SECRET} for staging"
@@ -251,6 +251,29 @@ def test_unreachable_memories_and_the_ef_search_that_finds_them(ltm: ha.LongTerm
     assert summary["checked"].tolist() == [100, 100] and len(fine) <= 5
     assert (summary["share_low"] <= summary["share"]).all()
     assert (summary["share_high"] < 0.15).all()
+
+
+def test_wider_searches_go_fewer_to_a_statement(database_url: str) -> None:
+    """The retries at wider ef_search cost more per search: at a million memories, 50 of
+    them at 1000 in one statement outran the 30 s query_timeout. Each statement carries at
+    most as many searches as its ef_search allows (50 at 40, 2 at 1000)."""
+    from htm_analytics.analysis.reachability import _search_own
+    from htm_analytics.store.hygiene import searches_per_statement
+
+    assert [searches_per_statement(ef) for ef in (1, 40, 80, 100, 1000)] == [50, 50, 25, 20, 2]
+    batches = []
+
+    def tracer(text: str, params: Any, seconds: float) -> None:
+        if isinstance(params, dict) and "ids" in params and "LATERAL" in text:
+            batches.append(len(params["ids"]))
+
+    with ha.LongTermMemory(database_url, tracer=tracer) as store:
+        ids = store.bulk_add(random_texts(120, seed=41), robots="alpha",
+                             embeddings=random_vectors(120, seed=42))["node_id"].tolist()
+        for ef_search, expected in ((40, [50, 50, 20]), (100, [20] * 6), (1000, [2] * 60)):
+            batches.clear()
+            assert _search_own(store, ids, DIMENSION, 10, ef_search, padded=True) == []
+            assert batches == expected
 
 
 def test_vectors_of_a_named_model_are_checked_too(ltm: ha.LongTermMemory) -> None:

@@ -22,7 +22,7 @@ from .._progress import Progress, progress_bar, validate_progress
 from ..errors import HTMError, ValidationError
 from ..frames import scope_params
 from ..store import DEFAULT_EF_SEARCH, PADDED_INDEX, LongTermMemory, vector_index_name
-from ..store.hygiene import SEARCHES_PER_STATEMENT
+from ..store.hygiene import searches_per_statement
 from ._common import live_store, validate_sample, wilson_interval
 
 __all__ = ["UNREACHABLE_COLUMNS", "REACHABILITY_COLUMNS", "unreachable_memories"]
@@ -198,8 +198,9 @@ def _search_own(store: LongTermMemory, ids: Any, dimension: int, k: int, ef_sear
                                                ef_search=ef_search, padded=padded)]
     else:
         batches = []
-        for start in range(0, len(ids), SEARCHES_PER_STATEMENT):
-            batch = ids[start:start + SEARCHES_PER_STATEMENT]
+        step = searches_per_statement(ef_search)
+        for start in range(0, len(ids), step):
+            batch = ids[start:start + step]
             batches.append(store.self_search(batch, dimension=dimension, k=k,
                                              ef_search=ef_search, padded=padded))
             if bar is not None:

@@ -22,7 +22,7 @@ from .._sql import read_sql
 from ..validation import validate_ids, validate_number, validate_positive_int
 from ._base import StoreBase
 from .display import model_label
-from .hygiene import SEARCHES_PER_STATEMENT, scope_condition, scope_parameters
+from .hygiene import scope_condition, scope_parameters, searches_per_statement
 from .vector_stream import copy_ids, one_snapshot
 
 __all__ = ["SampledHygieneMixin"]
@@ -112,9 +112,10 @@ class SampledHygieneMixin(StoreBase):
         with self._transaction() as cur:
             cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
                         "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
-            for start in range(0, len(chosen), SEARCHES_PER_STATEMENT):
+            step = searches_per_statement(ef_search)
+            for start in range(0, len(chosen), step):
                 cur.execute(self._read(statement),
-                            {**params, "ids": chosen[start:start + SEARCHES_PER_STATEMENT]})
+                            {**params, "ids": chosen[start:start + step]})
                 rows += cur.fetchall()
         return _ordered_pairs(rows)
 
