@@ -223,8 +223,8 @@ def test_sampled_searches_go_a_few_memories_per_statement(memory: dict[str, Any]
     with LongTermMemory(memory["url"], cache_size=0, tracer=tracer) as traced:
         found = ha.near_duplicates(traced, sample=SAMPLE, seed=SEED)
         drawn = traced.sample_ids(SAMPLE, seed=SEED).tolist()
-    assert len(found) > 0 and len(searched) == 2
-    assert max(map(len, searched)) <= 50
+    # at the sampled searches' ef_search of 100, 20 to a statement: 60 in three
+    assert len(found) > 0 and list(map(len, searched)) == [20, 20, 20]
     assert [i for ids in searched for i in ids] == drawn
 
 
