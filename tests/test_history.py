@@ -311,20 +311,30 @@ def test_history_statements_carry_their_text_and_tell_the_toolkits_own(history_r
             for _ in range(calls):
                 conn.execute("SELECT name FROM robots WHERE id = %s", [1]).fetchall()
 
+    def evictions() -> int:
+        with psycopg.connect(history_reader_url) as conn:
+            return conn.execute("SELECT dealloc FROM pg_stat_statements_info").fetchone()[0]
+
+    evicted = evictions()
     with LongTermMemory(history_reader_url, read_only=True) as store:
         workload(2)
         collect_sample(store, path, recall_queries=5, statements=1000)
         workload(3)
         collect_sample(store, path, recall_queries=5, statements=1000)
+    # A server full of other tests' statements (pg_stat_statements.max) evicts entries,
+    # whose counts then start again: the counts are exact only when none went meanwhile.
+    exact = evictions() == evicted
     statements = history(path).statements
     assert list(statements.columns[:5]) == ["sample_id", "collected_at", "queryid", "query",
                                             "toolkit"]
     assert statements["query"].notna().all() and statements["toolkit"].dtype == bool
     by_text = statements.set_index("query")
-    assert by_text.loc[application, "calls"] == 3 and not by_text.loc[application, "toolkit"]
+    assert by_text.loc[application, "calls"] == 3 or not exact
+    assert not by_text.loc[application, "toolkit"]
     # collect's own reading of the index statistics is one of the toolkit's analyses
     own = statements[statements["query"].str.contains("FROM pg_stat_user_indexes")]
-    assert len(own) == 1 and own["toolkit"].all() and own["calls"].iloc[0] == 1
+    assert len(own) == 1 and own["toolkit"].all()
+    assert own["calls"].iloc[0] == 1 or not exact
     assert by_text["toolkit"].sum() < len(by_text)
 
 
