@@ -21,6 +21,7 @@ from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positiv
 from ._base import StoreBase
 from ._vectors import native_distance
 from .display import model_label
+from .search_pool import DEFAULT_EF_SEARCH
 from .text_previews import SPARE, shown_texts
 from .vector_stream import copy_vector_batches, one_snapshot
 
@@ -28,7 +29,7 @@ __all__ = ["SEARCHES_PER_STATEMENT", "HygieneMixin", "read_self_search", "scope_
            "scope_parameters", "searches_per_statement", "self_search_statement"]
 
 # HNSW searches of stored vectors per statement (the reachability and sampled near-duplicate
-# checks) at pgvector's default ef_search of 40. A search of a cold padded (2000-d) index
+# checks) at the default ef_search (pgvector's, 40). A search of a cold padded (2000-d) index
 # took 110-150 ms at a million memories, so 1,000 in one statement outran the store's 30 s
 # query_timeout; 50 stay near 7 s cold.
 SEARCHES_PER_STATEMENT = 50
@@ -38,7 +39,8 @@ def searches_per_statement(ef_search: int) -> int:
     """How many searches at ``ef_search`` go in one statement: a search visits about
     ``ef_search`` candidates, so wider ones go fewer at a time (50 at 40, 2 at 1000: the
     reachability check's widest retry of 50 at 1000 outran query_timeout at a million)."""
-    return max(1, SEARCHES_PER_STATEMENT * 40 // max(int(ef_search), 40))
+    return max(1, SEARCHES_PER_STATEMENT * DEFAULT_EF_SEARCH
+               // max(int(ef_search), DEFAULT_EF_SEARCH))
 
 
 def scope_condition(alias: str = "n") -> str:
