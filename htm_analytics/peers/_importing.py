@@ -299,6 +299,13 @@ def _named(row: SourceRow, source_name: str | None) -> SourceRow:
     return row
 
 
+def _source_rows(spec: TableSpec, chunk: list[dict[str, Any]],
+                 source_name: str | None) -> list[SourceRow]:
+    """A chunk of ``spec``'s table as the import reads it: mapped, prepared, keyed under
+    ``source_name``."""
+    return [_named(_prepare(spec.mapper(raw)), source_name) for raw in chunk]
+
+
 def _refuse_another_source(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], *,
                            system: str, chunk_rows: int, source_name: str | None) -> None:
     """Read the source once before anything is written, where an earlier import of its
@@ -309,7 +316,7 @@ def _refuse_another_source(store: LongTermMemory, conn: Any, specs: Sequence[Tab
         return
     for spec in specs:
         for chunk in stream_rows(conn, spec.query, chunk_rows):
-            rows = [_named(_prepare(spec.mapper(raw)), source_name) for raw in chunk]
+            rows = _source_rows(spec, chunk, source_name)
             if spec.append_only:  # the whole row, whatever it became
                 records = {r.key: _compared(r.record) for r in rows}
                 stored = store.imported_records(system, spec.table, list(records))
@@ -453,7 +460,7 @@ def _import_chunk(store: LongTermMemory, system: str, spec: TableSpec,
                   source_name: str | None) -> None:
     part.read += len(chunk)
     part.chunks += 1
-    rows = [_named(_prepare(spec.mapper(raw)), source_name) for raw in chunk]
+    rows = _source_rows(spec, chunk, source_name)
     done = store.imported_keys(system, spec.table, [r.key for r in rows])
     fresh: dict[str, SourceRow] = {}
     for row in rows:
