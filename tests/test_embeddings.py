@@ -13,7 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 import numpy as np
+import psycopg
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from psycopg import sql
 
 from htm_analytics import EmbeddingError, LongTermMemory, ValidationError, get_embedder
 from htm_analytics.agent.datasets import read_dev_queries
@@ -220,6 +224,29 @@ def test_a_models_name_is_shown_once() -> None:
         "sentence-transformers/all-MiniLM-L6-v2"
     assert model_label("openai", "text-embedding-3-small") == "openai/text-embedding-3-small"
     assert model_label(None, None) == "unknown model"
+
+
+def test_the_servers_model_label_is_the_same_as_pythons(database_url: str) -> None:
+    """The statements that compare models on the server (near-duplicates, supersession, the
+    vector stream) label them with model_label_sql: the label model_label gives, for any
+    names, those that already carry the provider's prefix, or only part of it, included."""
+    from htm_analytics.store.display import model_label, model_label_sql
+
+    name = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
+                   max_size=12)
+    prefixed = st.builds(lambda p, rest, cut: (p, (p + "/" + rest)[cut:]), name, name,
+                         st.integers(0, 2))
+    statement = sql.SQL("SELECT {} FROM (VALUES (%s::text, %s::text)) m(provider, model)"
+                        ).format(sql.SQL(model_label_sql("m")))
+    with psycopg.connect(database_url, autocommit=True) as connection:
+        @settings(max_examples=200, deadline=None)
+        @given(names=st.one_of(st.tuples(name, name), prefixed))
+        def same_label(names: tuple[str, str]) -> None:
+            provider, model = names
+            on_server = connection.execute(statement, (provider, model)).fetchone()
+            assert on_server == (model_label(provider, model),)
+
+        same_label()
 
 
 def test_one_model_named_two_ways_is_one_model(ltm: LongTermMemory) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 __all__ = ["SearchResults", "MemoryStats", "counted", "shorten_text", "shorten_beginning",
-           "model_label"]
+           "model_label", "model_label_sql"]
 
 _PREVIEW = 200
 _QUICK = 16  # characters past the width first flattened: enough unless the text is mostly spaces
@@ -101,3 +101,10 @@ def model_label(provider: Any, model: Any) -> str:
         return "unknown model"
     provider, model = str(provider), str(model)
     return model if model.startswith(f"{provider}/") else f"{provider}/{model}"
+
+
+def model_label_sql(alias: str) -> str:
+    """:func:`model_label` as a SQL expression over ``alias``'s ``provider`` and ``model``
+    columns (a ``node_embedding_models`` row), for statements that compare labels."""
+    return (f"CASE WHEN starts_with({alias}.model, {alias}.provider || '/') THEN {alias}.model"
+            f" ELSE {alias}.provider || '/' || {alias}.model END")

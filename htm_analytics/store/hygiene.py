@@ -20,13 +20,14 @@ from .._sql import read_sql
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
 from ._base import StoreBase
 from ._vectors import native_distance
-from .display import model_label
+from .display import model_label, model_label_sql
 from .search_pool import DEFAULT_EF_SEARCH
 from .text_previews import SPARE, shown_texts
 from .vector_stream import copy_vector_batches, one_snapshot
 
-__all__ = ["SEARCHES_PER_STATEMENT", "HygieneMixin", "read_self_search", "scope_condition",
-           "scope_parameters", "searches_per_statement", "self_search_statement"]
+__all__ = ["SEARCHES_PER_STATEMENT", "HygieneMixin", "compared_tag_pairs", "read_self_search",
+           "scope_condition", "scope_parameters", "searches_per_statement",
+           "self_search_statement"]
 
 # HNSW searches of stored vectors per statement (the reachability and sampled near-duplicate
 # checks) at the default ef_search (pgvector's, 40). A search of a cold padded (2000-d) index
@@ -73,8 +74,7 @@ LEFT JOIN LATERAL (SELECT true AS named, m.provider, m.model FROM node_embedding
                    WHERE m.node_id = n.id LIMIT 1) m ON true
 WHERE n.embedding_dimension = {d}
   AND ((m.named IS NULL AND %(unnamed)s)
-       OR (CASE WHEN starts_with(m.model, m.provider || '/') THEN m.model
-                ELSE m.provider || '/' || m.model END IS NOT DISTINCT FROM %(label)s::text
+       OR ({label} IS NOT DISTINCT FROM %(label)s::text
            AND m.named))
   AND (%(first_id)s::bigint IS NULL OR n.id >= %(first_id)s)
   AND (%(last_id)s::bigint IS NULL OR n.id <= %(last_id)s)
@@ -139,6 +139,13 @@ FROM robot_nodes rn JOIN robots r ON r.id = rn.robot_id JOIN nodes n ON n.id = r
 WHERE {scope_condition()} GROUP BY 1, 2
 ORDER BY 2 NULLS FIRST, 1"""
 
+def compared_tag_pairs() -> sql.Composed:
+    """The end of both supersession statements (sql/hygiene/_compared_tag_pairs.sql), the
+    model label filled in."""
+    return sql.SQL(read_sql("hygiene", "_compared_tag_pairs.sql")).format(
+        label=sql.SQL(model_label_sql("m")))
+
+
 # Pairs of memories in scope sharing a specific tag: the deepest of a memory's colon
 # hierarchy (`user:drink`, not its ancestor `user`) that at most %(max_tag_memories)s
 # memories in scope hold; with the cosine similarity of their stored vectors: same
@@ -179,7 +186,7 @@ pairs AS (
     JOIN tagged b ON b.tag_id = a.tag_id AND b.node_id > a.node_id
     JOIN tags t ON t.id = a.tag_id
     GROUP BY 1, 2),
-{read_sql("hygiene", "_compared_tag_pairs.sql")}"""
+{compared_tag_pairs().as_string(None)}"""
 
 # What a retention policy is judged on: each memory in scope (creation, access columns) and
 # the event log's recalls of them, in time order.
@@ -284,7 +291,8 @@ class HygieneMixin(StoreBase):
         bounds = {name: None if value is None else validate_positive_int(value, field=name)
                   for name, value in (("first_id", first_id), ("last_id", last_id))}
         query = sql.SQL(_VECTORS).format(d=sql.Literal(dimension),
-                                         scope=sql.SQL(scope_condition()))
+                                         scope=sql.SQL(scope_condition()),
+                                         label=sql.SQL(model_label_sql("m")))
         params = {**scope_parameters(scope), **bounds, "unnamed": unnamed,
                   "label": None if provider is None else model_label(provider, model)}
         with self._transaction() as cur:

@@ -21,8 +21,13 @@ from psycopg import sql
 from .._sql import read_sql
 from ..validation import validate_ids, validate_number, validate_positive_int
 from ._base import StoreBase
-from .display import model_label
-from .hygiene import scope_condition, scope_parameters, searches_per_statement
+from .display import model_label, model_label_sql
+from .hygiene import (
+    compared_tag_pairs,
+    scope_condition,
+    scope_parameters,
+    searches_per_statement,
+)
 from .vector_stream import copy_ids, one_snapshot
 
 __all__ = ["SampledHygieneMixin"]
@@ -102,7 +107,8 @@ class SampledHygieneMixin(StoreBase):
             *(sql.SQL(vector.format(side=side, d=int(dimension))) for side in ("n", "q")))
         statement = _statement(
             "sampled_neighbours", distance=distance, d=sql.Literal(int(dimension)),
-            k=sql.Literal(k),
+            k=sql.Literal(k), qm_label=sql.SQL(model_label_sql("qm")),
+            fm_label=sql.SQL(model_label_sql("fm")),
             live=sql.SQL(" AND n.deleted_at IS NULL" if self.schema_info.soft_deletes else ""))
         params = {**scope_parameters(scope), "min_similarity": float(min_similarity),
                   "label": None if provider is None else model_label(provider, model),
@@ -151,6 +157,6 @@ class SampledHygieneMixin(StoreBase):
         params = {**scope_parameters(scope), "ids": chosen,
                   "min_similarity": float(min_similarity),
                   "max_tag_memories": max_tag_memories}
-        compared = sql.SQL(read_sql("hygiene", "_compared_tag_pairs.sql"))
-        return self.fetch_frame(_statement("sampled_tag_pairs", compared=compared), params,
+        return self.fetch_frame(_statement("sampled_tag_pairs", compared=compared_tag_pairs()),
+                                params,
                                 dtypes=_PAIR_DTYPES)

@@ -7,8 +7,7 @@
 -- and per test.
 vectors AS MATERIALIZED (
     SELECT n.id, n.embedding_dimension AS dimension, m.node_id IS NOT NULL AS named,
-           CASE WHEN starts_with(m.model, m.provider || '/') THEN m.model
-                ELSE m.provider || '/' || m.model END AS model_label,
+           {label} AS model_label,
            subvector(n.embedding, 1, n.embedding_dimension) AS embedding
     FROM nodes n LEFT JOIN node_embedding_models m ON m.node_id = n.id
     WHERE n.embedding_dimension IS NOT NULL

@@ -1,8 +1,8 @@
 -- The sampled memories' near-duplicates anywhere in the memory: each sampled memory's own vector
 -- searched through the HNSW index that recall uses (one LATERAL top-{k} search per memory), and the
 -- neighbours that reach %(min_similarity)s kept, itself left out. Both sides hold vectors of one
--- model group (as iter_vectors selects them: that model, by its label (the CASE below, as
--- store.display.model_label) whichever of its names it is recorded under, plus the vectors stored
+-- model group (as iter_vectors selects them: that model, by its label (as
+-- store.display.model_label_sql) whichever of its names it is recorded under, plus the vectors stored
 -- without a model when %(unnamed)s), and the neighbour is in scope. The search runs on public.nodes
 -- itself, as the reachability check's does: the planner must see the index's own expression to walk
 -- it.
@@ -22,11 +22,9 @@ WHERE q.id = ANY(%(ids)s::bigint[]) AND q.embedding_dimension = {d}
   AND found.similarity >= %(min_similarity)s
   AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = found.id AND {scope})
   AND ((qm.node_id IS NULL AND %(unnamed)s)
-       OR (CASE WHEN starts_with(qm.model, qm.provider || '/') THEN qm.model
-                ELSE qm.provider || '/' || qm.model END IS NOT DISTINCT FROM %(label)s::text
+       OR ({qm_label} IS NOT DISTINCT FROM %(label)s::text
            AND qm.node_id IS NOT NULL))
   AND ((fm.node_id IS NULL AND %(unnamed)s)
-       OR (CASE WHEN starts_with(fm.model, fm.provider || '/') THEN fm.model
-                ELSE fm.provider || '/' || fm.model END IS NOT DISTINCT FROM %(label)s::text
+       OR ({fm_label} IS NOT DISTINCT FROM %(label)s::text
            AND fm.node_id IS NOT NULL))
 ORDER BY node_a, node_b
