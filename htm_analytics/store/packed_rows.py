@@ -21,14 +21,15 @@ from psycopg.rows import tuple_row
 from ..errors import DatabaseError
 from ..frames import node_id_pages
 
-__all__ = ["PACKED_KINDS", "packed_pages"]
+__all__ = ["LATEST_MICROSECONDS", "PACKED_KINDS", "packed_pages"]
 
 # kind: (send function, SQL type cast to, NumPy field as sent)
 PACKED_KINDS = {"bigint": ("int8send", "bigint", ">i8"),
                 "integer": ("int4send", "integer", ">i4"),
                 "timestamptz": ("timestamptz_send", "timestamptz", ">i8")}
 _UNIX_FROM_2000 = 946_684_800_000_000  # PostgreSQL counts microseconds from 2000-01-01
-_LATEST = np.iinfo(np.int64).max  # PostgreSQL's and DuckDB's +infinity
+# PostgreSQL's and DuckDB's +infinity; DuckDB's -infinity is its negation.
+LATEST_MICROSECONDS = int(np.iinfo(np.int64).max)
 _NOT_A_TIME = np.iinfo(np.int64).min  # PostgreSQL's -infinity; NumPy's NaT
 
 
@@ -85,8 +86,9 @@ def _frame(rows: np.ndarray, columns: Mapping[str, str]) -> pd.DataFrame:
         values = rows[name].astype(np.dtype(PACKED_KINDS[kind][2]).newbyteorder("="))
         if kind == "timestamptz":
             unix = values + _UNIX_FROM_2000
-            unix[values >= _LATEST - _UNIX_FROM_2000] = _LATEST  # infinity, or year 294,000
-            unix[values == _NOT_A_TIME] = -_LATEST  # -infinity: DuckDB's
+            # infinity, or past year 294,000
+            unix[values >= LATEST_MICROSECONDS - _UNIX_FROM_2000] = LATEST_MICROSECONDS
+            unix[values == _NOT_A_TIME] = -LATEST_MICROSECONDS  # -infinity: DuckDB's
             unix[missing] = _NOT_A_TIME
             frame[name] = pd.Series(unix.view("M8[us]")).dt.tz_localize("UTC")
         elif missing.any():

@@ -29,6 +29,7 @@ from ..frames import (
 from .catalog import MEMORY_TABLES
 from .file_paths import path_text, writing
 from .memory import LongTermMemory, live_store
+from .packed_rows import LATEST_MICROSECONDS
 from .read_ahead import read_ahead
 from .schema import SCHEMA_VERSION
 
@@ -39,9 +40,9 @@ _DUCKDB_MEMORY = "256MB"  # DuckDB's buffer while a snapshot is written
 _PARQUET_ROW_GROUP = 10_000  # rows a Parquet row group holds (one is built in memory at once)
 _NO_VALUES = np.zeros(0, dtype=np.float32)
 _TRANSACTION_ROWS = 100_000  # rows DuckDB receives in one transaction while a snapshot is written
-# DuckDB's timestamp infinities: the largest microsecond count and its negation.
-_DUCKDB_INFINITY = pd.Timestamp(np.datetime64(2**63 - 1, "us")).tz_localize("UTC")
-_DUCKDB_MINUS_INFINITY = pd.Timestamp(np.datetime64(-(2**63 - 1), "us")).tz_localize("UTC")
+_DUCKDB_INFINITY = pd.Timestamp(np.datetime64(LATEST_MICROSECONDS, "us")).tz_localize("UTC")
+_DUCKDB_MINUS_INFINITY = pd.Timestamp(np.datetime64(-LATEST_MICROSECONDS, "us")
+                                      ).tz_localize("UTC")
 
 
 def _create_tables(con: duckdb.DuckDBPyConnection) -> None:
