@@ -62,9 +62,21 @@ def _collect(url: str, path) -> dict:
         return collect_sample(store, path, recall_queries=40)
 
 
+def _evictions(db: psycopg.Connection) -> int:
+    return db.execute("SELECT dealloc FROM pg_stat_statements_info").fetchone()[0]
+
+
 def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_statistics):
     path = tmp_path / "history.duckdb"
+    evicted = _evictions(db) if statement_statistics.recorded else None
     first = _collect(history_reader_url, path)
+    # pg_stat_statements' evictions as the server counted them (others' statements may
+    # evict entries meanwhile); None where it does not record statements.
+    recorded = first["samples"]["statements_evicted"].iloc[0]
+    if statement_statistics.recorded:
+        assert evicted <= recorded <= _evictions(db)
+    else:
+        assert recorded is None
     assert first["samples"]["sample_id"].tolist() == [1]
     nodes = first["sample_tables"].set_index("table_name").loc["nodes"]
     assert nodes["row_count"] == 120 and nodes["table_bytes"] > 0
@@ -122,7 +134,9 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_s
     document = json.loads(checked.stdout)
     assert document["kind"] == "collect" and document["sample"]["sample_id"] == 4
     assert document["sample"]["memories"] == 120  # numbers stay numbers
-    assert [f["check"] for f in document["findings"]] == ["recall_drift"]
+    # (statements_evicted, an info, when other tests' statements filled pg_stat_statements)
+    assert [f["check"] for f in document["findings"]
+            if f["check"] != "statements_evicted"] == ["recall_drift"]
     # The rebuild it suggests is of the index the sample searched, schema-qualified.
     assert _statements(document["findings"][0]["sql"]) == [
         "SHOW hnsw.ef_search", 'REINDEX INDEX CONCURRENTLY "public"."idx_nodes_embedding"']
@@ -296,6 +310,44 @@ def test_steady_growth_is_not_flagged(history_reader_url, database_url, tmp_path
     # The same periods judged by a stricter factor: the last one's rate is flagged.
     strict = DriftThresholds(growth_factor=0.1)
     assert "fast_growth" in set(drift_findings(frames, strict)["check"])
+
+
+def test_evictions_between_samples_are_told_per_period(history_reader_url, tmp_path):
+    """pg_stat_statements full: its evictions between two samples (or since its reset, when
+    the count went back) flag the period's statements and give an info finding; samples
+    that do not say (a server before PostgreSQL 14, a history before version 5) flag
+    nothing."""
+    path = tmp_path / "history.duckdb"
+    for _ in range(4):
+        _collect(history_reader_url, path)
+
+    def evictions(*counts: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+        with duckdb.connect(str(path)) as con:
+            for sample_id, count in enumerate(counts, start=1):
+                con.execute("UPDATE samples SET statements_evicted = ? WHERE sample_id = ?",
+                            [count, sample_id])
+        frames = history(path)
+        found = drift_findings(frames)
+        return frames, found[found["check"] == "statements_evicted"]
+
+    frames, found = evictions(None, 5, 5, 12)
+    assert frames.samples["entries_evicted"].tolist() == [False, False, False, True]
+    assert frames.samples["statements_evicted"].tolist() == [None, 5, 5, 12]
+    periods = frames.statements.groupby("sample_id")["entries_evicted"].agg(["all", "any"])
+    assert periods.loc[4].all() and not periods.drop(4)["any"].any()
+    assert found[["severity", "object"]].values.tolist() == [["info", "pg_stat_statements"]]
+    assert found["evidence"].iloc[0].startswith(
+        "evicted its least-used entries 7 times since sample 3 (")
+    assert _statements(found["sql"].iloc[0]) == [
+        "SHOW pg_stat_statements.max", "SELECT dealloc, stats_reset FROM pg_stat_statements_info"]
+    # Reset in between (the count went back): its evictions since the reset.
+    frames, found = evictions(None, 5, 12, 3)
+    assert frames.samples["entries_evicted"].tolist() == [False, False, True, True]
+    assert "entries 3 times since sample 3" in found["evidence"].iloc[0]
+    # None in the last period, or a last sample that does not say: nothing to tell.
+    for counts in [(1, 5, 12, 12), (1, 5, 12, None), (None,) * 4]:
+        frames, found = evictions(*counts)
+        assert found.empty and not frames.samples["entries_evicted"].iloc[-1]
 
 
 def test_history_statements_carry_their_text_and_tell_the_toolkits_own(history_reader_url,

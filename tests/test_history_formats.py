@@ -40,7 +40,7 @@ LOGGED = ["logged_queries", "logged_recall", "logged_recall_low", "logged_recall
 # The columns of samples each schema version added.
 # The columns each schema version added, per table.
 ADDED = {2: {"samples": LOGGED}, 3: {"samples": ["recall_index"]},
-         4: {"sample_statements": ["stats_since"]}}
+         4: {"sample_statements": ["stats_since"]}, 5: {"samples": ["statements_evicted"]}}
 
 
 
@@ -162,7 +162,7 @@ def _downgrade(location, version: int) -> None:
                     [str(version)])
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 @pytest.mark.parametrize("where", ["history.duckdb", "history/"])
 def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp_path, where,
                                                          version, statement_statistics):
@@ -183,8 +183,10 @@ def test_an_older_history_is_read_and_brought_up_to_date(history_reader_url, tmp
     assert frames.samples["recall_index"].isna().tolist() == [version < 3, False]
     dated = read_history(location)["sample_statements"].groupby("sample_id")["stats_since"]
     assert dated.apply(lambda since: since.notna().all()).tolist() == \
-        ([False, True] if statement_statistics.dated else [False] * len(dated))
+        ([version >= 4, True] if statement_statistics.dated else [False] * len(dated))
     assert frames.recall["recall_index"].iloc[-1] == "idx_nodes_embedding"
+    assert frames.samples["statements_evicted"].isna().tolist() == [
+        version < 5, not statement_statistics.recorded]
     assert frames.recall["recall"].notna().all()
     if isinstance(location, HistoryFolder):
         meta = pq.read_table(location.path / "history_meta.parquet").to_pylist()
@@ -249,7 +251,7 @@ def test_bad_places_are_refused_by_name(history_reader_url, tmp_path):
     assert not (tmp_path / "missing").exists()  # reads create nothing
 
 
-@pytest.mark.parametrize("version", [1, 2, 3])
+@pytest.mark.parametrize("version", [1, 2, 3, 4])
 def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, database_url,
                                                             db, version,
                                                             statement_statistics):
@@ -278,8 +280,12 @@ def test_an_older_history_in_a_schema_is_brought_up_to_date(history_reader_url, 
     assert frames.samples["recall_index"].isna().tolist() == [version < 3, False]
     dated = read_history(target)["sample_statements"].groupby("sample_id")["stats_since"]
     assert dated.apply(lambda since: since.notna().all()).tolist() == \
-        ([False, True] if statement_statistics.dated else [False] * len(dated))
+        ([version >= 4, True] if statement_statistics.dated else [False] * len(dated))
     assert frames.samples["recall_index"].iloc[-1] == "idx_nodes_embedding"
+    # A sample before version 5 does not say what pg_stat_statements evicted; the new one
+    # does where the server records statements.
+    assert frames.samples["statements_evicted"].isna().tolist() == [
+        version < 5, not statement_statistics.recorded]
     assert db.execute("SELECT value FROM kept.history_meta").fetchone()[0] == \
         str(HISTORY_SCHEMA_VERSION)
 

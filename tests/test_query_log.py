@@ -124,7 +124,8 @@ def test_collect_measures_recall_on_logged_queries(history_reader_url, database_
     assert first["logged_recall"] == 1.0
     assert first["logged_recall_low"] < 1.0 == first["logged_recall_high"]
     assert collect()["logged_recall"] == 1.0  # nothing changed: the same
-    assert drift_findings(history(path)).empty
+    # nothing but, when other tests' statements filled pg_stat_statements, its evictions
+    assert set(drift_findings(history(path))["check"]) <= {"statements_evicted"}
 
     _set_ef_search(db, 1)  # one candidate per search: recall at most 1/10
     done = CliRunner().invoke(cli, ["--db", history_reader_url, "collect", "--history",
@@ -133,11 +134,12 @@ def test_collect_measures_recall_on_logged_queries(history_reader_url, database_
     assert done.exit_code == 4, done.output
     document = json.loads(done.stdout)
     assert "logged queries" in document["sample"]["recall"]
-    checks = {f["check"]: f["severity"] for f in document["findings"]}
+    findings = [f for f in document["findings"] if f["check"] != "statements_evicted"]
+    checks = {f["check"]: f["severity"] for f in findings}
     assert checks == {"recall_drift": "critical", "logged_recall_drift": "warning"}
     # Both searched the padded index (no native one here): the rebuild names it; the
     # logged-query warning suggests no rebuild of its own.
-    statements = {f["check"]: _statements(f["sql"]) for f in document["findings"]}
+    statements = {f["check"]: _statements(f["sql"]) for f in findings}
     assert statements == {
         "recall_drift": ["SHOW hnsw.ef_search",
                          'REINDEX INDEX CONCURRENTLY "public"."idx_nodes_embedding"'],

@@ -81,6 +81,16 @@ def _reset_between(samples: pd.DataFrame) -> pd.Series:
     return flags.astype(bool)
 
 
+def _evictions_between(samples: pd.DataFrame) -> pd.Series:
+    """Per sample: how many times pg_stat_statements evicted entries since the previous
+    sample (the count itself where it went back: reset in between), 0 where either sample
+    does not say (a server before PostgreSQL 14, a history before version 5)."""
+    counts = pd.to_numeric(samples["statements_evicted"], errors="coerce")
+    previous = counts.shift(1)
+    since = counts.where(counts < previous, counts - previous)
+    return since.where(previous.notna(), 0).fillna(0).astype("int64")
+
+
 def _periods(frame: pd.DataFrame, key: list[str], oid: str, counters: list[str],
              samples: pd.DataFrame, *, since: str | None = None) -> pd.DataFrame:
     """Each relation's counters turned into usage per period (between consecutive samples).
@@ -133,6 +143,8 @@ def _statement_periods(sampled: pd.DataFrame, samples: pd.DataFrame) -> pd.DataF
         "queryid")["query"]
     periods.insert(3, "query", periods["queryid"].map(text).astype("string"))
     periods.insert(4, "toolkit", toolkit_statements(periods["query"]))
+    evicted = dict(zip(samples["sample_id"], samples["entries_evicted"]))
+    periods["entries_evicted"] = periods["sample_id"].map(evicted).astype(bool)
     return periods
 
 
@@ -153,7 +165,10 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
     MemoryHistory
         - ``samples``: one row per sample (``sample_id``, ``collected_at``, ``database``,
           ``server_started_at``, ``stats_reset``, ``ef_search``, ``recall``, ``recall_low``,
-          ``recall_high``..., and ``counters_reset``: reset since the previous sample);
+          ``recall_high``..., ``statements_evicted`` (pg_stat_statements' evictions since
+          its last reset), ``counters_reset`` (reset since the previous sample) and
+          ``entries_evicted`` (pg_stat_statements evicted entries since the previous
+          sample: full, it dropped the least-used statements' counts));
         - ``growth``: per sample and table: ``row_count``, ``table_bytes``, ``index_bytes``;
         - ``index_usage``: per period (ending at ``sample_id``) and index: ``idx_scan``,
           ``idx_tup_read``, ``idx_tup_fetch`` used in the period, ``counters_reset``;
@@ -167,14 +182,17 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
         - ``statements``: per period and statement (``queryid``; ``query``, its text as last
           sampled; ``toolkit``: one of this toolkit's own analyses, which carry its marker):
           ``calls``, ``total_ms`` in the period, ``counters_reset`` (the statement's entry
-          started counting again in the period). A statement first counted after the
-          previous sample shows from its first period where pg_stat_statements dates its
-          entries (``stats_since``), else from its second.
+          started counting again in the period) and ``entries_evicted`` (pg_stat_statements
+          evicted entries in the period: before PostgreSQL 17, which dates entries, one
+          evicted and counted again shows fewer calls than it had). A statement first
+          counted after the previous sample shows from its first period where
+          pg_stat_statements dates its entries (``stats_since``), else from its second.
     """
     thresholds = thresholds or DriftThresholds()
     frames = read_history(path)
     samples = frames["samples"].sort_values("sample_id").reset_index(drop=True)
     samples["counters_reset"] = _reset_between(samples).to_numpy()
+    samples["entries_evicted"] = _evictions_between(samples).to_numpy() > 0
     growth = frames["sample_tables"].merge(samples[["sample_id", "collected_at"]])[
         ["sample_id", "collected_at", "table_name", "row_count", "table_bytes",
          "index_bytes"]]
@@ -223,7 +241,9 @@ def drift_findings(memory_history: MemoryHistory,
     - ``unused_index`` (warning): a non-unique index not scanned in the last
       ``unused_samples`` periods (a verdict over real time, not since a reset);
     - ``fast_growth`` (warning): the last period added memories ``growth_factor`` times
-      faster than the periods before it on average.
+      faster than the periods before it on average;
+    - ``statements_evicted`` (info): pg_stat_statements evicted entries in the last
+      period, so the statements' figures there miss what the evicted entries had counted.
     """
     thresholds = thresholds or DriftThresholds()
     rows = [drift for prefix in ("", "logged_")
@@ -243,6 +263,7 @@ def drift_findings(memory_history: MemoryHistory,
                     "updates it.",
                     [f"DROP INDEX CONCURRENTLY IF EXISTS {quote_identifier('public', index)}"]))
     rows.extend(_growth(memory_history.growth, thresholds))
+    rows.extend(_evictions(memory_history.samples))
     return pd.DataFrame(rows, columns=list(FINDING_COLUMNS)).astype(FINDING_COLUMNS)
 
 
@@ -307,3 +328,19 @@ def _growth(growth: pd.DataFrame, thresholds: DriftThresholds) -> list[dict[str,
         "Check what writes so much (a loop remembering the same content?), and plan the "
         "index's memory for the new size.",
         ["SELECT robot_id, count(*) FROM robot_nodes GROUP BY 1 ORDER BY 2 DESC"])]
+
+
+def _evictions(samples: pd.DataFrame) -> list[dict[str, str]]:
+    evicted = _evictions_between(samples)
+    if len(samples) < 2 or not evicted.iloc[-1]:
+        return []
+    before = samples.iloc[-2]
+    return [finding(
+        "statements_evicted", "info", "pg_stat_statements",
+        f"evicted its least-used entries {int(evicted.iloc[-1]):,} times since sample "
+        f"{int(before['sample_id'])} ({before['collected_at']:%Y-%m-%d %H:%M})",
+        "It is full: raise pg_stat_statements.max (it takes a restart) so that the "
+        "statements the history follows keep their counts. An evicted statement's counts "
+        "are lost; before PostgreSQL 17 one counted again shows fewer calls than it had.",
+        ["SHOW pg_stat_statements.max",
+         "SELECT dealloc, stats_reset FROM pg_stat_statements_info"])]

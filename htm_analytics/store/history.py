@@ -34,7 +34,7 @@ __all__ = ["HISTORY_FORMATS", "HISTORY_SCHEMA_VERSION", "HISTORY_TABLES", "Histo
            "HistoryTable", "append_sample", "check_version", "history_location",
            "read_history"]
 
-HISTORY_SCHEMA_VERSION = 4
+HISTORY_SCHEMA_VERSION = 5
 HISTORY_FORMATS = ("duckdb", "parquet")
 # The frames of a sample, and the table each is stored in.
 HISTORY_TABLES = ("samples", "sample_tables", "sample_indexes", "sample_robots",

@@ -24,10 +24,15 @@ class VitalsMixin(StoreBase):
     def server_vitals(self) -> dict[str, Any]:
         """When, where and since when: ``collected_at``, ``database``, ``server_version``,
         ``server_started_at`` (``pg_postmaster_start_time()``), ``stats_reset`` (None when
-        never reset), ``ef_search`` (the setting new sessions get) and
-        ``statements_available`` (pg_stat_statements loaded and created in this database)."""
-        rows = self._fetch(read_sql("history", "server.sql"))
-        return dict(rows[0])
+        never reset), ``ef_search`` (the setting new sessions get), ``statements_available``
+        (pg_stat_statements loaded and created in this database) and ``statements_evicted``
+        (how many times it evicted entries since its last reset; None before its version
+        1.9, PostgreSQL 14)."""
+        vitals = dict(self._fetch(read_sql("history", "server.sql"))[0])
+        counted = vitals.pop("evictions_counted")
+        vitals["statements_evicted"] = self._fetch(read_sql(
+            "history", "statements_evicted.sql"))[0]["statements_evicted"] if counted else None
+        return vitals
 
     def relation_vitals(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Sizes and cumulative counters of every table and index of the memory's schema

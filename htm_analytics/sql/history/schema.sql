@@ -1,4 +1,4 @@
--- The history of a memory's vital signs, schema version 4 (docs/history.md): DuckDB, PostgreSQL,
+-- The history of a memory's vital signs, schema version 5 (docs/history.md): DuckDB, PostgreSQL,
 -- and the tables of a Parquet folder. A new version only adds (each statement is idempotent, so a
 -- history of an older version is brought up to date by running them all), and a reader refuses
 -- a history of a newer version than its own.
@@ -37,3 +37,7 @@ ALTER TABLE samples ADD COLUMN IF NOT EXISTS recall_index TEXT;
 -- Version 4: when pg_stat_statements started counting each statement (its stats_since, from
 -- PostgreSQL 17), NULL where the server does not say.
 ALTER TABLE sample_statements ADD COLUMN IF NOT EXISTS stats_since TIMESTAMPTZ;
+-- Version 5: how many times pg_stat_statements had evicted its least-used entries, full at
+-- pg_stat_statements.max (pg_stat_statements_info.dealloc, PostgreSQL 14 and later, since its
+-- last reset), NULL where the server does not say.
+ALTER TABLE samples ADD COLUMN IF NOT EXISTS statements_evicted BIGINT;

@@ -15,4 +15,8 @@ SELECT clock_timestamp() AS collected_at,
             THEN current_setting('hnsw.ef_search', true)::int END AS ef_search,
        to_regclass('pg_stat_statements') IS NOT NULL
            AND current_setting('pg_stat_statements.max', true) IS NOT NULL
-           AS statements_available
+           AS statements_available,
+       -- pg_stat_statements 1.9 (PostgreSQL 14) and later count their evictions
+       to_regclass('pg_stat_statements_info') IS NOT NULL
+           AND current_setting('pg_stat_statements.max', true) IS NOT NULL
+           AS evictions_counted
