@@ -320,3 +320,33 @@ def test_the_native_index_advice_covers_the_vectors_the_gem_wrote(
                 hits = reader.search(embedding=vector(position), limit=1)
                 assert [h["content"] for h in hits] == [CONTENTS[position]]
             assert "padded_vectors" not in set(ha.advise(reader)["check"])
+
+
+def test_the_vector_checks_read_the_dimension_the_gem_leaves_unwritten(
+        server_url: str, roles: dict[str, str]) -> None:  # noqa: F811
+    """The reachability check and the sampled near-duplicate search go to the tables
+    themselves (the planner must see the index's expression): they must derive the dimension
+    there too, through the padded index and through a native one, or every memory is
+    unreachable and no duplicate is ever found."""
+    with gem_written(server_url, roles) as url:
+        with gem_connection(as_role(url, roles["writer"])) as conn:
+            twin = conn.execute(
+                "INSERT INTO nodes (content, content_hash, embedding) VALUES "
+                "('Our database is PostgreSQL, again', 'h-twin', %s::vector) RETURNING id",
+                (padded(0),)).fetchone()[0]
+        first = CONTENTS[0]
+        for native in (False, True):
+            if native:
+                with LongTermMemory(url, cache_size=0) as owner:
+                    owner.create_native_index(DIMENSION)
+            with LongTermMemory(as_role(url, roles["reader"]), cache_size=0) as reader:
+                original = reader.node_ids_by_content([first])[0]
+                unreachable = ha.unreachable_memories(reader)
+                summary = unreachable.attrs["summary"]
+                assert unreachable.empty, unreachable
+                assert summary["checked"].tolist() == [4] * (1 + native)
+                assert summary["unreachable"].sum() == 0
+                for sample in (None, 4):
+                    pairs = ha.near_duplicates(reader, min_similarity=0.99, sample=sample)
+                    assert pairs[["node_a", "node_b"]].values.tolist() == [
+                        [original, twin]], (native, sample)

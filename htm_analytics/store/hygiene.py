@@ -21,6 +21,7 @@ from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positiv
 from ._base import StoreBase
 from ._vectors import native_distance
 from .display import model_label, model_label_sql
+from .schema_info import SchemaInfo
 from .search_pool import DEFAULT_EF_SEARCH
 from .text_previews import SPARE, shown_texts
 from .vector_stream import copy_vector_batches, one_snapshot
@@ -220,10 +221,11 @@ def scope_parameters(scope: Mapping[str, Any] | None) -> dict[str, Any]:
             "robots": scope.get("robots")}
 
 
-def self_search_statement(dimension: int, k: int, *, native: bool,
-                          live: bool) -> sql.Composed:
+def self_search_statement(dimension: int, k: int, *, native: bool, live: bool,
+                          schema: SchemaInfo) -> sql.Composed:
     """The statement of :meth:`HygieneMixin.self_search` (``%(ids)s`` bound): through the
-    native index of ``dimension`` or the padded one; ``live`` leaves soft-deleted rows out."""
+    native index of ``dimension`` or the padded one; ``live`` leaves soft-deleted rows out;
+    ``schema`` says how a row's dimension is read."""
     if native:
         distance = native_distance(dimension).as_string(None).replace(
             "%(q)s", sql.SQL("(subvector(q.embedding, 1, {d})::vector({d}))").format(
@@ -240,10 +242,11 @@ def self_search_statement(dimension: int, k: int, *, native: bool,
                    max(s.distance) AS farthest FROM (
                 SELECT n.id, n.distance, row_number() OVER () AS rank FROM (
                     SELECT n.id, {distance} AS distance FROM public.nodes n
-                    WHERE n.embedding_dimension = {d}{live}
+                    WHERE {dimension} = {d}{live}
                     ORDER BY {distance} LIMIT {k}) n) s) found ON true
         WHERE q.id = ANY(%(ids)s::bigint[])""").format(
         d=sql.Literal(dimension), distance=sql.SQL(distance), k=sql.Literal(k),
+        dimension=sql.SQL(schema.dimension_sql("n")),
         live=sql.SQL(" AND n.deleted_at IS NULL" if live else ""))
 
 
@@ -426,7 +429,8 @@ class HygieneMixin(StoreBase):
         ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
         native = dimension in self.native_dimensions and not padded
         statement = self_search_statement(dimension, k, native=native,
-                                          live=self.schema_info.soft_deletes)
+                                          live=self.schema_info.soft_deletes,
+                                          schema=self.schema_info)
         with self._transaction() as cur:
             cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
                         "       set_config('enable_seqscan', 'off', true)",

@@ -109,6 +109,8 @@ class SampledHygieneMixin(StoreBase):
             "sampled_neighbours", distance=distance, d=sql.Literal(int(dimension)),
             k=sql.Literal(k), qm_label=sql.SQL(model_label_sql("qm")),
             fm_label=sql.SQL(model_label_sql("fm")),
+            n_dimension=sql.SQL(self.schema_info.dimension_sql("n")),
+            q_dimension=sql.SQL(self.schema_info.dimension_sql("q")),
             live=sql.SQL(" AND n.deleted_at IS NULL" if self.schema_info.soft_deletes else ""))
         params = {**scope_parameters(scope), "min_similarity": float(min_similarity),
                   "label": None if provider is None else model_label(provider, model),

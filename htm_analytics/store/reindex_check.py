@@ -60,7 +60,8 @@ class ReindexCheckMixin(StoreBase):
         if not _VECTOR_TYPE.fullmatch(column_type):
             raise SchemaError(f"nodes.embedding is {column_type}, not a vector")
         live = " AND deleted_at IS NULL" if self.schema_info.soft_deletes else ""
-        statement = self_search_statement(dimension, k, native=not padded, live=False)
+        statement = self_search_statement(dimension, k, native=not padded, live=False,
+                                          schema=self.schema_info)
         with scratch_database(self._url, "htm_reindex_check") as url:
             try:
                 with psycopg.connect(url, autocommit=True) as scratch:

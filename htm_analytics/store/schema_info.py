@@ -152,6 +152,15 @@ class SchemaInfo:
         ``embedding_dimension`` is NULL (the current gem never writes it)."""
         return self.soft_deletes and self.has_column("nodes", "embedding_dimension")
 
+    def dimension_sql(self, alias: str) -> str:
+        """The vector dimension of ``alias``'s row of ``public.nodes`` (no alias: ``""``) as
+        reads see it:
+        derived from the vector where the writer leaves ``embedding_dimension`` NULL
+        (:attr:`derives_dimensions`), the native indexes' predicate included."""
+        if self.derives_dimensions:
+            return derived_dimension_sql(alias)
+        return f"{alias}.embedding_dimension" if alias else "embedding_dimension"
+
     def with_writer_timezone(self, zone: str, *, given: bool) -> SchemaInfo:
         """These facts, with the time zone in which local-time columns are read."""
         return replace(self, writer_timezone=zone, writer_timezone_given=given)

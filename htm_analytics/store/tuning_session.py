@@ -19,7 +19,6 @@ from ..validation import MAX_EMBEDDING_DIMENSION, validate_tag, validate_timefra
 from ._base import StoreBase
 from ._common import create_index, lift_statement_timeout
 from ._vectors import distance_sql, vector_index_name
-from .schema_info import derived_dimension_sql
 from .vector_stream import copy_ids, copy_vector_batches
 
 __all__ = ["TuningSession"]
@@ -90,9 +89,7 @@ class TuningSession:
         """A row's vector dimension: derived from the vector where the writer leaves
         ``embedding_dimension`` NULL (the current gem), as the store's reads and native
         indexes do."""
-        if self._store.schema_info.derives_dimensions:
-            return sql.SQL(derived_dimension_sql(alias))
-        return sql.SQL(f"{alias}.embedding_dimension" if alias else "embedding_dimension")
+        return sql.SQL(self._store.schema_info.dimension_sql(alias))
 
     def _has_dimension(self, dimension: int) -> sql.Composable:
         return sql.SQL("{} = {}").format(self._dimension("n"), sql.Literal(dimension))

@@ -12,12 +12,12 @@ LEFT JOIN node_embedding_models qm ON qm.node_id = q.id
 CROSS JOIN LATERAL (
     SELECT n.id, (1 - ({distance}))::float8 AS similarity
     FROM public.nodes n
-    WHERE n.embedding_dimension = {d}{live}
+    WHERE {n_dimension} = {d}{live}
     ORDER BY {distance}
     LIMIT {k}
 ) found
 LEFT JOIN node_embedding_models fm ON fm.node_id = found.id
-WHERE q.id = ANY(%(ids)s::bigint[]) AND q.embedding_dimension = {d}
+WHERE q.id = ANY(%(ids)s::bigint[]) AND {q_dimension} = {d}
   AND found.id <> q.id
   AND found.similarity >= %(min_similarity)s
   AND EXISTS (SELECT 1 FROM nodes n WHERE n.id = found.id AND {scope})
