@@ -151,13 +151,15 @@ _PERIODS = {
 }
 
 
-def period_unit(freq: Any) -> tuple[str, str]:
-    """``(date_trunc unit, pandas frequency)`` for ``freq`` ('h', 'D', 'W', 'M', 'Q', 'Y').
+def period_unit(freq: Any, *, hourly: bool = True) -> tuple[str, str]:
+    """``(date_trunc unit, pandas frequency)`` for ``freq`` ('h', 'D', 'W', 'M', 'Q', 'Y';
+    not 'h' unless ``hourly``).
 
     Weeks start on Monday, as in PostgreSQL and DuckDB ``date_trunc('week', ...)``.
     """
-    if freq not in _PERIODS:
-        raise ValidationError(f"must be one of {', '.join(map(repr, _PERIODS))}, got {freq!r}",
+    allowed = [name for name in _PERIODS if hourly or name != "h"]
+    if not isinstance(freq, str) or freq not in allowed:
+        raise ValidationError(f"must be one of {', '.join(map(repr, allowed))}, got {freq!r}",
                               field="freq")
     return _PERIODS[freq]
 

@@ -673,15 +673,20 @@ ANALYSIS_CALLS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     "popular_tags": (lambda s, a: ha.popular_tags(s, **a), {
         "limit": st.one_of(st.none(), hostile_limit), "level": hostile_level,
         "prefix": hostile_prefix, "freq": st.one_of(st.none(), st.sampled_from(["D", "W"]),
-                                                    hostile_text)}),
+                                                    hostile_text, anything)}),
     "tag_hierarchy": (lambda s, a: ha.tag_hierarchy(s, **a), {"prefix": hostile_prefix}),
     "remember_trends": (lambda s, a: ha.remember_trends(s, **a), {
-        "freq": st.one_of(st.sampled_from(["D", "W", "M"]), hostile_text),
+        "freq": st.one_of(st.sampled_from(["D", "W", "M"]), hostile_text, anything),
         "by": st.one_of(st.none(), st.sampled_from(["robot", "tag"]), hostile_text),
         "prefix": hostile_prefix, "level": hostile_level, "fill_gaps": anything}),
     "remember_count_distribution": (lambda s, a: ha.remember_count_distribution(s, **a), {
         "by": st.one_of(st.none(), st.just("robot"), hostile_text)}),
     "robot_activity": (lambda s, a: ha.robot_activity(s, **a), {
+        "robots": st.one_of(st.none(), hostile_names)}),
+    "memory_growth": (lambda s, a: ha.memory_growth(s, **a), {
+        "freq": st.one_of(st.sampled_from(["D", "M", "h"]), hostile_text, anything),
+        "horizon": st.one_of(st.integers(-2, 50), hostile_limit),
+        "confidence": st.one_of(st.floats(), anything),
         "robots": st.one_of(st.none(), hostile_names)}),
 }
 

@@ -65,9 +65,7 @@ def memory_growth(store: LongTermMemory, *, horizon: int = 6, freq: str = "M",
     if isinstance(horizon, bool) or not isinstance(horizon, int) or not 1 <= horizon <= 120:
         raise ValidationError(f"must be an integer from 1 to 120, got {horizon!r}",
                               field="horizon")
-    if freq == "h":
-        raise ValidationError("must be one of 'D', 'W', 'M', 'Q', 'Y'", field="freq")
-    unit, pandas_freq = period_unit(freq)
+    unit, pandas_freq = period_unit(freq, hourly=False)
     if isinstance(confidence, bool) or not isinstance(confidence, float) \
             or not 0.5 <= confidence < 1:
         raise ValidationError(f"must be a float in [0.5, 1), got {confidence!r}",
