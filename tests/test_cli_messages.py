@@ -19,7 +19,7 @@ from fixtures_db import embedded_test_dir, temporary_database
 from test_peers_ghostkg import build_ghostkg
 
 import htm_analytics.cli as cli_package
-from htm_analytics import LongTermMemory, SchemaError
+from htm_analytics import LongTermMemory, SchemaError, ValidationError
 from htm_analytics.cli import cli
 
 
@@ -170,6 +170,10 @@ def test_an_unknown_robot_gets_a_hint(memory_url: str) -> None:
         scoped = CliRunner().invoke(cli, ["--db", memory_url, *command, "--robot", "Coder"])
         assert scoped.exit_code == 0, scoped.output
         assert "no robot named 'Coder'" in scoped.stderr, command
+        # A name no robot can have is blamed on the robots asked for.
+        bad = CliRunner().invoke(cli, ["--db", memory_url, *command, "--robot", "x" * 300])
+        assert isinstance(bad.exception, ValidationError), command
+        assert bad.exception.field == "robots", command
 
 
 def test_snapshot_options_and_paths_agree(ltm: LongTermMemory, database_url: str,

@@ -184,7 +184,7 @@ def note_unknown_robots(store: Any, robots: list[str] | None) -> None:
     are: a check scoped to a mistyped name would otherwise report on no memory at all."""
     if not robots:
         return
-    known_ids = store.robot_ids(robots)
+    known_ids = store.robot_ids(robots, field="robots")
     unknown = [name for name in dict.fromkeys(robots) if name not in known_ids]
     if unknown:
         known = store.robot_names()

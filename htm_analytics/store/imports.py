@@ -148,9 +148,10 @@ class ImportsMixin(StoreBase):
         self._cache.clear()
         return int(inserted)
 
-    def robot_ids(self, names: Sequence[str]) -> dict[str, int]:
-        """``{name: id}`` of the robots among ``names`` that exist (the oldest of a name)."""
-        wanted = [validate_name(n, field="names") for n in validate_list(names, field="names")]
+    def robot_ids(self, names: Sequence[str], *, field: str = "names") -> dict[str, int]:
+        """``{name: id}`` of the robots among ``names`` that exist (the oldest of a name);
+        ``field``: the argument a bad name is blamed on."""
+        wanted = [validate_name(n, field=field) for n in validate_list(names, field=field)]
         rows = self._fetch("""SELECT name, min(id) AS id FROM robots
                               WHERE name = ANY(%s::text[]) GROUP BY name""", (wanted,))
         return {r["name"]: int(r["id"]) for r in rows}
