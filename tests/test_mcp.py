@@ -122,6 +122,22 @@ def test_a_session_of_tool_calls_writes_nothing(database_url: str) -> None:
                                                                      sample=2.5)
                 assert "target_recall: must be a number" in await refused(
                     client, "ef_search", target_recall="0.9")
+                # Strings, choices and required arguments: the toolkit's one line, not
+                # the SDK's report of several.
+                for tool, arguments, said in [
+                        ("search", {"query": 5}, "query: must be a string, got 5"),
+                        ("search", {}, "query: is required"),
+                        ("search", {"query": "x", "strategy": "nope"},
+                         "strategy: must be one of vector, fulltext"),
+                        ("search", {"query": "x", "strategy": 1}, "strategy: must be one of"),
+                        ("trends", {"freq": None}, "freq: must be a string, got None"),
+                        ("tags", {"prefix": 3}, "prefix: must be a string, got 3"),
+                        ("search", {"query": "x", "timeframe": ["last week"]},
+                         "timeframe: must be a string")]:
+                    message = await refused(client, tool, **arguments)
+                    assert message.startswith(f"ValidationError: {said}"), message
+                    assert "\n" not in message and "pydantic" not in message, message
+                assert (await call(client, "tags", prefix=None))["rows"]
                 found = await call(client, "search", query="postgres",
                                    timeframe="2000-01-01..2100-12-31")  # as the docs say
                 assert found["results"]

@@ -17,6 +17,7 @@ import functools
 import inspect
 import json
 import math
+import types
 import typing
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -109,37 +110,56 @@ def _positive(value: int, field: str, maximum: int) -> int:
 
 
 class _StrictServer(MCPServer):
-    """An MCP server that refuses a tool call's unknown arguments and numbers of the wrong
-    JSON type, before the SDK sees them: it drops unknown arguments, so ``search(query=...,
-    robot="nobody")`` answered, unfiltered, as if asked without one; and it reads
-    ``limit=true`` as 1 and ``limit="5"`` as 5."""
+    """An MCP server that checks a tool call's arguments before the SDK sees them: it drops
+    unknown arguments, so ``search(query=..., robot="nobody")`` answered, unfiltered, as if
+    asked without one; it reads ``limit=true`` as 1 and ``limit="5"`` as 5; and it refuses
+    a missing or mistyped argument with a pydantic report of several lines, not the
+    toolkit's ``ValidationError: field: ...``."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # per tool: each parameter's annotated type (int and float are checked here)
-        self.tool_parameters: dict[str, dict[str, Any]] = {}
+        # per tool: each parameter's annotated type, and whether it must be given
+        self.tool_parameters: dict[str, dict[str, tuple[Any, bool]]] = {}
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Any = None) -> Any:
         known = self.tool_parameters.get(name)
         if known is not None:
-            unknown = sorted(set(arguments or {}) - set(known))
+            given = arguments or {}
+            unknown = sorted(set(given) - set(known))
             if unknown:
                 raise ToolError(f"ValidationError: {name} takes no argument "
                                 f"{', '.join(map(repr, unknown))}; it takes "
                                 f"{', '.join(sorted(known)) or 'none'}")
-            for field, value in (arguments or {}).items():
-                _check_number(known[field], value, field)
+            for field, (annotation, required) in known.items():
+                if field in given:
+                    _check_argument(annotation, given[field], field)
+                elif required:
+                    raise ToolError(f"ValidationError: {field}: is required")
         return await super().call_tool(name, arguments, context)
 
 
-def _check_number(annotation: Any, value: Any, field: str) -> None:
-    """Refuse a bool or a string given for an ``int`` or ``float`` parameter, and a fraction
-    for an ``int`` one (JSON numbers: an integer is a float's value too)."""
-    wanted = (int,) if annotation is int else (int, float) if annotation is float else None
-    if wanted is not None and (isinstance(value, bool) or not isinstance(value, wanted)):
-        kind = "an integer" if annotation is int else "a number"
-        raise ToolError(f"ValidationError: {field}: must be {kind}, got {value!r}")
+def _check_argument(annotation: Any, value: Any, field: str) -> None:
+    """Refuse a value of the wrong JSON type for a parameter annotated ``int``, ``float``,
+    ``str`` or a ``Literal`` (each optionally ``| None``): a bool or a string for a number, a
+    fraction for an integer (JSON numbers: an integer is a float's value too), a non-string
+    for a string, a value outside a ``Literal``'s."""
+    options = typing.get_args(annotation) if typing.get_origin(annotation) in (
+        typing.Union, types.UnionType) else (annotation,)
+    if value is None and type(None) in options:
+        return
+    wanted = next((option for option in options if option is not type(None)), None)
+    if typing.get_origin(wanted) is typing.Literal:
+        if value not in typing.get_args(wanted) or not isinstance(value, str):
+            raise ToolError(f"ValidationError: {field}: must be one of "
+                            f"{', '.join(typing.get_args(wanted))}, got {value!r}")
+        return
+    kinds = {int: ((int,), "an integer"), float: ((int, float), "a number"),
+             str: ((str,), "a string")}
+    if wanted in kinds:
+        accepted, kind = kinds[wanted]
+        if isinstance(value, bool) or not isinstance(value, accepted):
+            raise ToolError(f"ValidationError: {field}: must be {kind}, got {value!r}")
 
 
 def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int = MAX_ROWS,
@@ -181,7 +201,8 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
         server.tool(annotations=_READ_ONLY)(_typed_errors(function))
         hints = typing.get_type_hints(function)
         server.tool_parameters[function.__name__] = {
-            parameter: hints.get(parameter) for parameter in inspect.signature(function).parameters}
+            name: (hints.get(name), parameter.default is inspect.Parameter.empty)
+            for name, parameter in inspect.signature(function).parameters.items()}
         return function
 
     @tool
