@@ -160,6 +160,15 @@ def test_clean_memory_gives_no_hygiene_advice(database_url: str) -> None:
         findings = ha.advise(store, hygiene=result)
         assert not {"credential_in_memory", "personal_in_memory", "near_duplicates"} & \
             set(findings["check"])
+        # A scope without a memory: nothing was checked, so no share (not 0%).
+        for sample in (None, 10):
+            empty = ha.memory_hygiene(store, robots="nobody", sample=sample)
+            assert empty.total == 0 and empty.summary["checked"].tolist() == [0, 0, 0]
+            assert empty.summary[["share", "share_low", "share_high"]].isna().all().all()
+            assert empty.describe_sample() == "No memory to check in this scope."
+    shown = CliRunner().invoke(cli, ["--db", database_url, "hygiene", "--robot", "nobody"])
+    assert shown.exit_code == 0 and "nan" not in shown.stdout.lower()
+    assert "near_duplicates: 0 findings, 0 memories\n" in shown.stdout
 
 
 @pytest.mark.parametrize("era", ["seed", "gem"])

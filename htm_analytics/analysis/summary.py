@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +56,8 @@ class HygieneResult:
     def describe_sample(self) -> str:
         """One sentence on what was checked ("checked 10,000 of 1,000,000 memories, chosen
         by seed 0 ...", or "every one of the N memories")."""
+        if not self.total:
+            return "No memory to check in this scope."
         if not self.sampled:
             return f"Checked every one of the {self.total:,} memories."
         if self.checked >= self.total:  # only the near-duplicate searches were sampled
@@ -120,7 +123,8 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         ``summary`` has ``check``, ``findings`` (pairs or findings: of the sampled memories
         with a sample), ``memories`` (memories checked that are involved), ``checked``
         (memories checked), ``share`` (memories / checked) and its 95% interval
-        ``share_low``/``share_high`` (equal to ``share`` when every memory was checked),
+        ``share_low``/``share_high`` (equal to ``share`` when every memory was checked;
+        NaN when no memory was),
         ``what_it_means`` and ``what_to_do`` (strings); ``details`` the checks' DataFrames.
     """
     store = live_store(store)
@@ -199,7 +203,8 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
     result.details = dict(sorted(result.details.items(), key=lambda item: order[item[0]]))
     frame = pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
     frame["checked"] = result.total
-    frame["share"] = frame["memories"] / max(result.total, 1)
+    # no memory checked: no share (NaN, as wilson_interval gives), not 0%
+    frame["share"] = frame["memories"] / result.total if result.total else math.nan
     frame["share_low"] = frame["share_high"] = frame["share"]
     result.summary = _estimated(frame, result).astype(SUMMARY_COLUMNS)
     return result

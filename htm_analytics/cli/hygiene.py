@@ -76,10 +76,11 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
     if fmt == "table":
         click.echo(result.describe_sample())
         for row in result.summary.to_dict("records"):
-            share = (share_text(row["share"], row["share_low"], row["share_high"])
-                     if result.sampled else f"{row['share']:.1%}")
+            share = ("" if not row["checked"] else
+                     ", " + share_text(row["share"], row["share_low"], row["share_high"])
+                     if result.sampled else f", {row['share']:.1%}")
             click.echo(f"\n{row['check']}: {counted(row['findings'], 'finding')}, "
-                       f"{counted(row['memories'], 'memory', 'memories')}, {share}\n"
+                       f"{counted(row['memories'], 'memory', 'memories')}{share}\n"
                        f"  {row['what_it_means']}\n  -> {row['what_to_do']}")
         click.echo("\nMore: htm-analytics hygiene duplicates | sensitive | supersession | "
                    "unreachable | stale | retention | growth")
