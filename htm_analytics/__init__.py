@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         HistoryVersionError,
         HTMError,
         NoSoftDeleteError,
+        NotAHistoryError,
         NotFoundError,
         QueryTimeoutError,
         SchemaError,
@@ -147,8 +148,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
     'errors': (
         "ConcurrencyError", "DatabaseConnectionError", "DatabaseError", "EmbeddingError",
         "EmbeddingMismatchError", "HTMError", "HistoryVersionError", "NoSoftDeleteError",
-        "NotFoundError", "QueryTimeoutError", "SchemaError", "ValidationError",
-        "BenchmarkFormatError",
+        "NotAHistoryError", "NotFoundError", "QueryTimeoutError", "SchemaError",
+        "ValidationError", "BenchmarkFormatError",
     ),
     'report': (
         "Report", "build_report", "demo_database_url", "load_demo", "run_demo",
@@ -193,6 +194,7 @@ __all__ = [
     "BenchmarkFormatError",
     "NotFoundError",
     "HistoryVersionError",
+    "NotAHistoryError",
     "DatabaseError",
     "ConcurrencyError",
     "DatabaseConnectionError",

@@ -13,6 +13,7 @@ __all__ = [
     "BenchmarkFormatError",
     "NotFoundError",
     "HistoryVersionError",
+    "NotAHistoryError",
     "DatabaseError",
     "ConcurrencyError",
     "DatabaseConnectionError",
@@ -122,3 +123,18 @@ for _cls in (
 class HistoryVersionError(HTMError):
     """A history file of a version this release cannot read (written by a newer one), or no
     history file at all."""
+
+
+class NotAHistoryError(HistoryVersionError, ValidationError):
+    """What was given as a history is not one this release can read: no history at all, a
+    file or folder that cannot be opened or read as one, a history missing one of its
+    tables, or one whose ``schema_version`` is not a version. A
+    :class:`HistoryVersionError`, as these always were, and a :class:`ValidationError`
+    naming the field ``history``, as the places ``collect`` cannot write are."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="history")
+
+
+for _history_error in (HistoryVersionError, NotAHistoryError):
+    _history_error.__module__ = "htm_analytics"

@@ -13,13 +13,20 @@ import pandas as pd
 import psycopg
 import pytest
 from click.testing import CliRunner
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from htm_analytics import HistoryVersionError, LongTermMemory, ValidationError, build_report
 from htm_analytics.advisor import split_statements
 from htm_analytics.advisor.collect import collect_sample
-from htm_analytics.advisor.history import DriftThresholds, drift_findings, history
+from htm_analytics.advisor.history import (
+    DriftThresholds,
+    MemoryHistory,
+    drift_findings,
+    history,
+)
 from htm_analytics.cli import cli
 from htm_analytics.store.history import HISTORY_SCHEMA_VERSION, HistoryTable, read_history
 
@@ -160,6 +167,9 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_s
     # A baseline that is no sample would turn the check off without a word.
     with pytest.raises(ValidationError, match="those are: 1, 2, 3, 4") as raised:
         history(path, thresholds=DriftThresholds(baseline_sample=9))
+    assert raised.value.field == "baseline_sample"
+    with pytest.raises(ValidationError, match="those are: 1, 2, 3, 4") as raised:
+        drift_findings(history(path), DriftThresholds(baseline_sample=9))  # as history's
     assert raised.value.field == "baseline_sample"
     past = runner.invoke(cli, ["history", "--history", str(path), "--what", "recall",
                                "--baseline", "9"])
@@ -420,3 +430,85 @@ def test_a_statement_started_since_the_last_sample_shows_its_whole_count(
     statements = history(path).statements.set_index("query")
     assert statements.loc[new, ["calls", "counters_reset"]].tolist() == [4, False]
     assert statements.loc[again, ["calls", "counters_reset"]].tolist() == [5, True]
+
+
+URL = "postgresql://reader@localhost/memory"
+
+
+@settings(max_examples=300)
+@given(schema=st.text(max_size=70), url=st.one_of(st.just(URL), st.text(max_size=40)))
+@example(schema="public\0x", url=URL).via("PostgreSQL ends a name at a NUL: public")
+@example(schema="a\0b", url=URL).via("would write the schema a")
+@example(schema="x\ud800", url=URL).via("a lone surrogate")
+@example(schema="x", url=URL + "\0").via("a NUL in the URL")
+@example(schema="x", url=URL + "\ud800").via("a lone surrogate in the URL")
+def test_history_table_takes_only_a_schema_of_its_own(schema, url):
+    try:
+        target = HistoryTable(url, schema)
+    except ValidationError as exc:
+        assert exc.field in (("history_db",) if schema == "x" else ("history_schema",
+                                                                    "history_db"))
+        return
+    assert "\0" not in target.schema and "\0" not in target.url
+    assert 0 < len(target.schema.encode()) <= 63
+    assert target.schema not in ("public", "information_schema")
+    assert not target.schema.startswith("pg_")
+
+
+_ANY = st.one_of(st.none(), st.booleans(), st.integers(-10, 10**20),
+                 st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=3),
+                 st.sampled_from(["1", "2", np.int64(3), np.float64(2.5)]))
+
+
+@settings(max_examples=400)
+@given(field=st.sampled_from(["unused_samples", "growth_factor", "growth_min_rows",
+                              "baseline_sample"]), value=_ANY)
+def test_drift_thresholds_are_checked_by_name(field, value):
+    """A threshold that would flag every index (unused_samples=0), none (NaN), or fail
+    later with a TypeError is refused when made, naming it."""
+    try:
+        thresholds = DriftThresholds(**{field: value})
+    except ValidationError as exc:
+        assert exc.field == field
+        return
+    kept = getattr(thresholds, field)
+    if field == "growth_factor":
+        assert type(kept) is float and np.isfinite(kept) and kept > 0
+    elif field == "baseline_sample" and kept is None:
+        return
+    else:
+        assert type(kept) is int and kept >= (0 if field == "growth_min_rows" else 1)
+
+
+def test_history_and_drift_findings_refuse_what_they_cannot_use(tmp_path):
+    empty = MemoryHistory(*[pd.DataFrame()] * 6)
+    for call, field in ((lambda: history(tmp_path / "h.duckdb", thresholds="x"), "thresholds"),
+                        (lambda: history(tmp_path / "h.duckdb", thresholds=7), "thresholds"),
+                        (lambda: drift_findings("x"), "memory_history"),
+                        (lambda: drift_findings(None), "memory_history"),
+                        (lambda: drift_findings(empty, "x"), "thresholds")):
+        with pytest.raises(ValidationError) as raised:
+            call()
+        assert raised.value.field == field
+
+
+def test_collect_refuses_a_history_it_cannot_use_before_sampling(history_reader_url, db,
+                                                                 monkeypatch):
+    """A history path the system cannot use, or a schema name PostgreSQL would cut at a NUL
+    (to public), is refused naming it, before the memory is sampled or anything written."""
+    public = "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+    before = db.execute(public).fetchone()[0]
+    with LongTermMemory(history_reader_url, read_only=True) as store:
+        monkeypatch.setattr(LongTermMemory, "server_vitals",
+                            lambda self: pytest.fail("sampled before the history was checked"))
+        for where, field in ((f"/tmp/{'x' * 300}.duckdb", "history"),
+                             ("~no-such-user-of-htm/history.duckdb", "history"),
+                             (lambda: HistoryTable(history_reader_url, "public\0x"),
+                              "history_schema"),
+                             (lambda: HistoryTable(history_reader_url + "\0", "x"),
+                              "history_db")):
+            with pytest.raises(ValidationError) as raised:
+                collect_sample(store, where() if callable(where) else where,
+                               recall_queries=2)
+            assert raised.value.field == field
+    assert db.execute(public).fetchone()[0] == before

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
+from functools import partial
 from pathlib import Path
 
 import duckdb
@@ -14,9 +16,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from psycopg import sql
 
-from htm_analytics import HistoryVersionError, LongTermMemory, ValidationError
+import htm_analytics.cli as cli_package
+from htm_analytics import HistoryVersionError, LongTermMemory, NotAHistoryError, ValidationError
 from htm_analytics.advisor import (
     HistoryFolder,
     collect_sample,
@@ -30,10 +35,12 @@ from htm_analytics.store import history as history_module
 from htm_analytics.store.history import (
     HISTORY_SCHEMA_VERSION,
     HISTORY_TABLES,
+    HistoryTable,
     append_sample,
     history_location,
     read_history,
 )
+from htm_analytics.store.history_folder import history_schema
 
 LOGGED = ["logged_queries", "logged_recall", "logged_recall_low", "logged_recall_high",
           "logged_recall_queries"]
@@ -243,8 +250,9 @@ def test_bad_places_are_refused_by_name(history_reader_url, tmp_path):
     with pytest.raises(ValidationError, match="no history folder") as raised:
         read_history(HistoryFolder(tmp_path / "missing"))
     assert raised.value.field == "history"
-    with pytest.raises(HistoryVersionError, match="not a history"):
+    with pytest.raises(HistoryVersionError, match="not a history") as raised:
         read_history(crowded)
+    assert isinstance(raised.value, ValidationError) and raised.value.field == "history"
     with pytest.raises(ValidationError) as raised:
         history_location(tmp_path / "x", "csv")
     assert raised.value.field == "history_format"
@@ -299,3 +307,170 @@ def test_history_location_rules(tmp_path):
     with pytest.raises(ValidationError, match="is a folder") as raised:
         history_location(tmp_path / "folder", "duckdb")
     assert raised.value.field == "history"
+
+
+# --- places that are not a history, or not a whole one ----------------------------------------
+
+def _blank_sample() -> dict[str, pd.DataFrame]:
+    """A sample as append_sample takes it, without a database: one row of samples (no recall
+    measured), the other tables empty."""
+    with history_schema() as con:
+        columns = {table: [row[0] for row in con.execute(f"DESCRIBE {table}").fetchall()]
+                   for table in HISTORY_TABLES}
+    sample = {table: pd.DataFrame(columns=[c for c in names if c != "sample_id"])
+              for table, names in columns.items()}
+    sample["samples"] = pd.DataFrame([{"collected_at": pd.Timestamp("2025-01-01", tz="UTC"),
+                                       "database": "memory"}])
+    return sample
+
+
+def _run_main(args: list[str], monkeypatch: pytest.MonkeyPatch,
+              capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    """``htm-analytics ARGS`` through the real entry point: (exit code, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["htm-analytics", *args])
+    with pytest.raises(SystemExit) as info:
+        cli_package.main()
+        raise SystemExit(0)
+    return int(info.value.code or 0), capsys.readouterr().err
+
+
+def _refused(call, match: str) -> NotAHistoryError:
+    """The error ``call()`` raises: not a history, naming the field history, in one line."""
+    with pytest.raises(NotAHistoryError, match=match) as raised:
+        call()
+    assert isinstance(raised.value, HistoryVersionError)  # as these errors always were
+    assert isinstance(raised.value, ValidationError) and raised.value.field == "history"
+    assert "\n" not in str(raised.value)
+    return raised.value
+
+
+def test_what_cannot_be_opened_as_a_history_is_refused_alike(tmp_path):
+    """A text file or an empty file named .duckdb, a folder of other files: history() and
+    collect both refuse them naming the field history."""
+    text, empty, crowded = tmp_path / "notes.duckdb", tmp_path / "empty.duckdb", \
+        tmp_path / "crowded"
+    text.write_text("not a history")
+    empty.write_bytes(b"")
+    crowded.mkdir()
+    (crowded / "photo.jpg").write_bytes(b"\xff\xd8")
+    for where in (text, empty):
+        _refused(partial(history, where), "cannot open the history")
+        with pytest.raises(ValidationError) as raised:
+            append_sample(where, _blank_sample())
+        assert raised.value.field == "history"
+    _refused(lambda: history(crowded), "not a history")
+    with pytest.raises(ValidationError) as raised:
+        append_sample(crowded, _blank_sample())
+    assert raised.value.field == "history"
+
+
+def test_a_schema_version_that_is_no_version_is_refused(tmp_path):
+    """Whatever history_meta.schema_version holds, a history reads (a version up to this
+    release's), or is refused with a typed error, before collect writes anything."""
+    file, folder = tmp_path / "history.duckdb", HistoryFolder(tmp_path / "history")
+    for where in (file, folder):
+        append_sample(where, _blank_sample())
+
+    def set_version(value: str | None) -> None:
+        pd.DataFrame({"key": ["schema_version"], "value": pd.Series([value], dtype=object)}
+                     ).to_parquet(folder.path / "history_meta.parquet", index=False)
+        if value is not None:
+            with duckdb.connect(str(file)) as con:
+                con.execute("UPDATE history_meta SET value = ?", [value])
+
+    @settings(max_examples=60)
+    @given(st.one_of(st.sampled_from(["abc", "", "3.5", "-1", "0", " 5 ", "\u0663", "1e0",
+                                      str(HISTORY_SCHEMA_VERSION + 1)]), st.none(),
+                     st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\0"),
+                              max_size=6)))
+    def check(value: str | None) -> None:
+        set_version(value)
+        readable = value is not None and value.strip().isascii() \
+            and value.strip().isdigit() and 1 <= int(value) <= HISTORY_SCHEMA_VERSION
+        for where in ((file, folder) if value is not None else (folder,)):
+            if readable:
+                assert len(read_history(where)["samples"]) == 1
+                continue
+            with pytest.raises(HistoryVersionError) as raised:
+                read_history(where)
+            assert "\n" not in str(raised.value)
+            if not isinstance(raised.value, NotAHistoryError):
+                assert "upgrade htm-analytics" in str(raised.value)
+            with pytest.raises(type(raised.value)):
+                append_sample(where, _blank_sample())
+        set_version(str(HISTORY_SCHEMA_VERSION))
+        for where in (file, folder):  # nothing was written
+            assert len(read_history(where)["samples"]) == 1
+
+    check()
+    set_version("abc")
+    _refused(lambda: history(file), "'abc', not a version number")
+    _refused(lambda: history(folder), "'abc', not a version number")
+
+
+@pytest.mark.parametrize("table", HISTORY_TABLES)
+def test_a_history_missing_a_table_is_refused_by_name(tmp_path, table):
+    file, folder = tmp_path / "history.duckdb", HistoryFolder(tmp_path / "history")
+    for where in (file, folder):
+        append_sample(where, _blank_sample())
+    with duckdb.connect(str(file)) as con:
+        con.execute(f"DROP TABLE {table}")
+    _refused(lambda: history(file), f"incomplete.*{table}")
+    lost = folder.path / "sample_000001" / f"{table}.parquet"
+    if table != "samples":  # without samples.parquet, the sample is not committed: not read
+        lost.unlink()
+        _refused(lambda: history(folder), f"incomplete.*{table}")
+    lost.write_text("damaged")
+    _refused(lambda: history(folder), f"cannot read the history.*{table}")
+
+
+def test_a_history_schema_missing_a_table_is_refused_by_name(database_url, db):
+    target = HistoryTable(database_url, "kept")
+    append_sample(target, _blank_sample())
+    db.execute("DROP TABLE kept.sample_robots")
+    _refused(lambda: history(target), "incomplete.*sample_robots")
+    db.execute("UPDATE kept.history_meta SET value = 'abc'")
+    _refused(lambda: history(target), "'abc', not a version number")
+    with pytest.raises(NotAHistoryError, match="'abc', not a version number"):
+        append_sample(target, _blank_sample())
+    assert db.execute("SELECT value FROM kept.history_meta").fetchone()[0] == "abc"
+
+
+def test_a_corrupt_history_meta_is_one_line(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "history"
+    append_sample(HistoryFolder(folder), _blank_sample())
+    (folder / "history_meta.parquet").write_text("damaged")
+    _refused(lambda: history(folder), "cannot read .*history_meta.parquet")
+    _refused(lambda: append_sample(HistoryFolder(folder), _blank_sample()),
+             "cannot read .*history_meta.parquet")
+    code, err = _run_main(["history", "--history", str(folder)], monkeypatch, capsys)
+    assert code == 1 and err.startswith("Error: history: cannot read ")
+    assert err.count("\n") == 1 and "LINE 1" not in err
+
+
+def _every_use(where: str) -> list:
+    """Each way the library reads or writes the history at ``where``."""
+    return [lambda: history(where), lambda: read_history(where),
+            lambda: append_sample(where, _blank_sample()),
+            lambda: read_history(HistoryFolder(where)),
+            lambda: append_sample(HistoryFolder(where), _blank_sample())]
+
+
+def test_a_path_the_system_cannot_use_is_refused_by_name(tmp_path, monkeypatch, capsys):
+    """A file name too long for the file system, a home folder of nobody: ValidationError
+    naming history, from the library and in one line from the CLI (never an OSError)."""
+    long_file, long_folder = f"{tmp_path}/{'x' * 300}.duckdb", f"{tmp_path}/{'x' * 300}/"
+    for where in (long_file, long_folder, f"{tmp_path}/{'x' * 300}/history.duckdb",
+                  "~no-such-user-of-htm/history.duckdb"):
+        for call in _every_use(where):
+            with pytest.raises(ValidationError) as raised:
+                call()
+            assert raised.value.field == "history", where
+    with pytest.raises(ValidationError, match="File name too long") as raised:
+        history_location(long_file)
+    assert raised.value.field == "history"
+    for command in (["history", "--history", long_file],
+                    ["--db", "postgresql://nobody@127.0.0.1:9/none", "collect", "--history",
+                     long_file]):
+        code, err = _run_main(command, monkeypatch, capsys)
+        assert code == 1 and err.startswith("Error: history: ") and err.count("\n") == 1, err

@@ -22,7 +22,7 @@ from ..analysis._common import wilson_interval
 from ..analysis.robots import robot_activity
 from ..errors import ValidationError
 from ..store import LongTermMemory
-from ..store.history import HistoryFolder, HistoryTable, append_sample
+from ..store.history import HistoryFolder, HistoryTable, append_sample, history_location
 from ..tuning import stable_sample
 from ..tuning.sampled_recall import recall_per_query
 from ..validation import validate_number, validate_positive_int
@@ -119,6 +119,7 @@ def collect_sample(store: LongTermMemory,
     k = validate_positive_int(k, field="k", maximum=1000)
     statements = validate_positive_int(statements, field="statements", maximum=1000)
     seed = validate_number(seed, field="seed", integer=True)
+    history = history_location(history)  # a path it cannot use, refused before the work
     server = store.server_vitals()
     tables, indexes = store.relation_vitals()
     counts = store.table_counts().set_index("table")["rows"]

@@ -19,6 +19,7 @@ import pandas as pd
 from ..errors import ValidationError
 from ..store import quote_identifier
 from ..store.history import HistoryFolder, HistoryTable, read_history
+from ..validation import validate_number, validate_positive_int
 from ._common import FINDING_COLUMNS, finding, toolkit_statements
 
 __all__ = ["DriftThresholds", "MemoryHistory", "history", "drift_findings"]
@@ -36,25 +37,43 @@ _HNSW_INDEXES = (
 
 @dataclass(frozen=True)
 class DriftThresholds:
-    """When the history flags drift.
+    """When the history flags drift. Each attribute is checked when made: a
+    :class:`~htm_analytics.ValidationError` names the one out of range.
 
     Attributes
     ----------
     unused_samples : int
-        An index not scanned over this many periods (between the last samples) is unused.
+        An index not scanned over this many periods (between the last samples) is unused
+        (from 1).
     growth_factor : float
         Flag growth when the last period added memories this many times faster than the
-        periods before it did on average.
+        periods before it did on average (a finite number above 0).
     growth_min_rows : int
-        ... and added at least this many.
+        ... and added at least this many (from 0).
     baseline_sample : int or None
-        The approved sample recall is compared with (its ``sample_id``); None: the first.
+        The approved sample recall is compared with (its ``sample_id``: one that measured
+        recall, checked by :func:`history` and :func:`drift_findings`); None: the first.
     """
 
     unused_samples: int = 7
     growth_factor: float = 2.0
     growth_min_rows: int = 100
     baseline_sample: int | None = None
+
+    def __post_init__(self) -> None:
+        # Checked here, naming the attribute: 0 periods would call every index unused, a
+        # NaN factor flag any growth, and others fail later with a TypeError.
+        checked = {
+            "unused_samples": validate_positive_int(self.unused_samples,
+                                                    field="unused_samples"),
+            "growth_factor": validate_number(self.growth_factor, field="growth_factor",
+                                             minimum=0, exclusive=True),
+            "growth_min_rows": validate_number(self.growth_min_rows, field="growth_min_rows",
+                                               minimum=0, integer=True),
+            "baseline_sample": None if self.baseline_sample is None else
+            validate_positive_int(self.baseline_sample, field="baseline_sample")}
+        for name, value in checked.items():
+            object.__setattr__(self, name, value)
 
 
 @dataclass
@@ -188,7 +207,7 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
           counted after the previous sample shows from its first period where
           pg_stat_statements dates its entries (``stats_since``), else from its second.
     """
-    thresholds = thresholds or DriftThresholds()
+    thresholds = _thresholds(thresholds)
     frames = read_history(path)
     samples = frames["samples"].sort_values("sample_id").reset_index(drop=True)
     samples["counters_reset"] = _reset_between(samples).to_numpy()
@@ -216,11 +235,23 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
     return MemoryHistory(samples, growth, usage, recall, robots, statements)
 
 
+def _thresholds(thresholds: DriftThresholds | None) -> DriftThresholds:
+    """``thresholds``, or the default ones for None."""
+    if thresholds is None:
+        return DriftThresholds()
+    if not isinstance(thresholds, DriftThresholds):
+        raise ValidationError(f"must be DriftThresholds or None, got "
+                              f"{type(thresholds).__name__}", field="thresholds")
+    return thresholds
+
+
 def _check_baseline(baseline: int | None, recall: pd.DataFrame) -> None:
     """A chosen baseline must be a sample that measured recall: any other would silently
     turn the drift check off."""
+    if baseline is None:
+        return
     measured = recall.loc[pd.to_numeric(recall["recall"]).notna(), "sample_id"].tolist()
-    if baseline is not None and baseline not in measured:
+    if baseline not in measured:
         choices = ", ".join(map(str, measured[:20])) + (", ..." if len(measured) > 20 else "")
         raise ValidationError(
             f"sample {baseline} is not a sample that measured recall; those are: "
@@ -244,8 +275,15 @@ def drift_findings(memory_history: MemoryHistory,
       faster than the periods before it on average;
     - ``statements_evicted`` (info): pg_stat_statements evicted entries in the last
       period, so the statements' figures there miss what the evicted entries had counted.
+
+    A ``baseline_sample`` that is no sample of ``memory_history`` that measured recall is
+    refused (:class:`~htm_analytics.ValidationError`), as :func:`history` refuses it.
     """
-    thresholds = thresholds or DriftThresholds()
+    if not isinstance(memory_history, MemoryHistory):
+        raise ValidationError("must be a MemoryHistory, as history() reads it, got "
+                              f"{type(memory_history).__name__}", field="memory_history")
+    thresholds = _thresholds(thresholds)
+    _check_baseline(thresholds.baseline_sample, memory_history.recall)
     rows = [drift for prefix in ("", "logged_")
             if (drift := _recall_drift(memory_history.recall, prefix)) is not None]
     usage = memory_history.index_usage

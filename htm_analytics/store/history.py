@@ -19,12 +19,14 @@ import duckdb
 import pandas as pd
 
 from .._sql import read_sql
-from ..errors import HistoryVersionError, ValidationError
+from ..errors import HistoryVersionError, NotAHistoryError, ValidationError
 from .file_paths import path_text, writing
+from .history_errors import incomplete, one_line, reading, version_number
 from .history_folder import (
     HistoryFolder,
     append_folder_sample,
     history_schema,
+    local_path,
     read_folder_history,
 )
 from .history_table import HistoryTable, append_table_sample, read_table_history
@@ -47,19 +49,20 @@ def _run(con: duckdb.DuckDBPyConnection, statement: str, params: Any = None) -> 
     return result.fetchall() if result is not None else []
 
 
-def _version_of(con: duckdb.DuckDBPyConnection) -> int | None:
+def _version_of(con: duckdb.DuckDBPyConnection, where: Path) -> int | None:
     try:
         found = _run(con, "SELECT value FROM history_meta WHERE key = 'schema_version'")
     except duckdb.CatalogException:
         return None
-    return int(found[0][0]) if found else None
+    return version_number(found[0][0], where) if found else None
 
 
 def check_version(version: int | None, where: Any) -> None:
-    """Refuse a history this release cannot read: none at all, or a newer schema."""
+    """Refuse a history this release cannot read: none at all
+    (:class:`NotAHistoryError`), or a newer schema (:class:`HistoryVersionError`)."""
     if version is None:
-        raise HistoryVersionError(f"{where} is not a history written by htm-analytics "
-                                  "collect (no history_meta.schema_version)")
+        raise NotAHistoryError(f"{where} is not a history written by htm-analytics "
+                               "collect (no history_meta.schema_version)")
     if version > HISTORY_SCHEMA_VERSION:
         raise HistoryVersionError(
             f"{where} holds history schema version {version}; this release reads up to "
@@ -80,19 +83,24 @@ def history_location(path: HistoryPath, history_format: str | None = None
     if isinstance(path, (HistoryTable, HistoryFolder)):
         return path
     text = path_text(path)
-    is_dir = text.endswith(("/", os.sep)) or Path(text).expanduser().is_dir()
+    try:
+        is_dir = text.endswith(("/", os.sep)) or local_path(text).is_dir()
+    except OSError as exc:  # a name too long for the file system, a folder none may list
+        raise ValidationError(f"cannot use {text}: {exc.strerror or exc}",
+                              field="history") from None
     if history_format == "duckdb" and is_dir:
         raise ValidationError(f"{text} is a folder; a DuckDB history is a file",
                               field="history")
     if history_format == "parquet" or (history_format is None and is_dir):
         return HistoryFolder(Path(text))
-    return Path(text).expanduser()
+    return local_path(text)
 
 
 def _connect(target: Path, *, create: bool) -> duckdb.DuckDBPyConnection:
-    if not create and not target.is_file():
-        raise ValidationError(f"no history at {target}; write one with "
-                              "`htm-analytics collect --history PATH`", field="history")
+    with reading(target):
+        if not create and not target.is_file():
+            raise ValidationError(f"no history at {target}; write one with "
+                                  "`htm-analytics collect --history PATH`", field="history")
     try:
         with writing(target, field="history", what="the history"):
             if create:
@@ -100,11 +108,11 @@ def _connect(target: Path, *, create: bool) -> duckdb.DuckDBPyConnection:
             return duckdb.connect(str(target), read_only=not create)
     except duckdb.IOException as exc:
         if create:
-            raise ValidationError(f"cannot write the history {target}: {exc}",
+            raise ValidationError(f"cannot write the history {target}: {one_line(exc)}",
                                   field="history") from None
-        raise HistoryVersionError(f"cannot open the history {target}: {exc}") from None
+        raise NotAHistoryError(f"cannot open the history {target}: {one_line(exc)}") from None
     except duckdb.Error as exc:
-        raise HistoryVersionError(f"cannot open the history {target}: {exc}") from None
+        raise NotAHistoryError(f"cannot open the history {target}: {one_line(exc)}") from None
 
 
 def append_sample(path: HistoryPath, sample: dict[str, pd.DataFrame]) -> int:
@@ -130,7 +138,7 @@ def append_sample(path: HistoryPath, sample: dict[str, pd.DataFrame]) -> int:
     try:
         tables = {row[0] for row in _run(con, "SELECT table_name FROM information_schema.tables")}
         if "history_meta" in tables:
-            check_version(_version_of(con), target)
+            check_version(_version_of(con, target), target)
         elif tables:
             raise ValidationError(f"{target} holds tables but no history_meta: not a history "
                                   "file; give a new one", field="history")
@@ -153,7 +161,8 @@ def append_sample(path: HistoryPath, sample: dict[str, pd.DataFrame]) -> int:
         _run(con, "COMMIT")
         return sample_id
     except duckdb.Error as exc:
-        raise HistoryVersionError(f"could not write to the history {target}: {exc}") from None
+        raise HistoryVersionError(f"could not write to the history {target}: "
+                                  f"{one_line(exc)}") from None
     finally:
         con.close()
 
@@ -197,7 +206,9 @@ def read_history(path: HistoryPath) -> dict[str, pd.DataFrame]:
     """Every sample of the history at ``path`` (a DuckDB file, a Parquet folder or a
     :class:`HistoryTable`): one frame per name of :data:`HISTORY_TABLES`, ordered by
     sample, with this release's columns (NULL where an older version had none). Raises
-    :class:`HistoryVersionError` for a history this release cannot read."""
+    :class:`HistoryVersionError` for a history of a newer version, and
+    :class:`NotAHistoryError` (a :class:`HistoryVersionError` and a :class:`ValidationError`
+    naming ``history``) for a place that is not a history, or not a whole one."""
     location = history_location(path)
     if isinstance(location, HistoryTable):
         frames = read_table_history(location, HISTORY_TABLES, check_version)
@@ -208,7 +219,12 @@ def read_history(path: HistoryPath) -> dict[str, pd.DataFrame]:
         return read_folder_history(location, HISTORY_TABLES, check_version, _frames)
     con = _connect(location, create=False)
     try:
-        check_version(_version_of(con), location)
+        check_version(_version_of(con, location), location)
+        tables = {row[0] for row in _run(con, "SELECT table_name FROM information_schema.tables")}
+        if missing := [table for table in HISTORY_TABLES if table not in tables]:
+            raise incomplete(location, missing)
         return _complete(_frames(con))
+    except duckdb.Error as exc:
+        raise NotAHistoryError(f"cannot read the history {location}: {one_line(exc)}") from None
     finally:
         con.close()

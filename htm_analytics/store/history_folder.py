@@ -26,8 +26,9 @@ import duckdb
 import pandas as pd
 
 from .._sql import read_sql
-from ..errors import HistoryVersionError, ValidationError
+from ..errors import HistoryVersionError, NotAHistoryError, ValidationError
 from .file_paths import path_text, writing
+from .history_errors import incomplete, one_line, reading, version_number
 
 __all__ = ["HistoryFolder", "META_FILE", "append_folder_sample", "history_schema",
            "read_folder_history"]
@@ -44,10 +45,19 @@ class HistoryFolder:
     path: Path
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(path_text(self.path)).expanduser())
+        object.__setattr__(self, "path", local_path(path_text(self.path)))
 
     def __str__(self) -> str:
         return f"{self.path}{os.sep}"
+
+
+def local_path(text: str) -> Path:
+    """``text`` as a path, ``~`` expanded; :class:`ValidationError` naming ``history`` where
+    it names the home folder of no user."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError as exc:  # ~nobody/...
+        raise ValidationError(f"cannot use {text}: {exc}", field="history") from None
 
 
 @contextmanager
@@ -88,8 +98,8 @@ def _version(folder: Path) -> int | None:
             row = con.execute("SELECT value FROM read_parquet(?) WHERE key = 'schema_version'",
                               [str(meta)]).fetchone()
     except duckdb.Error as exc:
-        raise HistoryVersionError(f"cannot read {meta}: {exc}") from None
-    return int(row[0]) if row else None
+        raise NotAHistoryError(f"cannot read {meta}: {one_line(exc)}") from None
+    return version_number(row[0], f"{folder}{os.sep}") if row else None
 
 
 def _write_table(con: duckdb.DuckDBPyConnection, table: str, target: Path) -> None:
@@ -116,7 +126,8 @@ def append_folder_sample(target: HistoryFolder, sample: dict[str, pd.DataFrame],
         with writing(folder, field="history", what="the history folder"):
             return _append(target, folder, sample, tables, version, check_version)
     except duckdb.Error as exc:
-        raise HistoryVersionError(f"could not write to the history {folder}: {exc}") from None
+        raise HistoryVersionError(f"could not write to the history {folder}: "
+                                  f"{one_line(exc)}") from None
 
 
 def _append(target: HistoryFolder, folder: Path, sample: dict[str, pd.DataFrame],
@@ -172,20 +183,25 @@ def read_folder_history(target: HistoryFolder, tables: tuple[str, ...],
     """Every committed sample of the folder, loaded into the current tables; ``frames(con)``
     reads them out."""
     folder = target.path
-    if not folder.is_dir():
-        raise ValidationError(f"no history folder at {folder}; write one with "
-                              f"`htm-analytics collect --history {folder}{os.sep}`",
-                              field="history")
-    check_version(_version(folder), target)
-    committed = sorted(sample_id for sample_id, home in _sample_folders(folder).items()
-                       if (home / "samples.parquet").is_file())
+    with reading(folder, "the history folder"):
+        if not folder.is_dir():
+            raise ValidationError(f"no history folder at {folder}; write one with "
+                                  f"`htm-analytics collect --history {folder}{os.sep}`",
+                                  field="history")
+        check_version(_version(folder), target)
+        committed = sorted(sample_id for sample_id, home in _sample_folders(folder).items()
+                           if (home / "samples.parquet").is_file())
+        files = {table: [folder / f"sample_{i:06d}" / f"{table}.parquet" for i in committed]
+                 for table in tables}
+        if lost := [str(file.relative_to(folder)) for paths in files.values()
+                    for file in paths if not file.is_file()]:
+            raise incomplete(target, lost)
     try:
         with history_schema() as con:
-            for table in tables:
-                files = [str(folder / f"sample_{i:06d}" / f"{table}.parquet") for i in committed]
-                if files:
+            for table, paths in files.items():
+                if paths:
                     con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM "
-                                "read_parquet(?, union_by_name = true)", [files])
+                                "read_parquet(?, union_by_name = true)", [list(map(str, paths))])
             return frames(con)
     except duckdb.Error as exc:
-        raise HistoryVersionError(f"cannot read the history {folder}: {exc}") from None
+        raise NotAHistoryError(f"cannot read the history {folder}: {one_line(exc)}") from None

@@ -14,8 +14,10 @@ from psycopg import sql
 
 from .._sql import read_sql
 from ..errors import HTMError, ValidationError
+from ..validation import validate_key
 from ._errors import translate_database_error
 from .connection import check_connection_string, mask_url, resolve_database_url
+from .history_errors import incomplete, version_number
 
 __all__ = ["HistoryTable", "append_table_sample", "read_table_history"]
 
@@ -30,6 +32,9 @@ class HistoryTable:
     def __post_init__(self) -> None:
         if not isinstance(self.schema, str) or not self.schema.strip():
             raise ValidationError("must name a schema", field="history_schema")
+        # A NUL ends the name PostgreSQL sees ("public\0x" is public): refused, as lone
+        # surrogates are, by validate_key.
+        validate_key(self.schema, field="history_schema")
         if len(self.schema.encode()) > 63:  # PostgreSQL would cut it, silently
             raise ValidationError("must be at most 63 bytes, PostgreSQL's longest name",
                                   field="history_schema")
@@ -40,6 +45,7 @@ class HistoryTable:
                                   "one, such as htm_history", field="history_schema")
         if not isinstance(self.url, str) or not self.url.strip():
             raise ValidationError("must be a PostgreSQL URL", field="history_db")
+        validate_key(self.url, field="history_db")
         check_connection_string(self.url, field="history_db")  # parsed; nothing is started
 
     def __str__(self) -> str:
@@ -67,14 +73,14 @@ def append_table_sample(target: HistoryTable, sample: dict[str, pd.DataFrame],
             conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(
                 sql.Identifier(target.schema)))
             _in_schema(conn, target)
-            stored = _version(conn)
+            stored = _version(conn, target)
             if stored is not None:  # refuse a newer history before changing anything
                 check_version(stored, target)
             for statement in read_sql("history", "schema.sql").split(";"):
                 if statement.strip():
                     conn.execute(statement.encode())
             conn.execute("LOCK TABLE samples IN EXCLUSIVE MODE")  # one writer numbers samples
-            if (now := _version(conn)) is not None:  # as another writer may have left it
+            if (now := _version(conn, target)) is not None:  # as another writer may have left it
                 check_version(now, target)
             conn.execute("INSERT INTO history_meta VALUES ('schema_version', %s) "
                          "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -98,13 +104,18 @@ def append_table_sample(target: HistoryTable, sample: dict[str, pd.DataFrame],
         raise translate_database_error(exc, url=url) from None
 
 
-def _version(conn: psycopg.Connection[Any]) -> int | None:
-    exists = conn.execute("SELECT to_regclass('history_meta') IS NOT NULL").fetchone()
-    if not (exists and exists[0]):
+def _exists(conn: psycopg.Connection[Any], table: str) -> bool:
+    """Whether ``table`` is in the history's schema (the search path)."""
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [table]).fetchone()
+    return bool(found and found[0])
+
+
+def _version(conn: psycopg.Connection[Any], target: HistoryTable) -> int | None:
+    if not _exists(conn, "history_meta"):
         return None
     row = conn.execute("SELECT value FROM history_meta WHERE key = 'schema_version'"
                        ).fetchone()
-    return int(row[0]) if row else None
+    return version_number(row[0], target) if row else None
 
 
 def read_table_history(target: HistoryTable, tables: tuple[str, ...],
@@ -114,7 +125,9 @@ def read_table_history(target: HistoryTable, tables: tuple[str, ...],
     try:
         with psycopg.connect(url) as conn, conn.transaction():
             _in_schema(conn, target)
-            check_version(_version(conn), target)
+            check_version(_version(conn, target), target)
+            if missing := [table for table in tables if not _exists(conn, table)]:
+                raise incomplete(target, missing)
             frames = {}
             for table in tables:
                 with conn.cursor() as cur:

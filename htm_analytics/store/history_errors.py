@@ -1,0 +1,50 @@
+"""What the readers and writers of a history (:mod:`htm_analytics.store.history`) refuse
+(:class:`~htm_analytics.NotAHistoryError`): a place that is not a history, or not a whole
+one, and a ``schema_version`` that is not one; and the one-line messages they give for a
+driver's error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ..errors import NotAHistoryError, ValidationError
+
+__all__ = ["incomplete", "one_line", "reading", "version_number"]
+
+
+def incomplete(where: Any, missing: list[str]) -> NotAHistoryError:
+    """The error for a history without some of its tables (dropped, or files lost)."""
+    return NotAHistoryError(f"{where} is an incomplete history: it has no "
+                            f"{', '.join(missing)}; collect into a new one, or restore it "
+                            "from a backup")
+
+
+def one_line(exc: BaseException) -> str:
+    """A driver's message without the lines after its first (DuckDB and PostgreSQL quote
+    the statement there, ``LINE 1: ...``): the CLI prints one line."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
+
+
+def version_number(value: Any, where: Any) -> int:
+    """The ``schema_version`` stored as ``value`` as a number; :class:`NotAHistoryError`
+    where it is not a whole number from 1 (NULL included)."""
+    text = "" if value is None else str(value).strip()
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        shown = "NULL" if value is None else f"{str(value)!r:.40}"
+        raise NotAHistoryError(f"{where} is not a history this release can read: its "
+                               f"history_meta.schema_version is {shown}, not a version "
+                               "number")
+    return int(text)
+
+
+@contextmanager
+def reading(target: Any, what: str = "the history") -> Iterator[None]:
+    """Turn an ``OSError`` raised while ``target`` is looked at or read (a name too long,
+    a folder that may not be listed) into a :class:`ValidationError` naming ``history``."""
+    try:
+        yield
+    except OSError as exc:
+        raise ValidationError(f"cannot read {what} {target}: {exc.strerror or exc}",
+                              field="history") from None
