@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -409,3 +410,44 @@ def test_memory_growth_per_robot_lines_match_the_one_robot_fit(freq: str) -> Non
                       ignore_index=True)
     pd.testing.assert_frame_equal(together.astype(alone.dtypes.to_dict()), alone,
                                   check_exact=False, rtol=1e-9, atol=1e-9)
+
+
+def test_a_report_shows_no_credential_wherever_its_memory_appears(
+        database_url: str, tmp_path: Path) -> None:
+    """A credential held by memories that are also near-duplicates, supersession candidates
+    and the most reinforced: every text a report shows is masked as the sensitive excerpts
+    are, and one cut where the key begins loses the cut word, which the detectors could no
+    longer recognise."""
+    later = "x" * 128 + f" {SECRET} and more words after it"  # cut inside the key at 140
+    with ha.LongTermMemory(database_url) as store:
+        base = random_vectors(1, seed=21)[0]
+        older, newer = LEAK, f"now the deploy robot uses access key {SECRET} for prod"
+        store.bulk_add(random_texts(30, seed=22), robots="alpha",
+                       embeddings=random_vectors(30, seed=23))
+        store.bulk_add([older], robots="alpha", embeddings=base[None, :],
+                       tags=[["deploy:staging"]],
+                       remembered_at=[pd.Timestamp("2026-01-01", tz="UTC")])
+        store.bulk_add([newer, later, f"copied: {LEAK}"], robots="beta",
+                       embeddings=np.vstack([perturbed(base, 0.9, 2),
+                                             random_vectors(1, seed=24),
+                                             perturbed(base, 0.99, 3)]),
+                       tags=[["deploy:staging"], [], []])
+        for robot in ("gamma", "delta", "epsilon"):  # the most reinforced memories
+            store.bulk_add([older, later], robots=robot,
+                           embeddings=np.vstack([base, random_vectors(1, seed=24)]))
+        report = ha.build_report(store, benchmark=False)
+    hygiene = next(s for s in report.sections if s.key == "hygiene")
+    assert len(hygiene.data["near_duplicates"]) and len(hygiene.data["supersession"])
+    reinforced = next(s.data["most_reinforced"] for s in report.sections
+                      if "most_reinforced" in s.data)
+    assert reinforced["content"].str.contains("[credential]", regex=False).sum() == 1
+    assert reinforced["content"].str.endswith("x…").sum() == 1  # the cut key left out
+    shown = report.to_html() + report.write_markdown(tmp_path / "r.md").read_text()
+    assert SECRET not in shown and SECRET[:8] not in shown
+    assert shown.count("[credential]") >= 3
+    for section in report.sections:
+        for name, frame in section.data.items():
+            if isinstance(frame, pd.DataFrame):
+                assert not frame.astype(str).apply(
+                    lambda column: column.str.contains(SECRET[:8], regex=False)).any().any(), \
+                    (section.key, name)

@@ -31,7 +31,7 @@ from ._common import draw_sample, live_store, validate_choices
 from .worker_pool import ordered_map, validate_workers
 
 __all__ = ["SENSITIVE_KINDS", "SENSITIVE_COLUMNS", "sensitive_memories", "find_sensitive",
-           "Finding", "kinds_found"]
+           "Finding", "kinds_found", "mask_sensitive"]
 
 SENSITIVE_KINDS = ("credential", "email", "phone", "payment_card", "iban")
 SENSITIVE_COLUMNS = {"node_id": "int64", "kind": "string", "detector": "string",
@@ -219,6 +219,21 @@ def masked_excerpt(text: str, findings: list[Finding], finding: Finding,
     pieces.append(text[position:end])
     excerpt = " ".join("".join(pieces).split())
     return ("…" if start > 0 else "") + excerpt + ("…" if end < len(text) else "")
+
+
+def mask_sensitive(text: str) -> str:
+    """``text`` as a report may show it: every sensitive span (:func:`find_sensitive`, every
+    kind) replaced by ``[kind]``. A text already shortened (ending with ``…``) also loses its
+    cut last word, which may be the beginning of a secret the detectors no longer know."""
+    if text.endswith("…"):
+        head = text[:-1]
+        cut = head.rfind(" ")
+        text = (head[:cut] if cut > 0 else head) + "…"
+    pieces, position = [], 0
+    for finding in find_sensitive(text):
+        pieces += [text[position:max(position, finding.start)], f"[{finding.kind}]"]
+        position = max(position, finding.end)
+    return "".join(pieces) + text[position:]
 
 
 def _scan(batch: tuple[list[int], list[str]], *, kinds: tuple[str, ...],

@@ -39,7 +39,7 @@ from .render import (
     first_sentence,
     html_table,
     markdown_table,
-    shorten,
+    shown_texts,
     with_size,
 )
 
@@ -70,7 +70,7 @@ __all__ = [
     "escape",
     "markdown_table",
     "with_size",
-    "shorten",
+    "shown_texts",
     "REPORT_CSS",
     "counted",
     "first_sentence",

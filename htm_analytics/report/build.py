@@ -52,7 +52,7 @@ from .render import (
     escape,
     html_table,
     markdown_table,
-    shorten,
+    shown_texts,
     with_size,
 )
 from .since import since_last_time_section
@@ -386,7 +386,7 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             + (f"; the {TOP_TREND_ROBOTS} robots holding the most memories."
                if len(top_robots) > TOP_TREND_ROBOTS else ".")))
     distribution = remember_count_distribution(source)
-    reinforced = most_reinforced(source, limit=10)
+    reinforced = shown_texts(most_reinforced(source, limit=10), "content")
     section.data.update(distribution=distribution, most_reinforced=reinforced)
     if len(distribution):
         section.figures.append(Figure.from_axes(
@@ -394,7 +394,7 @@ def _sections(source: MemorySource, *, live: bool, freq: str,
             "Memories by how many times they were remembered, all robots summed "
             "(robot_nodes.remember_count); log scale."))
     section.tables.append(("The most reinforced memories (remember counts summed over robots)",
-                           shorten(reinforced, "content")))
+                           reinforced))
     yield section
 
     hierarchy = tag_hierarchy(source)

@@ -8,7 +8,7 @@ import pandas as pd
 from ..analysis import HygieneResult, memory_hygiene, share_text
 from ..analysis.sensitive import kinds_found
 from ..store import LongTermMemory
-from .render import Section, counted
+from .render import Section, counted, shown_texts
 
 __all__ = ["hygiene_section", "WORST_SHOWN", "REPORT_HYGIENE_SAMPLE", "REPORT_DUPLICATES_SAMPLE"]
 
@@ -70,6 +70,9 @@ def hygiene_section(store: LongTermMemory, *, min_similarity: float = 0.95,
                             duplicates_sample=duplicates_sample, seed=seed, workers=workers)
     pairs, found = result.details["near_duplicates"], result.details["sensitive"]
     superseding = result.details["supersession"]
+    # The texts shown, and kept with the report's data, masked as the excerpts are.
+    pairs = shown_texts(pairs, "content_a", "content_b")
+    superseding = shown_texts(superseding, "content_old", "content_new")
     worst = pairs.drop_duplicates("cluster").head(WORST_SHOWN)[
         ["cluster", "cluster_size", "similarity", "node_a", "node_b", "content_a",
          "content_b"]]

@@ -11,10 +11,11 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.sensitive import mask_sensitive
 from ..store.display import counted
 
-__all__ = ["Figure", "Section", "html_table", "escape", "markdown_table", "with_size", "shorten",
-           "REPORT_CSS", "counted", "first_sentence"]
+__all__ = ["Figure", "Section", "html_table", "escape", "markdown_table", "with_size",
+           "shown_texts", "REPORT_CSS", "counted", "first_sentence"]
 
 
 @dataclass
@@ -122,11 +123,15 @@ overflow-wrap:anywhere;font-size:.8em;margin:.3em 0}
 """
 
 
-def shorten(frame: pd.DataFrame, column: str, width: int = 140) -> pd.DataFrame:
-    """``frame`` with the texts of ``column`` cut to ``width`` characters."""
+def shown_texts(frame: pd.DataFrame, *columns: str, width: int = 140) -> pd.DataFrame:
+    """``frame`` with the memory texts of ``columns`` as a report shows them: cut to
+    ``width`` characters, credentials and personal data masked (``[credential]``), as the
+    hygiene section's excerpts are: a report goes to people who may not see them."""
     frame = frame.copy()
-    frame[column] = frame[column].astype(str).map(
-        lambda text: text if len(text) <= width else text[: width - 1] + "…")
+    for column in columns:
+        frame[column] = frame[column].map(
+            lambda text: text if pd.isna(text) else mask_sensitive(
+                text if len(text) <= width else text[: width - 1] + "…")).astype("string")
     return frame
 
 
