@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 import htm_analytics.report.demo as demo_module
-from htm_analytics import HTMError, LongTermMemory
+from htm_analytics import HTMError, LongTermMemory, ValidationError
 from htm_analytics.store import database_exists, drop_database, with_database
 
 
@@ -125,4 +125,21 @@ def test_ctrl_c_ends_the_command_with_130_and_says_so(
     captured = capsys.readouterr()
     assert f"interrupted while loading: {demo_name} is as it was" in captured.out
     assert captured.err.strip().endswith("interrupted")
+    assert _databases(server_url, demo_name) == []
+
+
+def test_a_demo_refuses_where_it_cannot_write_before_building(
+        server_url: str, demo_name: str, tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report's path and the query count are checked before the database is touched:
+    the demo's minutes of loading are not spent to end in "is a folder"."""
+    def loaded(store: LongTermMemory, **_: object) -> None:
+        raise AssertionError("the database was built first")
+
+    monkeypatch.setattr(demo_module, "load_demo", loaded)
+    for out, queries, field in [(tmp_path, 100, "out"), (tmp_path / "r.html", 0, "queries"),
+                                (tmp_path / "r.html", True, "queries")]:
+        with pytest.raises(ValidationError) as raised:
+            demo_module.run_demo(out, server_url=server_url, database=demo_name,
+                                 queries=queries, echo=lambda _: None)
+        assert raised.value.field == field
     assert _databases(server_url, demo_name) == []

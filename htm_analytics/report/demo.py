@@ -27,6 +27,8 @@ from ..store import (
     with_database,
 )
 from ..store.connection import mask_url, resolve_database_url
+from ..store.file_paths import output_path
+from ..validation import validate_positive_int
 
 __all__ = ["DEMO_DATABASE", "load_demo", "demo_database_url", "demo_queries", "run_demo",
            "DemoQueryEmbedder"]
@@ -118,7 +120,10 @@ def run_demo(out: str | os.PathLike[str] = "report.html", *, server_url: str | N
              database: str = DEMO_DATABASE, queries: int = 100,
              echo: Callable[[str], Any] = print) -> Path:
     """The main job: a fresh demo database (``database`` on the configured or embedded
-    server) and its report, written to ``out``."""
+    server) and its report, written to ``out``. ``out`` and ``queries`` are checked before
+    the database is touched (a :class:`~htm_analytics.ValidationError` naming them)."""
+    out = output_path(out, field="out")  # before minutes of loading, not after
+    queries = validate_positive_int(queries, field="queries")
     started = time.perf_counter()
     try:
         url = demo_database_url(server_url, fresh=True, database=database)
