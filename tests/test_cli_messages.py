@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import importlib.resources
 import json
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from click.testing import CliRunner
 from fixtures_db import embedded_test_dir, temporary_database
+from psycopg.conninfo import make_conninfo
 from test_peers_ghostkg import build_ghostkg
 
 import htm_analytics.cli as cli_package
@@ -384,3 +387,31 @@ def test_status_csv_is_one_table_and_json_one_document(database_url: str) -> Non
                              "problem", "tables", "indexes"}
     assert document["server"]["postgresql"] and document["server"]["pg_trgm"]
     assert any(i["index"] == "idx_nodes_embedding" for i in document["indexes"])
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_output_that_cannot_be_written_is_one_line(memory_url: str) -> None:
+    """A full disk (/dev/full) gets one line and exit 1, not a traceback; a connection
+    error (an OSError as well as the toolkit's) still says what it is; a reader that went
+    away (`| head`) ends the command quietly."""
+    main = "import sys; from htm_analytics.cli import main; sys.argv[0] = 'htm-analytics'; main()"
+
+    def run(*args: str, stdout: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-c", main, *args], stdout=stdout,
+                              stderr=subprocess.PIPE, text=True, cwd=tempfile.gettempdir())
+
+    with open("/dev/full", "w") as full:
+        for args in (["tags", "--json"], ["robots", "--csv"], ["status"]):
+            done = run("--db", memory_url, *args, stdout=full)
+            assert done.returncode == 1, done.stderr
+            assert "Traceback" not in done.stderr, done.stderr
+            assert done.stderr.strip().splitlines()[-1] == \
+                "Error: could not write the output: No space left on device", args
+    missing = make_conninfo(memory_url, dbname="no_such_database_of_htm")
+    done = run("--db", missing, "tags", stdout=subprocess.PIPE)
+    assert done.returncode == 1 and "could not talk to" in done.stderr, done.stderr
+    reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL)
+    done = run("--db", memory_url, "tags", "--limit", "5000", stdout=reader.stdin)
+    reader.communicate()
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr

@@ -5,6 +5,7 @@ registered by the package)."""
 from __future__ import annotations
 
 import math
+import os
 import signal
 import sys
 import textwrap
@@ -450,6 +451,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
     try:
         code = cli(standalone_mode=False)  # a gate's ctx.exit(code) comes back as the value
+        sys.stdout.flush()  # a full disk or a closed pipe fails here, not at exit
     except click.exceptions.Abort as exc:
         if exc.__cause__ is None:  # a question answered no (click turns Ctrl-C into Abort too)
             click.echo("not confirmed: nothing was changed", err=True)
@@ -462,10 +464,18 @@ def main() -> None:
     except Exception as exc:
         from ..errors import HTMError  # here: --help need not load the database driver
 
-        if not isinstance(exc, HTMError):
-            raise
-        click.echo(f"Error: {_cli_words(str(exc))}", err=True)
-        sys.exit(1)
+        if isinstance(exc, HTMError):  # before OSError: a connection error is both
+            click.echo(f"Error: {_cli_words(str(exc))}", err=True)
+            sys.exit(1)
+        if isinstance(exc, BrokenPipeError):  # the reader went away (`| head`): stop quietly
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            sys.exit(1)
+        if isinstance(exc, OSError):  # the output could not be written (a full disk)
+            where = f" ({exc.filename})" if exc.filename else ""
+            click.echo(f"Error: could not write the output{where}: {exc.strerror or exc}",
+                       err=True)
+            sys.exit(1)
+        raise
     if type(code) is int and code:  # not a command's True or None
         sys.exit(code)
 
