@@ -17,7 +17,7 @@ from htm_analytics import LongTermMemory, ValidationError
 from htm_analytics.analysis import write_tag_graph
 from htm_analytics.cli import cli
 from htm_analytics.cli._app import main
-from htm_analytics.report.build import Report
+from htm_analytics.report import Report
 from htm_analytics.report.render import Section
 from htm_analytics.store import export_snapshot
 from htm_analytics.tuning import benchmark_recall
@@ -54,6 +54,12 @@ def test_report_writers_refuse_what_they_cannot_write(tmp_path: Path, a_file: Pa
     _refused(lambda: report.write_data(tmp_path / "data", format="xlsx"), "format")
     _refused(lambda: report.write_data(3), "folder")  # not a path at all
     _refused(lambda: report.write_html("bad\0name.html"), "path")
+    # Each writer writes its own format: HTML in a .md file would mislead whoever opens it.
+    for write, wrong in ((report.write_html, "r.md"), (report.write_html, "r.txt"),
+                         (report.write_markdown, "r.html")):
+        assert "must end in" in str(_refused(
+            lambda write=write, wrong=wrong: write(tmp_path / wrong), "path"))
+    assert not list(tmp_path.glob("r.*"))
     assert a_file.read_text() == "mine"
     assert report.write_html(tmp_path / "new" / "r.html").is_file()  # a new folder is made
     assert [p.name for p in report.write_data(tmp_path / "data")] == ["k-rows.csv"]
@@ -80,6 +86,9 @@ def test_the_commands_refuse_an_output_before_their_work(memory_url: str,
     runner = CliRunner()
     for command, option in ((["report", "--out", str(tmp_path)], "--out"),
                             (["report", "--out", str(a_file / "r.html")], "--out"),
+                            (["report", "--out", str(tmp_path / "r.txt")], "--out"),
+                            (["report", "--format", "md", "--out", str(tmp_path / "r")],
+                             "--out"),
                             (["report", "--data-dir", str(a_file / "d")], "--data-dir"),
                             (["history", "--history", str(tmp_path / "h"),
                               "--plot", str(tmp_path / "p.txt")], "--plot")):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -157,3 +158,24 @@ def test_without_the_advisor_the_index_count_is_the_usage_tables(ltm: ha.LongTer
     never = int(usage["never_used"].sum())
     noun = "non-key index was" if never == 1 else "non-key indexes were"
     assert f"Indexes: {never} {noun} never used since" in html
+
+
+def test_report_arguments_are_checked_before_any_query(database_url: str) -> None:
+    """Every argument of build_report is refused by name before the first statement."""
+    statements: list[str] = []
+    ltm = ha.LongTermMemory(database_url, tracer=lambda sql, *_: statements.append(sql))
+    statements.clear()  # what opening the store read
+    for arguments, field in [({"conversations": "x"}, "conversations"),
+                             ({"labelled_queries": 5}, "labelled_queries"),
+                             ({"labelled_queries": ("a", "b")}, "labelled_queries"),
+                             ({"title": None}, "title"), ({"title": "  "}, "title"),
+                             ({"sweep_queries": 1.5}, "sweep_queries"),
+                             ({"sweep_queries": "x"}, "sweep_queries"),
+                             ({"benchmark": "yes"}, "benchmark"), ({"hygiene": 1}, "hygiene"),
+                             ({"advice": None}, "advice"), ({"freq": "fortnight"}, "freq"),
+                             ({"freq": ["W"]}, "freq")]:
+        with pytest.raises(ha.ValidationError) as raised:
+            ha.build_report(ltm, **arguments)
+        assert raised.value.field == field, arguments
+    assert statements == []
+    ltm.close()

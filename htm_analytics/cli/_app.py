@@ -164,8 +164,7 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
     expected = {"html": (".html", ".htm"), "md": (".md", ".markdown")}[report_format]
     if out is None:
         out = f"report.{report_format}"
-    elif any(out.lower().endswith(s) for s in (".html", ".htm", ".md", ".markdown")) \
-            and not out.lower().endswith(expected):
+    elif not out.lower().endswith(expected):
         raise click.BadParameter(f"{out} does not match --format {report_format}; use a "
                                  f"{expected[0]} name", param_hint="--out")
     if snapshot_path:  # a snapshot is searched by nothing: no sweep, no hygiene checks
