@@ -107,12 +107,22 @@ def demo(ctx: click.Context, out: str) -> None:
     run_demo(out, server_url=server, echo=click.echo)
 
 
+def _path_exists(path: str, option: str) -> bool:
+    """Whether ``path`` exists; a name the file system cannot take (too long) is a usage
+    error naming ``option``, not an OSError."""
+    try:
+        return Path(path).exists()
+    except OSError as exc:
+        raise click.BadParameter(f"cannot use {path}: {exc.strerror or exc}",
+                                 param_hint=option) from None
+
+
 def _snapshot_hint(path: str) -> str:
     """What to pass to --snapshot when ``path`` is not there but a snapshot of a related
     name is (``snapshot memory`` writes a folder, not ``memory.duckdb``)."""
     wanted = Path(path)
     for candidate in (wanted.with_suffix(""), wanted.with_suffix(".duckdb")):
-        if candidate != wanted and candidate.exists():
+        if candidate != wanted and _path_exists(str(candidate), "--snapshot"):
             kind = "a folder of Parquet files" if candidate.is_dir() else "a DuckDB file"
             return f"; {candidate} is a snapshot ({kind}): --snapshot {candidate}"
     return ("; write one with `htm-analytics snapshot PATH` (PATH.duckdb for a DuckDB file, "
@@ -189,7 +199,7 @@ def report(ctx: click.Context, out: str | None, report_format: str, data_dir: st
         except ValidationError as exc:
             raise click.BadParameter(str(exc), param_hint="--conversations") from exc
     if snapshot_path:
-        if not Path(snapshot_path).exists():
+        if not _path_exists(snapshot_path, "--snapshot"):
             raise click.BadParameter(f"no snapshot at {snapshot_path}"
                                      f"{_snapshot_hint(snapshot_path)}",
                                      param_hint="--snapshot")
@@ -428,7 +438,7 @@ def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
     """
     from ..store.snapshot import export_snapshot
 
-    if Path(path).exists() and not overwrite:
+    if _path_exists(path, "PATH") and not overwrite:
         raise click.BadParameter(f"{path} exists; add --overwrite to replace it",
                                  param_hint="PATH")
     with _open_store(ctx, init_schema=False) as store:

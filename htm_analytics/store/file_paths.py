@@ -3,8 +3,9 @@ histories.
 
 Where a file is written is checked before the work that produces it (a report or a sweep
 takes seconds to minutes): a folder given for a file, a folder that cannot be made or
-written in. An error while writing (a disk filling up) is a :class:`ValidationError` naming
-the argument too, never a bare ``OSError``.
+written in, a name the file system cannot take (too long) or a home folder of nobody
+(``~nobody/``). An error while looking at a path or writing (a disk filling up) is a
+:class:`ValidationError` naming the argument too, never a bare ``OSError``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from ..errors import ValidationError
 
-__all__ = ["output_path", "path_text", "writable_folder", "writing"]
+__all__ = ["examining", "output_path", "path_text", "writable_folder", "writing"]
 
 
 def output_path(path: Any, *, field: str, suffixes: tuple[str, ...] = (),
@@ -27,13 +28,14 @@ def output_path(path: Any, *, field: str, suffixes: tuple[str, ...] = (),
     ``suffixes`` when given, in a folder that exists (or is made, with ``make_folder``) and
     can be written in; else :class:`ValidationError` naming ``field``."""
     target = _as_path(path, field)
-    if target.is_dir():
-        raise ValidationError(f"{target} is a folder; give a file name", field=field)
-    if suffixes and target.suffix.lower() not in suffixes:
-        raise ValidationError(f"{target} must end in {', '.join(suffixes)}", field=field)
-    if not make_folder and not target.absolute().parent.is_dir():
-        raise ValidationError(f"no folder {str(target.absolute().parent)!r} to write in",
-                              field=field)
+    with examining(target, field=field):
+        if target.is_dir():
+            raise ValidationError(f"{target} is a folder; give a file name", field=field)
+        if suffixes and target.suffix.lower() not in suffixes:
+            raise ValidationError(f"{target} must end in {', '.join(suffixes)}", field=field)
+        if not make_folder and not target.absolute().parent.is_dir():
+            raise ValidationError(f"no folder {str(target.absolute().parent)!r} to write in",
+                                  field=field)
     writable_folder(target.parent, field=field)
     return target
 
@@ -53,7 +55,22 @@ def _as_path(path: Any, field: str) -> Path:
     text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
     if not isinstance(text, str) or not text.strip() or "\0" in text:
         raise ValidationError(f"must be a path, got {path!r}", field=field)
-    return Path(text).expanduser()
+    try:
+        return Path(text).expanduser()
+    except RuntimeError as exc:  # ~nobody/...
+        raise ValidationError(f"cannot use {text}: {exc}", field=field) from None
+
+
+@contextmanager
+def examining(target: Any, *, field: str) -> Iterator[None]:
+    """Turn an ``OSError`` raised while ``target`` is looked at (``exists``, ``is_dir``:
+    a name too long for the file system, a folder none may list) into a
+    :class:`ValidationError` naming ``field``."""
+    try:
+        yield
+    except OSError as exc:
+        raise ValidationError(f"cannot use {target}: {exc.strerror or exc}",
+                              field=field) from None
 
 
 @contextmanager
