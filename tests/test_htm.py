@@ -6,6 +6,7 @@ import datetime as dt
 from collections.abc import Iterator
 
 import numpy as np
+import pandas as pd
 import psycopg
 import pytest
 
@@ -249,3 +250,92 @@ def test_recall_into_a_small_working_memory_keeps_flags_in_step(ltm: ha.LongTerm
     # them: the ones that did not fit were flagged evicted.
     assert {r["id"] for r in found} - held  # some did not fit
     assert {r["id"] for r in found} - held == {r["id"] for r in found} - flagged
+
+
+def _written(db: psycopg.Connection) -> tuple[object, ...]:
+    return tuple(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                 for table in ("nodes", "robots", "robot_nodes", "memory_events"))
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("clock", 5), ("clock", "now"), ("clock", lambda: dt.datetime(2026, 11, 18)),
+    ("clock", lambda: "2026-11-18"), ("clock", lambda: None), ("clock", lambda: pd.NaT),
+    ("clock", lambda: 1 / 0), ("clock", lambda: dt.datetime(3000, 1, 1, tzinfo=dt.UTC)),
+    ("token_counter", 5), ("token_counter", "words"),
+    ("embedder", 5), ("store", 5), ("store", ["postgresql://"]),
+    ("buffer_writes", "no"), ("buffer_writes", None), ("buffer_writes", np.array([1, 2])),
+    ("log_queries", -1), ("log_queries", "10"), ("working_memory_size", 0),
+    ("robot_name", "  "), ("robot_name", 5)])
+def test_bad_constructor_arguments_are_refused_before_anything_is_written(
+        ltm: ha.LongTermMemory, db: psycopg.Connection, field: str, value: object) -> None:
+    before = _written(db)
+    arguments: dict[str, object] = {"store": ltm, field: value}
+    name = arguments.pop("robot_name", "other")
+    with pytest.raises(ValidationError) as info:
+        HTM(name, **arguments).remember("counter test")  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert _written(db) == before
+
+
+@pytest.mark.parametrize("count", [lambda text: "many", lambda text: -1, lambda text: 1.5,
+                                   lambda text: 1 / 0, lambda text: None])
+def test_a_token_counter_that_fails_is_named_and_writes_nothing(
+        ltm: ha.LongTermMemory, db: psycopg.Connection, count: object) -> None:
+    robot = HTM("counted", store=ltm, token_counter=count)  # type: ignore[arg-type]
+    before = _written(db)
+    for call in (lambda: robot.remember("counter test"),
+                 lambda: robot.remember_many(["counter test", "another"])):
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert info.value.field == "token_counter"
+    assert _written(db) == before
+    assert robot.remember("counted by hand", token_count=3)  # the robot still works
+
+
+def test_a_clock_going_wrong_later_is_refused_before_writing(ltm: ha.LongTermMemory,
+                                                             db: psycopg.Connection) -> None:
+    readings: list[object] = [NOW]
+    robot = HTM("ticking", store=ltm, clock=lambda: readings[-1])  # type: ignore[arg-type, return-value]
+    node = robot.remember("written while the clock was right")
+    robot.flush()
+    before = _written(db)
+    readings.append(NOW.replace(tzinfo=None))
+    for call in (lambda: robot.remember("written with a naive clock"),
+                 lambda: robot.remember_many(["written with a naive clock"]),
+                 lambda: robot.recall("clock", strategy="fulltext")):
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert info.value.field == "clock"
+    robot.flush()
+    assert _written(db) == before
+    readings.append(NOW)
+    assert robot.working_memory.keys() == [node]
+    assert robot.recall("clock", strategy="fulltext") == ["written while the clock was right"]
+
+
+@pytest.mark.parametrize("missing", [pd.NaT, float("nan"), pd.NA, (None, None),
+                                     (pd.NaT, NOW)])
+def test_recall_refuses_a_missing_timeframe(htm: HTM, db: psycopg.Connection,
+                                            missing: object) -> None:
+    htm.remember("PostgreSQL tuning notes")
+    htm.flush()
+    before = _written(db)
+    with pytest.raises(ValidationError, match="missing value") as info:
+        htm.recall("PostgreSQL tuning", strategy="fulltext", timeframe=missing)
+    assert info.value.field == "timeframe"
+    htm.flush()
+    assert _written(db) == before
+
+
+
+@pytest.mark.parametrize(("field", "call"), [
+    ("token_counts", lambda htm: htm.remember_many(["a"], token_counts=5)),
+    ("tags", lambda htm: htm.remember_many(["a"], tags=5)),
+    ("tags[0]", lambda htm: htm.remember_many(["a"], tags=[5])),
+    ("tags[0]", lambda htm: htm.remember_many(["a"], tags=[None]))])
+def test_remember_many_refuses_lists_that_are_not_lists(htm: HTM, db: psycopg.Connection,
+                                                        field: str, call: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        call(htm)  # type: ignore[operator]
+    assert info.value.field == field
+    assert _written(db)[0] == 0

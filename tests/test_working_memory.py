@@ -7,7 +7,11 @@ import datetime as dt
 import math
 import threading
 
+import numpy as np
+import pandas as pd
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from htm_analytics import ValidationError, WorkingMemory, parse_timeframe
 from htm_analytics.agent.working_memory import entry_value
@@ -114,6 +118,107 @@ def test_thread_safety_keeps_the_books_balanced() -> None:
     assert wm.token_count == 7 * wm.node_count <= 5_000
 
 
+def _state(wm: WorkingMemory) -> tuple[object, ...]:
+    """What a working memory holds and would give, each strategy's context included."""
+    return (wm.keys(), wm.token_count, wm.node_count,
+            [wm.assemble_context(s) for s in ("recent", "frequent", "balanced")])
+
+
+UNHASHABLE_KEYS = (["k"], {"k": 1}, {"k"}, ("k", ["nested"]), np.array([1]))
+BAD_FIELDS = {
+    "access_count": ("x", float("nan"), None, float("inf"), -1, 1.5, True, 10**30,
+                     np.float64("nan")),
+    "last_accessed": ("yesterday", dt.datetime(2026, 11, 18), pd.NaT, pd.Timestamp(0), 5,
+                      dt.date(2026, 11, 18), np.datetime64("2026-11-18")),
+}
+
+
+@pytest.mark.parametrize(("field", "bad"), [
+    *[("key", key) for key in UNHASHABLE_KEYS],
+    *[(field, value) for field, values in BAD_FIELDS.items() for value in values]])
+def test_bad_entries_are_refused_and_leave_the_memory_as_it_was(field: str,
+                                                                bad: object) -> None:
+    wm = WorkingMemory(1000, clock=fixed)
+    wm.add("held", "held content", token_count=10, access_count=2)
+    before = _state(wm)
+    arguments: dict[str, object] = {"key": "c", "access_count": 0, "last_accessed": None}
+    arguments[field] = bad
+    key = arguments.pop("key")
+    with pytest.raises(ValidationError) as info:
+        wm.add(key, "v", token_count=1, **arguments)  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert _state(wm) == before
+    assert wm.evict_to_make_space(995) == [{"key": "held", "value": "held content"}]
+
+
+@pytest.mark.parametrize("key", UNHASHABLE_KEYS)
+def test_unhashable_keys_are_refused_by_every_method(key: object) -> None:
+    wm = WorkingMemory(100, clock=fixed)
+    wm.add("held", "x", token_count=1)
+    for call in (lambda: wm.touch(key), lambda: wm.remove(key),
+                 lambda: key in wm):
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert info.value.field == "key"
+    assert wm.keys() == ["held"] and wm.token_count == 1
+
+
+@pytest.mark.parametrize("clock", [5, "now", lambda: dt.datetime(2026, 11, 18),
+                                   lambda: "2026-11-18T00:00:00+00:00", lambda: None,
+                                   lambda: pd.NaT, lambda: 1 / 0])
+def test_a_clock_that_is_not_one_is_refused_when_made(clock: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        WorkingMemory(10, clock=clock)  # type: ignore[arg-type]
+    assert info.value.field == "clock"
+
+
+def test_a_clock_going_wrong_later_changes_nothing() -> None:
+    readings: list[object] = [NOW]
+    wm = WorkingMemory(10, clock=lambda: readings[-1])  # type: ignore[arg-type, return-value]
+    wm.add("a", "first", token_count=4)
+    wm.add("b", "second", token_count=4)
+    before = _state(wm)
+    readings.append(dt.datetime(2026, 11, 18))  # naive
+    for call in (lambda: wm.add("c", "third", token_count=1), lambda: wm.touch("a"),
+                 lambda: wm.evict_to_make_space(5), lambda: wm.assemble_context()):
+        with pytest.raises(ValidationError) as info:
+            call()
+        assert info.value.field == "clock"
+    readings.append(NOW)
+    assert _state(wm) == before
+    assert [e["key"] for e in wm.evict_to_make_space(5)] == ["a"]
+
+
+_OFFSETS = st.builds(dt.timezone, st.timedeltas(min_value=dt.timedelta(hours=-23),
+                                                max_value=dt.timedelta(hours=23)))
+_VALUES = st.one_of(st.none(), st.integers(), st.floats(), st.text(max_size=5),
+                    st.datetimes(), st.datetimes(timezones=_OFFSETS), st.lists(st.integers()),
+                    st.just(pd.NaT), st.dates())
+
+
+@given(key=st.one_of(st.text(max_size=3), st.integers(), st.lists(st.integers())),
+       tokens=st.one_of(st.integers(), st.floats(), st.none()),
+       access_count=_VALUES, last_accessed=_VALUES)
+def test_any_add_is_accepted_whole_or_refused_whole(key: object, tokens: object,
+                                                    access_count: object,
+                                                    last_accessed: object) -> None:
+    wm = WorkingMemory(50, clock=fixed)
+    wm.add("held", "held content", token_count=20, access_count=1)
+    before = _state(wm)
+    try:
+        wm.add(key, "new content", token_count=tokens,  # type: ignore[arg-type]
+               access_count=access_count, last_accessed=last_accessed)  # type: ignore[arg-type]
+    except ValidationError:
+        assert _state(wm) == before
+    else:
+        assert key in wm
+    # whatever happened, the working memory still works
+    _state(wm)
+    wm.touch("held")
+    wm.evict_to_make_space(50)
+    assert wm.token_count == 0  # an entry of 0 tokens may stay: it fits
+
+
 # -- timeframes ------------------------------------------------------------------------------
 
 DAY = dt.timedelta(days=1)
@@ -165,3 +270,34 @@ def test_unreadable_timeframes_are_errors(phrase: object) -> None:
     with pytest.raises(ValidationError) as info:
         parse_timeframe(phrase, now=NOW)
     assert info.value.field == "timeframe"
+
+
+@pytest.mark.parametrize("missing", [
+    pd.NaT, float("nan"), np.float64("nan"), pd.NA, np.datetime64("NaT"),
+    (None, None), (pd.NaT, NOW), (NOW, float("nan")), (pd.NA, NOW), [None, NOW]])
+def test_missing_timeframes_are_refused_alike(missing: object) -> None:
+    with pytest.raises(ValidationError, match="missing value") as info:
+        parse_timeframe(missing, now=NOW)
+    assert info.value.field == "timeframe"
+
+
+@pytest.mark.parametrize("now", ["2026-01-01", pd.NaT, 5, 0, "", float("nan"),
+                                 dt.datetime(1, 1, 1, tzinfo=dt.UTC)])
+def test_a_bad_now_is_refused_by_name(now: object) -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_timeframe("today", now=now)  # type: ignore[arg-type]
+    assert info.value.field == "now"
+
+
+def test_now_is_read_as_other_datetimes_are() -> None:
+    # naive is UTC, a date its first moment, a pandas Timestamp a datetime (validate_datetime)
+    assert parse_timeframe("today", now=NOW.replace(tzinfo=None)) == (MIDNIGHT, NOW)
+    assert parse_timeframe("today", now=MIDNIGHT.date()) == (MIDNIGHT, MIDNIGHT)
+    assert parse_timeframe("today", now=pd.Timestamp(NOW)) == (MIDNIGHT, NOW)
+
+
+def test_an_aware_pandas_timestamp_is_a_time_of_access() -> None:
+    wm = WorkingMemory(10, clock=lambda: pd.Timestamp(NOW) + pd.Timedelta(nanoseconds=1))
+    wm.add("a", "x", token_count=1, last_accessed=pd.Timestamp("2026-11-18 12:00:00.000000001Z"))
+    assert wm.assemble_context() == "x" and wm.evict_to_make_space(10) == [
+        {"key": "a", "value": "x"}]

@@ -13,6 +13,7 @@ from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..validation import (
     validate_content,
+    validate_datetime,
     validate_embedding_model,
     validate_id,
     validate_name,
@@ -25,7 +26,7 @@ from ..validation import (
 from .embeddings import Embedder, get_embedder
 from .timeframes import parse_timeframe
 from .tokens import count_tokens
-from .working_memory import WorkingMemory
+from .working_memory import WorkingMemory, checked_clock
 
 __all__ = ["HTM"]
 
@@ -47,6 +48,47 @@ def _embedder(embedder: Any) -> Embedder:
     return cast(Embedder, embedder)
 
 
+def _clock(clock: Any) -> Callable[[], dt.datetime]:
+    """HTM's ``clock``, read once now and checked at every reading: an aware datetime
+    within the years the store and the analyses hold (:func:`validate_datetime`), or a
+    :class:`ValidationError` naming ``clock``."""
+    checked = checked_clock(clock)
+
+    def read() -> dt.datetime:
+        value = checked()
+        validate_datetime(value, field="clock")
+        return value
+
+    read()
+    return read
+
+
+def _token_counter(counter: Any) -> Callable[[str], int]:
+    """HTM's ``token_counter``: None (:func:`count_tokens`) or a callable."""
+    if counter is None:
+        return count_tokens
+    if not callable(counter):
+        raise ValidationError(f"must be a callable taking a text and returning an int, got "
+                              f"{type(counter).__name__}", field="token_counter")
+    return cast(Callable[[str], int], counter)
+
+
+def _open_store(store: Any) -> tuple[LongTermMemory, bool]:
+    """HTM's ``store``: a store to share, or one opened from a URL (or the default)."""
+    if isinstance(store, LongTermMemory):
+        return store, False
+    if store is not None and not isinstance(store, str):
+        raise ValidationError(f"must be a LongTermMemory, a database URL or None, got "
+                              f"{type(store).__name__}", field="store")
+    try:
+        return LongTermMemory(store, init_schema=store is None), True
+    except ValidationError as exc:
+        if exc.field == "store":
+            raise
+        raise ValidationError(str(exc).removeprefix(f"{exc.field}: "),
+                              field="store") from None
+
+
 class HTM:
     """A robot's memory: remember, recall and forget, over a shared long-term store.
 
@@ -64,9 +106,15 @@ class HTM:
         ``HTM_EMBEDDING__PROVIDER``, else the offline ``hashing`` provider.
     token_counter : callable, optional
         ``str -> int``; default :func:`~htm_analytics.count_tokens` (words and punctuation,
-        offline).
+        offline). A counter that fails or returns anything but a token count makes the call
+        counting with it raise :class:`~htm_analytics.ValidationError` naming
+        ``token_counter``, before anything is written.
     clock : callable, optional
-        Returns the current aware datetime; used for timeframe phrases and working memory.
+        Returns the current aware datetime (default: UTC now); used for timeframe phrases
+        and working memory. Read once here and at the start of each call that uses it: a
+        clock that is not callable, fails or returns anything but an aware datetime from
+        1678 to 2261 raises :class:`~htm_analytics.ValidationError` naming ``clock``, before
+        anything is written.
     buffer_writes : bool
         Write the working-memory steps of :meth:`recall` and :meth:`remember` (access
         counts, flags, ``recall`` and ``evict`` events) behind, in sets
@@ -79,6 +127,11 @@ class HTM:
         log the query vector they searched with (one short statement; the log keeps the last
         1,000), for ``htm-analytics collect`` to measure recall on real questions. Default
         10; 1 logs every vector recall, 0 none.
+
+    Raises
+    ------
+    ValidationError
+        A bad argument, naming it; checked before the store is opened or anything written.
 
     Examples
     --------
@@ -100,18 +153,19 @@ class HTM:
                                                     field="working_memory_size")
         self.log_queries = validate_number(log_queries, field="log_queries", minimum=0,
                                            integer=True)
+        if not isinstance(buffer_writes, (bool, np.bool_)):
+            raise ValidationError(f"must be True or False, got {buffer_writes!r}",
+                                  field="buffer_writes")
         self._vector_recalls = 0
         self.embedder: Embedder = _embedder(embedder)
-        self.token_counter = token_counter or count_tokens
-        self._clock = clock or (lambda: dt.datetime.now(dt.UTC))
-        self._owns_store = not isinstance(store, LongTermMemory)
-        self.store = store if isinstance(store, LongTermMemory) else LongTermMemory(
-            store, init_schema=store is None)
+        self.token_counter = _token_counter(token_counter)
+        self._clock = _clock(clock)
+        self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
+        self.buffer_writes = bool(buffer_writes)
+        self.store, self._owns_store = _open_store(store)
         self.robot_name = robot_name if robot_name is not None else \
             f"robot_{uuid.uuid4().hex[:8]}"
         self.robot_id = self.store.register_robot(self.robot_name)  # marks it active
-        self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
-        self.buffer_writes = bool(buffer_writes)
 
     def _write_step(self, *, held: Sequence[int] = (), evicted: Sequence[int] = (),
                     recalled: Sequence[int] = ()) -> None:
@@ -137,9 +191,21 @@ class HTM:
         return (self.embedder.name, self.embedder.model)
 
     def _count(self, content: str, token_count: int | None) -> int:
-        if token_count is None:
-            token_count = self.token_counter(content)
-        return validate_token_count(token_count)
+        if token_count is not None:
+            return validate_token_count(token_count)
+        try:
+            counted = self.token_counter(content)
+        except ValidationError as exc:
+            raise ValidationError(str(exc), field="token_counter") from exc
+        except Exception as exc:
+            raise ValidationError(f"failed on {content[:40]!r}: {type(exc).__name__}: {exc}",
+                                  field="token_counter") from exc
+        try:
+            return validate_token_count(counted, field="token_counter")
+        except ValidationError as exc:
+            raise ValidationError(f"returned {counted!r} for {content[:40]!r}, not a token "
+                                  "count (an int from 0 to 2**31 - 1)",
+                                  field="token_counter") from exc
 
     def _hold(self, node_id: int, content: str, tokens: int, *, access_count: int = 0,
               last_accessed: dt.datetime | None = None) -> list[int] | None:
@@ -177,6 +243,7 @@ class HTM:
         if tokens > self.working_memory.max_tokens:
             raise ValidationError(f"{tokens} tokens do not fit this robot's working memory of "
                                   f"{self.working_memory.max_tokens}", field="content")
+        self._clock()  # a clock gone wrong is refused before anything is written
         known = self.store.node_ids_by_content([content])[0]
         embedding = None if known is not None else self.embedder.embed(content)
         result = self.store.add(content=content, robot_id=self.robot_id, token_count=tokens,
@@ -224,15 +291,17 @@ class HTM:
             return []
         tag_lists: list[list[str]] = [[] for _ in texts]
         if tags is not None:
-            if isinstance(tags, str) or len(tags) != n:
+            if isinstance(tags, str) or not isinstance(tags, Sequence) or len(tags) != n:
                 raise ValidationError(f"must have one list of tags per content ({n})",
                                       field="tags")
             for i, row in enumerate(tags):
                 if isinstance(row, str):
                     raise ValidationError("must be a list of tags, not one string",
                                           field=f"tags[{i}]")
-                tag_lists[i] = [validate_tag(t, field=f"tags[{i}]") for t in row]
+                tag_lists[i] = [validate_tag(t, field=f"tags[{i}]")
+                                for t in validate_tag_list(row, field=f"tags[{i}]")]
         if token_counts is not None and (isinstance(token_counts, str)
+                                         or not isinstance(token_counts, Sequence)
                                          or len(token_counts) != n):
             raise ValidationError(f"must have one count per content ({n})",
                                   field="token_counts")
@@ -243,6 +312,7 @@ class HTM:
                 raise ValidationError(f"{count} tokens do not fit this robot's working memory "
                                       f"of {self.working_memory.max_tokens}",
                                       field=f"contents[{i}]")
+        self._clock()  # a clock gone wrong is refused before anything is written
         known = self.store.node_ids_by_content(texts)
         new = [i for i in range(n) if known[i] is None]
         old = [i for i in range(n) if known[i] is not None]
@@ -300,7 +370,8 @@ class HTM:
         """
         # The store validates the topic, limit and strategy, embeds the topic with this
         # robot's provider and checks its model against the stored vectors', all once.
-        window = parse_timeframe(timeframe, now=self._clock())
+        now = self._clock()
+        window = parse_timeframe(timeframe, now=now)
         try:
             rows = self.store.search_by_strategy(strategy, query=topic, limit=limit,
                                                  timeframe=window,
@@ -309,13 +380,15 @@ class HTM:
             if exc.field != "query":
                 raise
             raise ValidationError(str(exc).removeprefix("query: "), field="topic") from None
+        # Counted first: a counter that fails does so before anything changes.
+        counts = [int(row.get("token_count") or self._count(row["content"], None))
+                  for row in rows]
         self._log_query(getattr(rows, "query_vector", None))
         held, evicted = [], []
-        for row in rows:
-            tokens = int(row.get("token_count") or self.token_counter(row["content"]))
+        for row, tokens in zip(rows, counts):
             made_room = self._hold(int(row["id"]), row["content"], tokens,
                                    access_count=int(row.get("access_count") or 0) + 1,
-                                   last_accessed=self._clock())
+                                   last_accessed=now)
             if made_room is not None:
                 held.append(int(row["id"]))
                 evicted += made_room

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ..errors import ValidationError
-from ..validation import validate_timeframe
+from ..validation import validate_datetime, validate_timeframe
 
 __all__ = ["parse_timeframe", "TIMEFRAME_PHRASES"]
 
@@ -35,7 +39,7 @@ def _month_start(day: dt.date) -> dt.datetime:
     return dt.datetime(day.year, day.month, 1, tzinfo=dt.UTC)
 
 
-def parse_timeframe(value: Any, *, now: dt.datetime | None = None
+def parse_timeframe(value: Any, *, now: dt.datetime | dt.date | None = None
                     ) -> tuple[dt.datetime, dt.datetime] | None:
     """Turn a timeframe into an inclusive ``(start, end)`` pair of UTC datetimes, or None.
 
@@ -57,15 +61,23 @@ def parse_timeframe(value: Any, *, now: dt.datetime | None = None
     whole UTC day), or a range ``START..END`` of dates or dates and times
     (``2026-01-01..2026-02-01``, ``2026-01-01T10:00..2026-01-01T12:00``).
 
+    ``now`` (default: the current time) is read as
+    :func:`~htm_analytics.validation.validate_datetime` reads every datetime argument: a
+    datetime (naive is UTC), a date (its first moment) or a ``pandas.Timestamp``.
+
     Raises
     ------
     ValidationError
-        For anything else: an unknown phrase is never silently "no filter".
+        For anything else: an unknown phrase is never silently "no filter", and a missing
+        value other than None (``NaT``, NaN, ``pd.NA``, alone or in a pair) is refused as
+        missing. A bad ``now`` is refused naming ``now``.
     """
+    when = dt.datetime.now(dt.UTC) if now is None else validate_datetime(now, field="now")
     if value is None:
         return None
+    _refuse_missing(value)
     try:
-        return _parse(value, now)
+        return _parse(value, when)
     except (OverflowError, ValueError) as exc:  # "last 99999999 years" leaves the calendar
         if isinstance(exc, ValidationError):
             raise
@@ -73,11 +85,28 @@ def parse_timeframe(value: Any, *, now: dt.datetime | None = None
                               field="timeframe") from None
 
 
-def _parse(value: Any, now: dt.datetime | None) -> tuple[dt.datetime, dt.datetime] | None:
-    now = now or dt.datetime.now(dt.UTC)
-    if now.tzinfo is None:
-        now = now.replace(tzinfo=dt.UTC)
-    now = now.astimezone(dt.UTC)
+def _is_missing(value: Any) -> bool:
+    """None, pandas' ``NaT`` and ``NA``, a float NaN or numpy's ``NaT``."""
+    if value is None or type(value).__name__ in ("NaTType", "NAType"):
+        return True
+    if isinstance(value, (float, np.floating)):
+        return math.isnan(value)
+    if isinstance(value, (np.datetime64, np.timedelta64)):
+        return bool(np.isnat(value))
+    return False
+
+
+def _refuse_missing(value: Any) -> None:
+    """Refuse a missing value, alone (None aside: no filter) or as an end of a pair."""
+    ends = (value if isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+            and len(value) == 2 else (value,))
+    if any(_is_missing(end) for end in ends):
+        raise ValidationError(f"must be a date, datetime, (start, end) pair or phrase, got a "
+                              f"missing value ({value!r}); pass None for no filter",
+                              field="timeframe")
+
+
+def _parse(value: Any, now: dt.datetime) -> tuple[dt.datetime, dt.datetime] | None:
     if isinstance(value, dt.datetime):
         return _day(value.astimezone(dt.UTC).date() if value.tzinfo else value.date())
     if isinstance(value, dt.date):

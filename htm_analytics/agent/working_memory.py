@@ -7,10 +7,10 @@ import math
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..errors import ValidationError
-from ..validation import validate_positive_int, validate_token_count
+from ..validation import validate_number, validate_positive_int, validate_token_count
 
 __all__ = ["WorkingMemory", "entry_value"]
 
@@ -37,6 +37,66 @@ def entry_value(access_count: int, last_used: dt.datetime, now: dt.datetime) -> 
     return math.log1p(max(access_count, 0)) + 1.0 / (1.0 + hours)
 
 
+def aware_datetime(value: Any, *, field: str) -> dt.datetime:
+    """``value`` if it is an aware datetime (a ``pandas.Timestamp`` as a datetime); raise
+    :class:`ValidationError` naming ``field`` for anything else: text, a date, a naive
+    datetime (whose zone is unknown) or a missing value (``NaT``)."""
+    if type(value).__name__ == "NaTType":
+        raise ValidationError("must be an aware datetime, got a missing value (NaT)",
+                              field=field)
+    if not isinstance(value, dt.datetime):
+        raise ValidationError(f"must be an aware datetime, got {type(value).__name__}",
+                              field=field)
+    try:
+        aware = value.utcoffset() is not None
+    except Exception as exc:  # a tzinfo of one's own that fails
+        raise ValidationError(f"has a time zone that fails ({exc})", field=field) from None
+    if not aware:
+        raise ValidationError(f"must be an aware datetime (with a time zone), got the naive "
+                              f"{value.isoformat()}", field=field)
+    # a pandas.Timestamp as a datetime (to the microsecond)
+    return value.to_pydatetime(warn=False) if hasattr(value, "to_pydatetime") else value
+
+
+def checked_clock(clock: Any, *, field: str = "clock") -> Callable[[], dt.datetime]:
+    """``clock`` (default: UTC now) wrapped so that each reading is checked by
+    :func:`aware_datetime`: a clock that fails or returns anything else raises
+    :class:`ValidationError` naming ``field``. The clock is read once here, so that a
+    clock that is no clock is refused where it is given."""
+    if clock is None:
+        return _utc_now
+    if not callable(clock):
+        raise ValidationError(f"must be a callable returning an aware datetime, got "
+                              f"{type(clock).__name__}", field=field)
+
+    def read() -> dt.datetime:
+        try:
+            value = clock()
+        except ValidationError:
+            raise
+        except Exception as exc:
+            raise ValidationError(f"failed: {type(exc).__name__}: {exc}",
+                                  field=field) from exc
+        return aware_datetime(value, field=field)
+
+    read()
+    return read
+
+
+def _utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _key(key: Any) -> Hashable:
+    """``key`` if it can be a dictionary key; raise :class:`ValidationError` otherwise."""
+    try:
+        hash(key)
+    except Exception:  # TypeError for lists, dicts, sets; anything a __hash__ raises
+        raise ValidationError(f"must be hashable (a string, number or tuple of them), got "
+                              f"{type(key).__name__}", field="key") from None
+    return cast(Hashable, key)
+
+
 class WorkingMemory:
     """A token budget of memories, most valuable kept, thread-safe.
 
@@ -46,6 +106,9 @@ class WorkingMemory:
         The budget.
     clock : callable, optional
         Returns the current aware datetime (default: UTC now); tests pass a fixed clock.
+        It is read once when the working memory is made, and each reading is checked: a
+        clock that is not callable, fails or returns anything but an aware datetime raises
+        :class:`~htm_analytics.ValidationError` (``field="clock"``) and changes nothing.
 
     Notes
     -----
@@ -58,7 +121,7 @@ class WorkingMemory:
     def __init__(self, max_tokens: int, *,
                  clock: Callable[[], dt.datetime] | None = None) -> None:
         self.max_tokens = validate_positive_int(max_tokens, field="max_tokens")
-        self._clock = clock or (lambda: dt.datetime.now(dt.UTC))
+        self._clock = checked_clock(clock)
         self._entries: dict[Hashable, _Entry] = {}
         self._tokens = 0
         self._counter = 0
@@ -85,7 +148,7 @@ class WorkingMemory:
         return len(self._entries)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._entries
+        return _key(key) in self._entries
 
     def keys(self) -> list[Hashable]:
         """The keys held, least recently added or touched first."""
@@ -106,13 +169,32 @@ class WorkingMemory:
             last_accessed: dt.datetime | None = None) -> None:
         """Hold ``value`` under ``key`` (replacing an entry with that key, made most recent).
 
+        Parameters
+        ----------
+        key : hashable
+        value : object
+            Held as it is; :meth:`assemble_context` joins the ``str`` of each value.
+        token_count : int
+            0 to 2**31 - 1.
+        access_count : int
+            How often it was used before, 0 or more.
+        last_accessed : datetime, optional
+            An aware datetime: when it was last used (default: when it is added).
+
         Raises
         ------
         ValidationError
-            If the entry is larger than the whole budget, or does not fit in the space left
-            (call :meth:`evict_to_make_space` first): the budget is never exceeded.
+            A key that is not hashable or a bad count or time (naming the argument); an
+            entry larger than the whole budget, or one that does not fit in the space left
+            (call :meth:`evict_to_make_space` first): the budget is never exceeded. Nothing
+            changes then.
         """
+        key = _key(key)
         tokens = _tokens(token_count)
+        accesses = int(validate_number(access_count, field="access_count", minimum=0,
+                                       integer=True))
+        if last_accessed is not None:
+            last_accessed = aware_datetime(last_accessed, field="last_accessed")
         if tokens > self.max_tokens:
             raise ValidationError(f"{tokens} tokens do not fit a working memory of "
                                   f"{self.max_tokens}", field="token_count")
@@ -123,25 +205,29 @@ class WorkingMemory:
                 raise ValidationError(
                     f"{tokens} tokens do not fit: {self.max_tokens - self._tokens + freed} "
                     "left; call evict_to_make_space first", field="token_count")
+            now = self._clock()
             self._counter += 1
-            self._entries[key] = _Entry(value, tokens, max(int(access_count), 0),
-                                        last_accessed, self._clock(), self._counter)
+            self._entries[key] = _Entry(value, tokens, accesses, last_accessed, now,
+                                        self._counter)
             self._tokens += tokens - freed
 
     def touch(self, key: Hashable) -> bool:
         """Count one access to ``key`` now and make it most recent; False if absent."""
+        key = _key(key)
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
                 return False
+            now = self._clock()
             self._counter += 1
             entry.access_count += 1
-            entry.last_accessed = self._clock()
+            entry.last_accessed = now
             entry.order = self._counter
             return True
 
     def remove(self, key: Hashable) -> bool:
         """Drop ``key``; False if it was not held."""
+        key = _key(key)
         with self._lock:
             entry = self._entries.pop(key, None)
             if entry is None:
@@ -201,7 +287,7 @@ class WorkingMemory:
         stops at the first entry that would overflow the budget (default: ``max_tokens`` of
         this working memory).
         """
-        if strategy not in CONTEXT_STRATEGIES:
+        if not isinstance(strategy, str) or strategy not in CONTEXT_STRATEGIES:
             raise ValidationError(f"must be one of {', '.join(CONTEXT_STRATEGIES)}, got "
                                   f"{strategy!r}", field="strategy")
         budget = self.max_tokens if max_tokens is None else _tokens(max_tokens, "max_tokens")
