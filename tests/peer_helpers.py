@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import sqlite3
+from pathlib import Path
+
 import psycopg
+from hypothesis import strategies as st
 
 from htm_analytics import LongTermMemory
 
@@ -49,3 +54,24 @@ def unit_vectors(rng, n: int, dimension: int):
 
     vectors = rng.standard_normal((n, dimension)).astype(np.float32)
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def ghostkg_logs(path: Path, logs: list[tuple]) -> None:
+    """A GhostKG file (its own DDL) holding only ``logs``: (agent_name, content, timestamp)."""
+    with sqlite3.connect(path) as conn:
+        conn.executescript((Path(__file__).parent / "peer_schemas" / "ghostkg.sql").read_text())
+        conn.executemany("INSERT INTO logs (agent_name, action_type, content, timestamp) "
+                         "VALUES (?, 'WRITE', ?, ?)", logs)
+    conn.close()
+
+
+# What a writer may put in a GhostKG log (SQLite keeps any type in any column): agents that
+# are no names, times that are no times or outside what the store holds.
+_AGENTS = st.one_of(st.none(), st.text(max_size=300), st.integers(-2**63, 2**63 - 1),
+                    st.floats())
+_TIMES = st.one_of(st.none(), st.text(max_size=30),
+                   st.datetimes(min_value=dt.datetime(1, 1, 2)).map(
+                       lambda when: when.isoformat(sep=" ")),
+                   st.datetimes(timezones=st.timezones()).map(dt.datetime.isoformat))
+HOSTILE_LOGS = st.lists(st.tuples(_AGENTS, st.text(max_size=50), _TIMES), min_size=1,
+                        max_size=8)

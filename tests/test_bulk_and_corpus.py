@@ -85,6 +85,32 @@ def test_bulk_add_rejects_bad_rows_and_writes_nothing(ltm: LongTermMemory,
                       ).fetchone() == (0,)
 
 
+def test_bulk_add_runs_several_times_in_one_transaction(ltm: LongTermMemory,
+                                                        db: psycopg.Connection) -> None:
+    """Each load stages its rows in temporary tables of its own call: a second load in the
+    same atomic block (an importer's rows of two embedding dimensions, or none) works, a
+    failed one in the block leaves nothing of itself, and rolling the block back leaves
+    nothing at all."""
+    with ltm.atomic():
+        ltm.bulk_add(["x1"], robots="bb", tags=[["t:a"]])
+        ltm.bulk_add(["x2"], robots="bb", tags=[["t:b"]], embeddings=np.ones((1, 3)))
+        with pytest.raises(ValidationError):  # a bad load inside: its savepoint only
+            ltm.bulk_add(["x3", " "], robots="bb")
+        ltm.bulk_add(["x4", "x1"], robots=["bb", "cc"], embeddings=np.eye(2, 4))
+        ltm.record_imports("test", "t", [{"key": "1", "record": {}}])
+        ltm.record_imports("test", "t", [{"key": "2", "record": {}}])
+    assert db.execute("SELECT array_agg(content ORDER BY content) FROM nodes"
+                      ).fetchone()[0] == ["x1", "x2", "x4"]
+    assert db.execute("SELECT count(*) FROM import_records").fetchone()[0] == 2
+    assert db.execute("SELECT sum(remember_count) FROM robot_nodes").fetchone()[0] == 4
+    with pytest.raises(RuntimeError), ltm.atomic():
+        ltm.bulk_add(["y1"], robots="dd")
+        ltm.bulk_add(["y2"], robots="dd")
+        raise RuntimeError("the block fails")
+    assert db.execute("SELECT count(*) FROM robots WHERE name = 'dd'").fetchone()[0] == 0
+    assert ltm.bulk_add(["y1"], robots="dd")["is_new"].tolist() == [True]
+
+
 def test_bulk_add_with_deferred_indexes_rebuilds_them(ltm: LongTermMemory,
                                                       db: psycopg.Connection) -> None:
     before = db.execute("SELECT indexname, indexdef FROM pg_indexes "

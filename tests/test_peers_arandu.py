@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -271,3 +272,156 @@ def test_a_bad_url_is_named(ltm: LongTermMemory) -> None:
     with pytest.raises(ValidationError) as bad:
         import_arandu("", ltm)
     assert bad.value.field == "url"
+
+
+def _events_source(url: str, events: list[tuple], *, alter: str | None = None) -> None:
+    """An Arandu database holding only ``events`` (id, agent_id, content, embedding,
+    created_at), its columns altered first by ``alter``."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(DDL)
+        if alter:
+            conn.execute(alter)
+        for i, (agent, content, embedding, created_at) in enumerate(events, 1):
+            conn.execute("INSERT INTO memory_events (id, agent_id, content, embedding, "
+                         "created_at) VALUES (%s, %s, %s, %s, %s)",
+                         (uuid.UUID(int=i), agent, content, embedding, created_at))
+
+
+def _records(db: psycopg.Connection) -> dict[str, dict]:
+    return {str(uuid.UUID(key)): record for key, record in db.execute(
+        "SELECT source_key, record FROM import_records WHERE source_table = 'memory_events'")}
+
+
+@pytest.mark.parametrize("alter, vectors", [
+    (None, ["[" + ",".join(["0.5"] * 1536) + "]", None]),
+    ("ALTER TABLE memory_events ALTER COLUMN embedding TYPE vector",
+     ["[1,2,3]", "[1,2,3,4]", None]),
+], ids=["1536-d and none", "untyped: 3-d, 4-d and none"])
+def test_a_chunk_of_several_embedding_dimensions_is_imported_whole(
+        server_url: str, ltm: LongTermMemory, db: psycopg.Connection, alter: str | None,
+        vectors: list[str | None]) -> None:
+    """Each dimension (and no vector) is one bulk load of the chunk's transaction."""
+    with temporary_database(server_url, "arandu_dims", template=None) as url:
+        _events_source(url, [("agent", f"event {i}", v, T0) for i, v in enumerate(vectors)],
+                       alter=alter)
+        summary = import_arandu(url, ltm).tables["memory_events"]
+        assert (summary.imported, summary.rejected) == (len(vectors), 0)
+        assert import_arandu(url, ltm).tables["memory_events"].already_imported == \
+            len(vectors)
+    dimensions = [row[0] for row in db.execute(
+        "SELECT embedding_dimension FROM nodes ORDER BY content")]
+    assert dimensions == [None if v is None else v.count(",") + 1 for v in vectors]
+    assert db.execute("SELECT array_agg(name) FROM robots").fetchone()[0] == ["agent"]
+
+
+def test_hostile_events_are_rejected_or_remembered_never_fatal(
+        server_url: str, ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    """Times past what the store holds are remembered at the import's time (the record
+    keeps them, a real year 1 too, apart from -infinity); a vector that is no vector and an
+    agent that is no name are rejected, naming their column, and recorded whole."""
+    events = [("agent", "from year one", None, "0001-01-01"),
+              ("agent", "from the end of time", None, "9999-12-31"),
+              ("agent", "from minus infinity", None, "-infinity"),
+              ("agent", "no vector", "garbage", T0),
+              ("   ", "a blank agent", None, T0),
+              ("x" * 300, "a long agent", None, T0),
+              ("agent", "fine", "[1,2]", T0)]
+    with temporary_database(server_url, "arandu_hostile", template=None) as url:
+        _events_source(url, events, alter="ALTER TABLE memory_events ALTER COLUMN embedding "
+                                           "TYPE text")
+        summary = import_arandu(url, ltm, chunk_rows=2).tables["memory_events"]
+        assert (summary.read, summary.imported, summary.rejected) == (7, 4, 3)
+        assert set(summary.reasons) == {
+            "embedding: is not a vector (could not convert string to float: 'garbage')",
+            "agent_id: must not be empty or whitespace",
+            "agent_id: must be at most 255 characters, got 300"}
+        fingerprint = store_fingerprint(db)
+        assert import_arandu(url, ltm).tables["memory_events"].already_imported == 7
+        assert store_fingerprint(db) == fingerprint
+    records = _records(db)
+    assert [records[str(uuid.UUID(int=i))]["created_at"] for i in (1, 2, 3)] == \
+        ["0001-01-01T00:00:00", "9999-12-31T00:00:00", "-infinity"]
+    assert records[str(uuid.UUID(int=4))]["embedding"] == "garbage"
+    assert records[str(uuid.UUID(int=5))]["agent_id"] == "   "
+    remembered = db.execute("SELECT min(first_remembered_at) FROM robot_nodes rn "
+                            "JOIN nodes n ON n.id = rn.node_id WHERE n.content LIKE 'from %'"
+                            ).fetchone()[0]
+    assert remembered > dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    assert db.execute("SELECT array_agg(name) FROM robots").fetchone()[0] == ["agent"]
+
+
+def test_integer_agent_ids_name_robots_as_text(server_url: str, ltm: LongTermMemory,
+                                               db: psycopg.Connection) -> None:
+    """As GhostKG's and SEAF's ids: an agent id of another type is a robot named by its
+    text."""
+    with temporary_database(server_url, "arandu_int", template=None) as url:
+        _events_source(url, [(7, "seven says hi", None, T0), (0, "zero says hi", None, T0)],
+                       alter="ALTER TABLE memory_events ALTER COLUMN agent_id TYPE int "
+                             "USING agent_id::int")
+        assert import_arandu(url, ltm).tables["memory_events"].imported == 2
+    assert db.execute("SELECT array_agg(name ORDER BY name) FROM robots").fetchone()[0] == \
+        ["0", "7"]
+
+
+def test_a_database_with_arandus_table_names_but_not_its_columns_is_refused(
+        server_url: str, empty_database_url: str) -> None:
+    """The command checks the columns the import reads, before the target gets the
+    schema."""
+    from click.testing import CliRunner
+
+    from htm_analytics import ValidationError
+    from htm_analytics.cli import cli
+    from htm_analytics.peers import check_arandu_source
+
+    with temporary_database(server_url, "arandu_other", template=None) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE memory_events (x int); CREATE TABLE memory_facts (y int)")
+        with pytest.raises(ValidationError, match="memory_events table has no agent_id, "
+                                                  "content, created_at, id columns"):
+            check_arandu_source(url)
+        result = CliRunner().invoke(cli, ["--db", empty_database_url, "import", "arandu", url])
+    assert result.exit_code != 0
+    assert "setting up the memory schema" not in result.output + result.stderr
+    assert "Traceback" not in result.output + result.stderr
+    with psycopg.connect(empty_database_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+                            ).fetchone() == (0,)
+
+
+def test_a_real_year_one_is_kept_apart_from_minus_infinity(
+        server_url: str, ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    with temporary_database(server_url, "arandu_year_one", template=None) as url:
+        _events_source(url, [("agent", "year one", None, "0001-01-01"),
+                             ("agent", "minus infinity", None, "-infinity"),
+                             ("agent", "plus infinity", None, "infinity"),
+                             ("agent", "before Christ", None, "0044-03-15 BC"),
+                             ("agent", "year 10000", None, "10000-01-01")])
+        assert import_arandu(url, ltm).tables["memory_events"].imported == 5
+    assert sorted(r["created_at"] for r in _records(db).values()) == \
+        ["-infinity", "0001-01-01T00:00:00", "0044-03-15 00:00:00 BC", "10000-01-01 00:00:00",
+         "infinity"]
+
+
+def test_a_vector_column_of_text_is_read_row_by_row(
+        server_url: str, database_url: str, db: psycopg.Connection) -> None:
+    """Text that is no vector rejects its row, named, with the text kept in the record;
+    the command prints its summary, no traceback."""
+    from click.testing import CliRunner
+
+    from htm_analytics.cli import cli
+
+    with temporary_database(server_url, "arandu_text_vectors", template=None) as url:
+        _events_source(url, [("agent", "garbage", "garbage", T0),
+                             ("agent", "huge", "[1e39, 1]", T0),
+                             ("agent", "fine", " [0.5, 1] ", T0)],
+                       alter="ALTER TABLE memory_events ALTER COLUMN embedding TYPE text")
+        result = CliRunner().invoke(cli, ["--db", database_url, "import", "arandu", url,
+                                          "--json"])
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output + result.stderr
+    events = {r["table"]: r for r in json.loads(result.stdout)}["memory_events"]
+    assert (events["imported"], events["rejected"]) == (1, 2)
+    assert "embedding: is not a vector" in events["reasons"]
+    assert db.execute("SELECT embedding_dimension FROM nodes").fetchall() == [(2,)]
+    assert sorted(str(r.get("embedding")) for r in _records(db).values()) == \
+        ["None", "[1e39, 1]", "garbage"]

@@ -15,7 +15,8 @@ import pandas as pd
 import psycopg
 import pytest
 from fixtures_db import temporary_database
-from peer_helpers import store_fingerprint, writes_so_far
+from hypothesis import HealthCheck, given, settings
+from peer_helpers import HOSTILE_LOGS, ghostkg_logs, store_fingerprint, writes_so_far
 
 from htm_analytics import DatabaseError, LongTermMemory, ValidationError
 from htm_analytics.peers import (
@@ -247,7 +248,11 @@ def test_a_source_that_is_not_one_leaves_the_target_untouched(
     not_sqlite.write_text('{"not": "a database"}\n' * 50)
     other = tmp_path / "other.db"
     sqlite3.connect(other).close()
-    for source in (not_sqlite, other):
+    same_names = tmp_path / "same_names.db"  # GhostKG's table names, not its columns
+    with sqlite3.connect(same_names) as conn:
+        conn.executescript("create table nodes(x); create table edges(y)")
+    conn.close()
+    for source in (not_sqlite, other, same_names):
         result = CliRunner().invoke(cli, ["--db", empty_database_url, "import", "ghostkg",
                                           str(source)])
         assert result.exit_code != 0
@@ -257,6 +262,9 @@ def test_a_source_that_is_not_one_leaves_the_target_untouched(
                             ).fetchone() == (0,)
     with pytest.raises(DatabaseError):
         check_ghostkg_source(not_sqlite)
+    with pytest.raises(ValidationError, match=r"nodes table has no .*owner_id") as columns:
+        check_ghostkg_source(same_names)
+    assert columns.value.field == "source"
     path = tmp_path / "agents.db"
     build_ghostkg(path)
     assert check_ghostkg_source(path) == []
@@ -436,3 +444,72 @@ def test_a_second_source_is_refused_whatever_its_rows_became(
     assert {"two", "three"} <= stored
     assert import_ghostkg(first, ltm).to_frame().set_index("table").loc[
         "(total)", "imported"] == 0  # the first source again: nothing new, nothing refused
+
+
+def test_one_hostile_row_never_stops_an_import(tmp_path: Path, ltm: LongTermMemory,
+                                               db: psycopg.Connection) -> None:
+    """A time past the years the store holds is remembered at the import's time (the
+    record keeps it); an agent name that is no name is rejected, naming agent_name; every
+    other row of the chunk is imported, and a second run writes nothing."""
+    path = tmp_path / "hostile.db"
+    good = [("Alice", f"good line {i}", _stamp(START)) for i in range(5)]
+    hostile = [("Alice", "from year one", "0001-01-01 00:00:00"),
+               ("Alice", "from the end", "9999-12-31 23:59:59"),
+               ("Alice", "an offset past 9999", "9999-12-31T23:00:00-05:00"),
+               ("   ", "a blank agent", _stamp(START)),
+               ("Al\x00ice", "a NUL in the agent", _stamp(START)),
+               ("x" * 300, "a long agent", _stamp(START)),
+               (7, "an agent by number", _stamp(START))]
+    ghostkg_logs(path, good[:2] + hostile + good[2:])
+    summary = import_ghostkg(path, ltm, chunk_rows=2).tables["logs"]
+    assert (summary.read, summary.imported, summary.rejected) == (12, 9, 3)
+    assert set(summary.reasons) == {"agent_name: must not be empty or whitespace",
+                                    "agent_name: must not contain NUL bytes (PostgreSQL text "
+                                    "cannot hold them)",
+                                    "agent_name: must be at most 255 characters, got 300"}
+    fingerprint = store_fingerprint(db)
+    assert import_ghostkg(path, ltm, chunk_rows=2).tables["logs"].already_imported == 12
+    assert store_fingerprint(db) == fingerprint
+    assert db.execute("SELECT array_agg(name ORDER BY name) FROM robots").fetchone()[0] == \
+        ["7", "Alice"]
+    records = {r[0]["content"]: r[0] for r in db.execute("SELECT record FROM import_records")}
+    assert records["from year one"]["timestamp"] == "0001-01-01 00:00:00"
+    assert records["a long agent"]["_rejected"].startswith("agent_name:")
+    late = db.execute("SELECT min(rn.first_remembered_at) FROM robot_nodes rn JOIN nodes n "
+                      "ON n.id = rn.node_id WHERE n.content LIKE 'from %' "
+                      "OR n.content LIKE 'an offset%'").fetchone()[0]
+    assert late > dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+
+
+def test_the_cli_imports_around_a_hostile_row(tmp_path: Path, database_url: str) -> None:
+    from click.testing import CliRunner
+
+    from htm_analytics.cli import cli
+
+    path = tmp_path / "g2.db"
+    ghostkg_logs(path, [("x" * 300, "a long agent", _stamp(START)), ("Bob", "hello", "9999-01-01")])
+    result = CliRunner().invoke(cli, ["--db", database_url, "import", "ghostkg", str(path),
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    assert {r["table"]: r["rejected"] for r in json.loads(result.stdout)}["logs"] == 1
+
+
+_SOURCES = iter(range(10**6))
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(logs=HOSTILE_LOGS)
+def test_any_logs_are_imported_or_rejected_each_recorded_once(
+        tmp_path: Path, ltm: LongTermMemory, logs: list[tuple]) -> None:
+    """Whatever a writer put in a log's agent, text and time: the import finishes, records
+    every row once (rejected or not) and the second run imports nothing."""
+    name = f"s{next(_SOURCES)}"
+    path = tmp_path / f"{name}.db"
+    ghostkg_logs(path, logs)
+    summary = import_ghostkg(path, ltm, chunk_rows=3, source_name=name).tables["logs"]
+    assert summary.read == len(logs) and summary.imported + summary.rejected == len(logs)
+    keys = ltm.imported_keys("ghostkg", "logs", [f"{name}:{i}" for i in
+                                                 range(1, len(logs) + 1)])
+    assert len(keys) == len(logs)
+    again = import_ghostkg(path, ltm, chunk_rows=3, source_name=name).tables["logs"]
+    assert (again.already_imported, again.imported, again.rejected) == (len(logs), 0, 0)

@@ -240,3 +240,56 @@ def test_a_database_that_is_not_seafs_is_said_so(empty_database_url: str) -> Non
     with pytest.raises(SchemaError, match="is it seaf's database") as raised:
         seaf_tool_stats(empty_database_url)
     assert "init-db" not in str(raised.value)
+
+
+def test_hostile_tools_and_executions_never_stop_an_import(
+        server_url: str, ltm: LongTermMemory, db: psycopg.Connection) -> None:
+    """Tools with and without a vector are imported together; a tool without a name is
+    rejected (naming ``name``) and recorded; an execution at a time past the store's years
+    is a recall at the import's time, its record keeping the time."""
+    rng = np.random.default_rng(2)
+    with temporary_database(server_url, "seaf_hostile", template=None) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(DDL)
+            register_vector(conn)
+            for i, (name, vector) in enumerate([("with_vector", unit_vectors(rng, 1, 1536)[0]),
+                                                ("without_vector", None), ("", None),
+                                                ("   ", unit_vectors(rng, 1, 1536)[0])]):
+                conn.execute("INSERT INTO agent_tools (id, name, embedding, file_path, "
+                             "test_path, created_at) VALUES (%s, %s, %s, 'f', 't', %s)",
+                             (str(i), name, vector, T0))
+            for tool, when in (("with_vector", T0), ("without_vector", "9999-01-01"),
+                               ("", T0)):
+                conn.execute("INSERT INTO tool_executions (session_id, tool_name, "
+                             "execution_order, success, timestamp) VALUES ('s', %s, 1, true, "
+                             "%s)", (tool, when))
+        summary = import_seaf(url, ltm, chunk_rows=3)
+        fingerprint = store_fingerprint(db)
+        again = import_seaf(url, ltm, chunk_rows=3).to_frame().set_index("table")
+        assert again.loc["(total)", "imported"] == 0 and store_fingerprint(db) == fingerprint
+    tools, executions = summary.tables["agent_tools"], summary.tables["tool_executions"]
+    assert (tools.imported, tools.rejected) == (2, 2)
+    assert set(tools.reasons) == {"name: must not be empty or whitespace"}
+    assert (executions.imported, executions.rejected) == (2, 1)
+    records = {r[0]: r[1] for r in db.execute(
+        "SELECT source_key, record FROM import_records WHERE source_table = 'agent_tools'")}
+    assert records["∅"]["name"] == "" and "_rejected" in records["∅"]
+    assert len(records["   "]["embedding"]) == 1536  # a vector no node took is kept
+    late = db.execute("SELECT e.occurred_at, ir.record->>'timestamp' FROM import_records ir "
+                      "JOIN memory_events e ON e.id = ir.event_id "
+                      "WHERE ir.record->>'tool_name' = 'without_vector'").fetchone()
+    assert late[0] > dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
+    assert late[1].startswith("9999-01-01")
+
+
+def test_a_database_with_seafs_table_names_but_not_its_columns_is_refused(
+        server_url: str) -> None:
+    from htm_analytics.peers import check_seaf_source
+
+    with temporary_database(server_url, "seaf_other", template=None) as url:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("CREATE TABLE agent_tools (x int); CREATE TABLE tool_executions "
+                         "(id int, session_id text, tool_name text, timestamp timestamptz)")
+        with pytest.raises(ValidationError, match="agent_tools table has no") as raised:
+            check_seaf_source(url)
+    assert raised.value.field == "source"

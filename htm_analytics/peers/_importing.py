@@ -9,13 +9,8 @@ import recorded (so importing twice changes nothing), remembers the new ones wit
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import decimal
 import json
-import math
-import re
-import uuid
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,13 +23,22 @@ from .._progress import progress_bar
 from ..agent.tokens import count_tokens
 from ..errors import HTMError, ValidationError
 from ..store import LongTermMemory, content_hash
-from ..store.sources import count_rows, stream_rows, table_exists
+from ..store.sources import count_rows, stream_rows, table_columns, table_exists
 from ..validation import (
-    MAX_EMBEDDING_DIMENSION,
     validate_content,
     validate_embedding_model,
     validate_name,
     validate_positive_int,
+    validate_tag,
+)
+from ._values import (
+    as_utc,
+    embedding_problem,
+    jsonable,
+    robot_name,
+    slug_tag,
+    storable_key,
+    vector_or_none,
 )
 
 __all__ = [
@@ -53,7 +57,6 @@ __all__ = [
 ]
 
 DEFAULT_CHUNK_ROWS = 5_000
-_NOT_TAG = re.compile(r"[^a-z0-9]+")
 
 
 @dataclass
@@ -64,22 +67,33 @@ class SourceRow:
     ``embedding``. ``event`` set (``(kind, table, key)``): a ``memory_events`` row of that kind
     for the node another imported row became. Neither: the row is only kept as a record.
     ``reject`` names why a row could not be mapped (it is still kept as a record).
+
+    ``content``, ``robot`` and ``embedding`` are the source's values as read: the import
+    checks them (:func:`_prepare`) and rejects the row, with a reason naming the source
+    column that ``columns`` gives for each (``{"robot": "agent_id"}``; by default the
+    field's own name), when the store would refuse one.
     """
 
     key: str
     record: dict[str, Any]
-    content: str | None = None
-    robot: str | None = None
+    content: Any = None
+    robot: Any = None
     remembered_at: dt.datetime | None = None
     tags: list[str] = field(default_factory=list)
-    embedding: np.ndarray | None = None
+    embedding: Any = None
     event: tuple[str, str, str] | None = None
     reject: str | None = None
+    columns: Mapping[str, str] = field(default_factory=dict)
+
+    def column(self, name: str) -> str:
+        """The source column of the field ``name`` (for reasons and errors)."""
+        return self.columns.get(name, name)
 
 
 @dataclass(frozen=True)
 class TableSpec:
-    """A source table: its query (ordered by its key) and how a row maps."""
+    """A source table: its query (ordered by its key), how a row maps, and the columns
+    the import reads (a table of that name without them is another system's)."""
 
     table: str
     query: Any  # str or psycopg.sql.Composed
@@ -88,6 +102,7 @@ class TableSpec:
     # Rows never change once written and are keyed by the source's own row ids (logs,
     # messages, executions): a recorded key with another record is another source's row.
     append_only: bool = False
+    columns: tuple[str, ...] = ()
 
 
 @dataclass
@@ -168,99 +183,6 @@ class ImportSummary:
         return text
 
 
-# -- value conversion ----------------------------------------------------------------------
-
-def as_utc(value: Any) -> dt.datetime | None:
-    """A timestamp from a source column (SQLite text or a datetime) as aware UTC, or None
-    (also for PostgreSQL's ``infinity`` and ``-infinity``: no moment to remember at)."""
-    if value is None or value == "" or _infinity(value):
-        return None
-    if isinstance(value, str):
-        try:
-            value = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    if isinstance(value, dt.date) and not isinstance(value, dt.datetime):
-        value = dt.datetime(value.year, value.month, value.day)
-    if not isinstance(value, dt.datetime):
-        return None
-    # SQLite's CURRENT_TIMESTAMP and naive columns are UTC.
-    return value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value.astimezone(dt.UTC)
-
-
-def _infinity(value: Any) -> str | None:
-    """``"infinity"`` or ``"-infinity"`` for the datetimes a source's infinities read as
-    (``store.timestamps``), else None."""
-    if isinstance(value, dt.datetime):
-        if value.replace(tzinfo=None) == dt.datetime.max:
-            return "infinity"
-        if value.replace(tzinfo=None) == dt.datetime.min:
-            return "-infinity"
-    return None
-
-
-def jsonable(value: Any) -> Any:
-    """``value`` as plain JSON: timestamps in ISO 8601 (infinities as PostgreSQL writes
-    them), UUIDs and decimals as text, vectors as lists of floats, bytes as base64,
-    non-finite floats as None."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value.replace("\x00", "") if isinstance(value, str) else value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return _infinity(value) or value.isoformat()
-    if isinstance(value, (uuid.UUID, decimal.Decimal)):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
-    if isinstance(value, np.generic):
-        return jsonable(value.item())
-    if hasattr(value, "to_numpy"):  # pgvector's Vector
-        value = value.to_numpy()
-    if isinstance(value, np.ndarray):
-        return [jsonable(float(x)) for x in value.ravel()]
-    if isinstance(value, dt.timedelta):
-        return value.total_seconds()
-    if isinstance(value, (list, tuple, set)):
-        return [jsonable(v) for v in value]
-    return str(value)
-
-
-def slug_tag(*segments: Any) -> str | None:
-    """A valid tag from free text segments: ``("person", "Carlos Díaz")`` gives
-    ``person:carlos-d-az``; None when a segment has no letter or digit left."""
-    parts = []
-    for segment in segments:
-        part = _NOT_TAG.sub("-", str(segment).lower()).strip("-")
-        if not part:
-            return None
-        parts.append(part[:60])
-    return ":".join(parts)
-
-
-def vector_or_none(value: Any) -> np.ndarray | None:
-    """A stored vector as float32, or None when absent."""
-    if value is None:
-        return None
-    if hasattr(value, "to_numpy"):
-        value = value.to_numpy()
-    if isinstance(value, str):
-        value = [float(x) for x in value.strip("[]").split(",") if x.strip()]
-    return np.asarray(value, dtype=np.float32)
-
-
-def _embedding_problem(vector: np.ndarray) -> str | None:
-    if vector.ndim != 1 or not 0 < vector.size <= MAX_EMBEDDING_DIMENSION:
-        return f"embedding dimension not in 1..{MAX_EMBEDDING_DIMENSION}"
-    if not np.isfinite(vector).all():
-        return "embedding not finite"
-    if not np.abs(vector).max() > 0:
-        return "embedding all zeros"
-    return None
-
-
 # -- the import loop -------------------------------------------------------------------------
 
 def _ensure_robots(store: LongTermMemory, names: Iterable[str],
@@ -274,36 +196,71 @@ def _ensure_robots(store: LongTermMemory, names: Iterable[str],
 
 
 def _prepare(row: SourceRow) -> SourceRow:
-    """Validate what bulk_add would reject, so one bad row never fails its chunk."""
-    if row.reject or row.content is None:
-        return row
-    try:
-        row.content = validate_content(row.content)
-    except ValidationError as exc:
-        row.reject = str(exc)
-        return row
-    if row.embedding is not None:
-        problem = _embedding_problem(row.embedding)
-        if problem:
-            row.reject = problem
+    """Check what the store would refuse, so that one bad row never fails its chunk: the
+    row is rejected with the reason, naming its source column, and kept as a record (with
+    its vector when that became no node's embedding)."""
+    if row.robot is not None:
+        try:
+            row.robot = robot_name(row.robot, field=row.column("robot"))
+        except ValidationError as exc:
+            row.robot = None
+            row.reject = row.reject or str(exc)
+    if row.content is not None and not row.reject:
+        try:
+            row.content = validate_content(row.content, field=row.column("content"))
+        except ValidationError as exc:
+            row.reject = str(exc)
+        if row.robot is None and not row.reject:
+            row.reject = f"no {row.column('robot')}"
+    vector, problem = embedding_problem(row.embedding, field=row.column("embedding"))
+    if row.content is not None and not row.reject:
+        row.reject = problem
+    if row.embedding is not None and (row.reject or row.content is None):
+        row.record[row.column("embedding")] = jsonable(row.embedding)  # lose nothing
+        vector = None
+    row.embedding = vector
+    row.tags = [tag for tag in row.tags if _is_tag(tag)]
     return row
 
 
+def _is_tag(tag: str) -> bool:
+    try:
+        validate_tag(tag)
+    except ValidationError:
+        return False
+    return True
+
+
 def _named(row: SourceRow, source_name: str | None) -> SourceRow:
-    """``row`` with its key, and the key its event points at, under ``source_name``."""
-    if source_name is not None:
-        row.key = f"{source_name}:{row.key}"
-        if row.event is not None:
-            kind, tables, key = row.event
-            row.event = (kind, tables, f"{source_name}:{key}")
+    """``row`` with its key, and the key its event points at, under ``source_name`` (or as
+    ``import_records`` keeps it: :func:`storable_key`)."""
+
+    def named(key: str) -> str:
+        return storable_key(key) if source_name is None else f"{source_name}:{key}"
+
+    row.key = named(row.key)
+    if row.event is not None:
+        kind, tables, key = row.event
+        row.event = (kind, tables, named(key))
     return row
 
 
 def _source_rows(spec: TableSpec, chunk: list[dict[str, Any]],
                  source_name: str | None) -> list[SourceRow]:
     """A chunk of ``spec``'s table as the import reads it: mapped, prepared, keyed under
-    ``source_name``."""
-    return [_named(_prepare(spec.mapper(raw)), source_name) for raw in chunk]
+    ``source_name``. A mapper's surprise is a :class:`ValidationError` naming the table,
+    raised before anything of the chunk is written."""
+    rows = []
+    for raw in chunk:
+        try:
+            mapped = spec.mapper(raw)
+        except HTMError:
+            raise
+        except Exception as exc:
+            raise ValidationError(f"could not read a {spec.table} row: {exc}",
+                                  field="source") from exc
+        rows.append(_named(_prepare(mapped), source_name))
+    return rows
 
 
 def _refuse_another_source(store: LongTermMemory, conn: Any, specs: Sequence[TableSpec], *,
@@ -370,6 +327,28 @@ def _remember(store: LongTermMemory, rows: list[SourceRow], robot_ids: Mapping[s
     return records
 
 
+def _sorted_rows(rows: Iterable[SourceRow], robot_ids: Mapping[str, int],
+                 summary: TableSummary) -> tuple[list[SourceRow], list[SourceRow],
+                                                 list[dict[str, Any]]]:
+    """The memories and the events among ``rows``, and the records of the others (rejected
+    rows counted, with their reason)."""
+    memories, events, records = [], [], []
+    for row in rows:
+        if row.reject:
+            summary.rejected += 1
+            summary.reasons[row.reject] += 1
+            records.append({"key": row.key, "robot_id": robot_ids.get(row.robot or ""),
+                            "record": {**row.record, "_rejected": row.reject}})
+        elif row.content is not None:
+            memories.append(row)
+        elif row.event is not None:
+            events.append(row)
+        else:
+            records.append({"key": row.key, "record": row.record,
+                            "robot_id": robot_ids.get(row.robot or "")})
+    return memories, events, records
+
+
 def _events(store: LongTermMemory, system: str, rows: list[SourceRow],
             robot_ids: Mapping[str, int], summary: TableSummary) -> list[dict[str, Any]]:
     """Records for event rows, each with the node its target row became.
@@ -409,6 +388,14 @@ def missing_tables(conn: Any, specs: Sequence[TableSpec], *, system: str) -> lis
         if not spec.optional:
             raise ValidationError(f"the source has no {spec.table} table: is it {system}'s "
                                   "database?", field="source")
+    for spec in specs:
+        if spec not in missing and spec.columns:
+            lacking = sorted(set(spec.columns) - table_columns(conn, spec.table))
+            if lacking:
+                raise ValidationError(
+                    f"the source's {spec.table} table has no {', '.join(lacking)} column"
+                    f"{'s' if len(lacking) > 1 else ''}: is it {system}'s database?",
+                    field="source")
     return [spec.table for spec in missing]
 
 
@@ -470,27 +457,14 @@ def _import_chunk(store: LongTermMemory, system: str, spec: TableSpec,
             fresh[row.key] = row
     if not fresh:
         return
-    robot_ids = _ensure_robots(store, [r.robot for r in fresh.values() if r.robot],
-                               robot_metadata)
-    memories, events, records = [], [], []
     rejected_before = part.rejected
-    for row in fresh.values():
-        if row.reject:
-            part.rejected += 1
-            part.reasons[row.reject] += 1
-            records.append({"key": row.key, "robot_id": robot_ids.get(row.robot or ""),
-                            "record": {**row.record, "_rejected": row.reject}})
-        elif row.content is not None:
-            memories.append(row)
-        elif row.event is not None:
-            events.append(row)
-        else:
-            records.append({"key": row.key, "record": row.record,
-                            "robot_id": robot_ids.get(row.robot or "")})
     try:
-        # One transaction: an import killed midway leaves no memory without its record, so
-        # the next run neither skips it nor remembers it twice.
+        # One transaction: an import killed midway leaves no memory without its record (nor
+        # a robot of no row), so the next run neither skips it nor remembers it twice.
         with store.atomic():
+            robot_ids = _ensure_robots(store, [r.robot for r in fresh.values() if r.robot],
+                                       robot_metadata)
+            memories, events, records = _sorted_rows(fresh.values(), robot_ids, part)
             if memories:
                 records.extend(_remember(store, memories, robot_ids, embedding_model, part,
                                          now))

@@ -33,7 +33,6 @@ from ._importing import (
     jsonable,
     missing_tables,
     slug_tag,
-    vector_or_none,
 )
 
 __all__ = [
@@ -63,6 +62,14 @@ def _record(row: dict[str, Any], *vector_columns: str) -> dict[str, Any]:
     return jsonable({k: v for k, v in row.items() if k not in vector_columns})
 
 
+def _agent_missing(row: dict[str, Any]) -> str | None:
+    return "no agent_id" if row.get("agent_id") in (None, "") else None
+
+
+_AGENT = {"robot": "agent_id"}
+_RELATIONSHIP_TEXT = "source_entity_key rel_type target_entity_key"
+
+
 def _map_event(row: dict[str, Any]) -> SourceRow:
     tags = ["arandu:event"]
     if row.get("emotion"):
@@ -70,8 +77,8 @@ def _map_event(row: dict[str, Any]) -> SourceRow:
     return SourceRow(key=str(row["id"]), record=_record(row, "embedding"),
                      content=row.get("content"), robot=row.get("agent_id"),
                      remembered_at=as_utc(row.get("created_at")), tags=tags,
-                     embedding=vector_or_none(row.get("embedding")),
-                     reject=None if row.get("agent_id") else "no agent_id")
+                     embedding=row.get("embedding"), reject=_agent_missing(row),
+                     columns=_AGENT)
 
 
 def _map_fact(row: dict[str, Any]) -> SourceRow:
@@ -80,8 +87,8 @@ def _map_fact(row: dict[str, Any]) -> SourceRow:
                      remembered_at=(as_utc(row.get("valid_from"))
                                     or as_utc(row.get("created_at"))),
                      tags=["arandu:fact", *_entity_tags(row.get("entity_key"))],
-                     embedding=vector_or_none(row.get("embedding")),
-                     reject=None if row.get("agent_id") else "no agent_id")
+                     embedding=row.get("embedding"), reject=_agent_missing(row),
+                     columns={**_AGENT, "content": "fact_text"})
 
 
 def _map_relationship(row: dict[str, Any]) -> SourceRow:
@@ -93,25 +100,30 @@ def _map_relationship(row: dict[str, Any]) -> SourceRow:
                      tags=["arandu:relationship",
                            *_entity_tags(row.get("source_entity_key"),
                                          row.get("target_entity_key"))],
-                     reject=None if row.get("agent_id") else "no agent_id")
+                     reject=_agent_missing(row),
+                     columns={**_AGENT, "content": _RELATIONSHIP_TEXT})
 
 
 def _map_record(row: dict[str, Any]) -> SourceRow:
-    return SourceRow(key=str(row["id"]), record=jsonable(row), robot=row.get("agent_id"))
+    return SourceRow(key=str(row["id"]), record=jsonable(row), robot=row.get("agent_id"),
+                     columns=_AGENT)
 
 
-# Tables in import order: events and facts first, so that later rows can point at them.
-_TABLES: list[tuple[str, Callable[[dict[str, Any]], SourceRow], bool]] = [
-    ("memory_events", _map_event, False),
-    ("memory_facts", _map_fact, False),
-    ("memory_entity_relationships", _map_relationship, True),
-    ("memory_entities", _map_record, True),
-    ("memory_fact_entity_links", _map_record, True),
-    ("memory_entity_aliases", _map_record, True),
-    ("memory_clusters", _map_record, True),
-    ("memory_meta_observations", _map_record, True),
-    ("memory_attribute_registry", _map_record, True),
-    ("memory_intentions", _map_record, True),
+# Tables in import order: events and facts first, so that later rows can point at them;
+# with the columns the import reads (a table lacking one is not Arandu's).
+_TABLES: list[tuple[str, Callable[[dict[str, Any]], SourceRow], bool, tuple[str, ...]]] = [
+    ("memory_events", _map_event, False, ("id", "agent_id", "content", "created_at")),
+    ("memory_facts", _map_fact, False,
+     ("id", "agent_id", "fact_text", "entity_key", "valid_from", "created_at")),
+    ("memory_entity_relationships", _map_relationship, True,
+     ("id", "agent_id", "source_entity_key", "rel_type", "target_entity_key")),
+    ("memory_entities", _map_record, True, ("id",)),
+    ("memory_fact_entity_links", _map_record, True, ("id",)),
+    ("memory_entity_aliases", _map_record, True, ("id",)),
+    ("memory_clusters", _map_record, True, ("id",)),
+    ("memory_meta_observations", _map_record, True, ("id",)),
+    ("memory_attribute_registry", _map_record, True, ("id",)),
+    ("memory_intentions", _map_record, True, ("id",)),
 ]
 
 
@@ -122,8 +134,8 @@ def _robot_metadata(name: str) -> dict[str, Any]:
 def _specs() -> list[TableSpec]:
     # Events are written once: a recorded id holding another event is another source's.
     return [TableSpec(table, table_query(table, "id"), mapper, optional,
-                      append_only=table == "memory_events")
-            for table, mapper, optional in _TABLES]
+                      append_only=table == "memory_events", columns=columns)
+            for table, mapper, optional, columns in _TABLES]
 
 
 def check_arandu_source(url: str) -> list[str]:

@@ -93,10 +93,16 @@ def _entity_tag(name: Any) -> list[str]:
     return [tag] if tag else []
 
 
+def _absent(value: Any) -> bool:
+    return value is None or value == ""
+
+
 def _map_node(row: dict[str, Any]) -> SourceRow:
-    return SourceRow(key=_key(row["owner_id"], row["id"]), record=jsonable(row),
-                     robot=row["owner_id"] or None,
-                     reject=None if row["owner_id"] else "no owner_id")
+    owner = row["owner_id"]
+    return SourceRow(key=_key(owner, row["id"]), record=jsonable(row),
+                     robot=None if _absent(owner) else owner,
+                     reject="no owner_id" if _absent(owner) else None,
+                     columns={"robot": "owner_id"})
 
 
 def _map_edge(row: dict[str, Any]) -> SourceRow:
@@ -106,17 +112,20 @@ def _map_edge(row: dict[str, Any]) -> SourceRow:
         tags.append(relation)
     content = " ".join(str(row[c]).strip() for c in ("source", "relation", "target")
                        if row[c] is not None)
-    return SourceRow(key=_key(row["owner_id"], row["source"], row["target"], row["relation"]),
-                     record=jsonable(row), content=content, robot=row["owner_id"] or None,
+    owner = row["owner_id"]
+    return SourceRow(key=_key(owner, row["source"], row["target"], row["relation"]),
+                     record=jsonable(row), content=content,
+                     robot=None if _absent(owner) else owner,
                      remembered_at=as_utc(row["created_at"]), tags=sorted(set(tags)),
-                     reject=None if row["owner_id"] else "no owner_id")
+                     reject="no owner_id" if _absent(owner) else None,
+                     columns={"robot": "owner_id", "content": "source relation target"})
 
 
 def _map_log(row: dict[str, Any]) -> SourceRow:
     record = jsonable(row)
     try:
         annotations = json.loads(row["annotations"]) if row["annotations"] else {}
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         annotations = {}
     tags = []
     action = slug_tag("ghostkg", row["action_type"]) if row["action_type"] else None
@@ -125,11 +134,13 @@ def _map_log(row: dict[str, Any]) -> SourceRow:
     if isinstance(annotations, dict) and isinstance(annotations.get("entities"), list):
         for name in annotations["entities"]:
             tags.extend(_entity_tag(name))
-    reject = None if row["agent_name"] else "no agent_name"
+    agent = row["agent_name"]
     return SourceRow(key=str(row["id"]), record=record,
                      content=row["content"] if row["content"] else None,
-                     robot=row["agent_name"] or None, remembered_at=as_utc(row["timestamp"]),
-                     tags=sorted(set(tags)), reject=reject)
+                     robot=None if _absent(agent) else agent,
+                     remembered_at=as_utc(row["timestamp"]), tags=sorted(set(tags)),
+                     reject="no agent_name" if _absent(agent) else None,
+                     columns={"robot": "agent_name"})
 
 
 def _robot_metadata(name: str) -> dict[str, Any]:
@@ -148,11 +159,24 @@ def _textual(mapper: Callable[[dict[str, Any]], SourceRow]
     return mapped
 
 
+# The columns the import's queries read: a table of that name without them is not GhostKG's.
+_COLUMNS = {
+    "nodes": ("owner_id", "id", "stability", "difficulty", "last_review", "reps", "state",
+              "created_at", "sim_day", "sim_hour"),
+    "edges": ("owner_id", "source", "target", "relation", "weight", "sentiment", "created_at",
+              "sim_day", "sim_hour"),
+    "logs": ("id", "agent_name", "action_type", "content", "content_uuid", "annotations",
+             "timestamp", "sim_day", "sim_hour"),
+}
+
+
 def _specs() -> list[TableSpec]:
-    return [TableSpec("nodes", load_peer_query("ghostkg_nodes"), _textual(_map_node)),
-            TableSpec("edges", load_peer_query("ghostkg_edges"), _textual(_map_edge)),
+    return [TableSpec("nodes", load_peer_query("ghostkg_nodes"), _textual(_map_node),
+                      columns=_COLUMNS["nodes"]),
+            TableSpec("edges", load_peer_query("ghostkg_edges"), _textual(_map_edge),
+                      columns=_COLUMNS["edges"]),
             TableSpec("logs", load_peer_query("ghostkg_logs"), _textual(_map_log),
-                      optional=True, append_only=True)]
+                      optional=True, append_only=True, columns=_COLUMNS["logs"])]
 
 
 def check_ghostkg_source(sqlite_path: str | os.PathLike[str]) -> list[str]:

@@ -32,7 +32,6 @@ from ._importing import (
     jsonable,
     missing_tables,
     slug_tag,
-    vector_or_none,
 )
 
 __all__ = [
@@ -65,13 +64,23 @@ def _described(name: Any, docstring: Any) -> str | None:
         else str(name)
 
 
+def _unnamed(name: Any, column: str) -> str | None:
+    """Why a tool of this name cannot be remembered (its name is its memory's key)."""
+    if name is None or not str(name).strip():
+        return f"{column}: must not be empty or whitespace"
+    return None
+
+
 def _without(row: dict[str, Any], column: str) -> dict[str, Any]:
     return jsonable({k: v for k, v in row.items() if k != column})
 
 
+_SESSION = {"robot": "session_id"}
+
+
 def _map_session(row: dict[str, Any]) -> SourceRow:
     return SourceRow(key=str(row["session_id"]), record=jsonable(row),
-                     robot=str(row["session_id"]))
+                     robot=row["session_id"], columns=_SESSION)
 
 
 def _map_tool(row: dict[str, Any]) -> SourceRow:
@@ -79,44 +88,55 @@ def _map_tool(row: dict[str, Any]) -> SourceRow:
                      content=_described(row["name"], row.get("docstring")),
                      robot=TOOL_REGISTRY_ROBOT, remembered_at=as_utc(row.get("created_at")),
                      tags=["seaf:tool", *_tool_tag(row["name"])],
-                     embedding=vector_or_none(row.get("embedding")))
+                     embedding=row.get("embedding"), reject=_unnamed(row["name"], "name"),
+                     columns={"content": "name"})
 
 
 def _map_composite(row: dict[str, Any]) -> SourceRow:
     tags = ["seaf:composite-tool", *_tool_tag(row["tool_name"])]
-    for component in row.get("component_tools") or []:
+    components = row.get("component_tools")
+    for component in components if isinstance(components, list) else []:
         tags.extend(_tool_tag(component))
     return SourceRow(key=str(row["tool_name"]), record=_without(row, "embedding"),
                      content=_described(row["tool_name"], row.get("docstring")),
                      robot=TOOL_REGISTRY_ROBOT, remembered_at=as_utc(row.get("created_at")),
-                     tags=sorted(set(tags)), embedding=vector_or_none(row.get("embedding")))
+                     tags=sorted(set(tags)), embedding=row.get("embedding"),
+                     reject=_unnamed(row["tool_name"], "tool_name"),
+                     columns={"content": "tool_name"})
 
 
 def _map_message(row: dict[str, Any]) -> SourceRow:
     role = slug_tag("seaf", "message", row.get("role") or "unknown")
     return SourceRow(key=str(row["id"]), record=jsonable(row), content=row.get("content"),
-                     robot=str(row["session_id"]), remembered_at=as_utc(row.get("created_at")),
-                     tags=[role] if role else [])
+                     robot=row["session_id"], remembered_at=as_utc(row.get("created_at")),
+                     tags=[role] if role else [], columns=_SESSION)
 
 
 def _map_execution(row: dict[str, Any]) -> SourceRow:
-    return SourceRow(key=str(row["id"]), record=jsonable(row), robot=str(row["session_id"]),
+    return SourceRow(key=str(row["id"]), record=jsonable(row), robot=row["session_id"],
                      remembered_at=as_utc(row.get("timestamp")),
-                     event=("recall", "agent_tools|composite_tools", str(row["tool_name"])))
+                     event=("recall", "agent_tools|composite_tools", str(row["tool_name"])),
+                     columns=_SESSION)
 
 
 def _map_record(row: dict[str, Any]) -> SourceRow:
     return SourceRow(key=str(row["id"]), record=jsonable(row))
 
 
-_TABLES: list[tuple[str, str, Callable[[dict[str, Any]], SourceRow], bool]] = [
-    ("agent_sessions", "session_id", _map_session, True),
-    ("agent_tools", "name", _map_tool, False),
-    ("composite_tools", "tool_name", _map_composite, True),
-    ("session_messages", "id", _map_message, True),
-    ("tool_executions", "id", _map_execution, False),
-    ("workflow_patterns", "id", _map_record, True),
-    ("tool_relationships", "id", _map_record, True),
+# Each table with its key, and the columns the import reads besides (a table of that name
+# without them is not SEAF's).
+_TABLES: list[tuple[str, str, Callable[[dict[str, Any]], SourceRow], bool,
+                    tuple[str, ...]]] = [
+    ("agent_sessions", "session_id", _map_session, True, ()),
+    ("agent_tools", "name", _map_tool, False, ("docstring", "embedding", "created_at")),
+    ("composite_tools", "tool_name", _map_composite, True,
+     ("component_tools", "docstring", "embedding", "created_at")),
+    ("session_messages", "id", _map_message, True, ("session_id", "role", "content",
+                                                    "created_at")),
+    ("tool_executions", "id", _map_execution, False, ("session_id", "tool_name",
+                                                      "timestamp")),
+    ("workflow_patterns", "id", _map_record, True, ()),
+    ("tool_relationships", "id", _map_record, True, ()),
 ]
 
 
@@ -132,8 +152,8 @@ _APPEND_ONLY = {"session_messages", "tool_executions"}
 
 def _specs() -> list[TableSpec]:
     return [TableSpec(table, table_query(table, key), mapper, optional,
-                      append_only=table in _APPEND_ONLY)
-            for table, key, mapper, optional in _TABLES]
+                      append_only=table in _APPEND_ONLY, columns=(key, *columns))
+            for table, key, mapper, optional, columns in _TABLES]
 
 
 def check_seaf_source(url: str) -> list[str]:

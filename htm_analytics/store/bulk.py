@@ -163,8 +163,10 @@ class BulkMixin(StoreBase):
                        last_remembered_at = greatest(rn.last_remembered_at,
                                                      EXCLUDED.last_remembered_at),
                        updated_at = CURRENT_TIMESTAMP""")
+            staged = ["htm_bulk_contents", "htm_bulk_rows"]
             if rows.tag_row:
                 _insert_tags(cur, rows, node_of_row)
+                staged.append("htm_bulk_tags")
             if self.schema_info.has_event_log:
                 cur.execute("""
                     INSERT INTO memory_events (occurred_at, kind, robot_id, node_id)
@@ -172,6 +174,11 @@ class BulkMixin(StoreBase):
                     FROM htm_bulk_rows ORDER BY remembered_at, ord""")
             if deferred:
                 _rebuild(cur, deferred, stored + len(new), build_memory)
+            # Dropped now, not at commit: a transaction may hold several loads (an importer's
+            # chunk, one per embedding dimension, inside ``atomic``). A load failing midway
+            # rolls back its savepoint, and with it the tables it created.
+            cur.execute(sql.SQL("DROP TABLE {}").format(sql.SQL(", ").join(
+                sql.Identifier("pg_temp", name) for name in staged)))
         self._cache.clear()
         if rows.embeddings is not None:
             self._vectors_added(provider, model, rows.dimension, len(new))

@@ -145,6 +145,8 @@ class ImportsMixin(StoreBase):
                 ON CONFLICT (source_system, source_table, source_key) DO NOTHING""",
                         {"system": source_system, "table": source_table})
             inserted = cur.rowcount
+            # Dropped now, not at commit: ``atomic`` may hold several calls.
+            cur.execute("DROP TABLE pg_temp.htm_import_staging")
         self._cache.clear()
         return int(inserted)
 

@@ -7,6 +7,7 @@ never sits in memory at once.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -18,6 +19,8 @@ import pandas as pd
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from psycopg.adapt import Buffer, Loader
+from psycopg.pq import Format
 from psycopg.rows import dict_row
 
 from .._sql import read_sql
@@ -28,12 +31,14 @@ from .memory import LongTermMemory
 from .timestamps import register_infinite_timestamps
 
 __all__ = [
+    "SourceInfinity",
     "load_peer_query",
     "table_query",
     "postgres_source",
     "read_frame",
     "sqlite_source",
     "stream_rows",
+    "table_columns",
     "table_exists",
 ]
 
@@ -115,6 +120,60 @@ def postgres_source(source: str | LongTermMemory, *, field: str = "url",
         raise translate_database_error(exc, url=source, source=system) from None  # URL inside
 
 
+def table_columns(conn: sqlite3.Connection | psycopg.Connection[Any], table: str) -> set[str]:
+    """The names of the columns of a source table (none when there is no such table)."""
+    if isinstance(conn, sqlite3.Connection):
+        return {str(row[1]) for row in conn.execute(
+            "SELECT * FROM pragma_table_info(?)", (table,))}
+    return {row[0] for row in conn.execute(
+        """SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s)
+           AND attnum > 0 AND NOT attisdropped""", (table,))}
+
+
+class SourceInfinity(dt.datetime):
+    """PostgreSQL's ``infinity`` or ``-infinity`` as an import reads a source's rows.
+
+    The latest or the earliest datetime, as the store's own reads give them (so it sorts
+    and compares the same), but marked: a real ``0001-01-01 00:00`` is not ``-infinity``.
+    """
+
+    @property
+    def label(self) -> str:
+        """``"infinity"`` or ``"-infinity"``, as PostgreSQL writes it."""
+        return "infinity" if self.year == dt.MAXYEAR else "-infinity"
+
+
+class _SourceTimestamps(Loader):
+    """Text timestamps of a source as an import reads them: the infinities as
+    :class:`SourceInfinity`, and a time Python cannot hold (before year 1, after 9999) as
+    PostgreSQL's own text, so that the row is still read and kept whole."""
+
+    format = Format.TEXT
+    latest: dt.datetime
+    earliest: dt.datetime
+
+    def __init__(self, oid: int, context: Any = None) -> None:
+        super().__init__(oid, context)
+        finite = psycopg.adapters.get_loader(oid, self.format)
+        assert finite is not None  # psycopg loads both types as text
+        self._finite = finite(oid, context).load
+
+    def load(self, data: Buffer) -> Any:
+        if len(data) < 10:  # no finite timestamp is this short
+            return self.earliest if data[0] == 45 else self.latest  # 45: "-"
+        try:
+            return self._finite(data)
+        except psycopg.DataError:  # "timestamp too small (before year 1)", BC, year 10000
+            return bytes(data).decode("utf-8", "replace")
+
+
+_SOURCE_LOADERS = {
+    name: type(f"_Source{name.title()}", (_SourceTimestamps,), {
+        "latest": SourceInfinity(dt.MAXYEAR, 12, 31, 23, 59, 59, 999_999, tzinfo=zone),
+        "earliest": SourceInfinity(dt.MINYEAR, 1, 1, tzinfo=zone)})
+    for name, zone in (("timestamp", None), ("timestamptz", dt.UTC))}
+
+
 def table_exists(conn: sqlite3.Connection | psycopg.Connection[Any], table: str) -> bool:
     """Whether the source has this table (PostgreSQL: on the search path)."""
     if isinstance(conn, sqlite3.Connection):
@@ -136,6 +195,8 @@ def stream_rows(conn: sqlite3.Connection | psycopg.Connection[Any], query: Any,
             yield [dict(row) for row in rows]
         return
     with conn.cursor(name="htm_analytics_import", row_factory=dict_row) as cur:
+        for name, loader in _SOURCE_LOADERS.items():
+            cur.adapters.register_loader(name, loader)
         cur.itersize = chunk_rows
         cur.execute(query)
         while rows := cur.fetchmany(chunk_rows):
