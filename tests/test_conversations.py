@@ -3,6 +3,7 @@ replayed into scratch databases on the real server, scored, and the command arou
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import re
@@ -156,8 +157,32 @@ def test_a_question_without_a_category_is_uncategorized_not_all(tmp_path: Path) 
      "conversation 'default'"),
     ("total.jsonl", '{"text": "hi"}\n{"question": "a?", "evidence": ["t1"], "category": "all"}\n',
      "line 2"),
-    ("end.jsonl", '{"text": "hi", "time": "9999-12-31T23:59:59+00:00"}\n{"text": "then"}\n',
+    ("end.jsonl", '{"text": "hi", "time": "2261-12-31T23:59:59+00:00"}\n{"text": "then"}\n',
      "line 2"),
+    # What a memory cannot hold is refused here, not by the scratch database's bulk_add.
+    ("late.jsonl", '{"text": "hi", "time": "2500-01-01"}\n', "line 1"),
+    ("early.jsonl", '{"text": "hi", "time": "0001-01-01T00:00:00+05:00"}\n', "line 1"),
+    ("calendar.jsonl", '{"text": "hi", "time": "9999-12-31T23:59:59+00:00"}\n', "line 1"),
+    ("speaker.jsonl", '{"text": "hi", "speaker": "' + "s" * 300 + '"}\n', "line 1"),
+    ("speaker.json", json.dumps([{"sample_id": "conv-9", "qa": [], "conversation": {
+        "session_1": [{"speaker": "s" * 300, "dia_id": "D1:1", "text": "hi"}],
+        "session_1_date_time": "1:56 pm on 8 May, 2023"}}]), "conv-9 session_1[0]"),
+    ("late.json", json.dumps([{"sample_id": "conv-9", "qa": [], "conversation": {
+        "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "hi"}],
+        "session_1_date_time": "1:56 pm on 8 May, 2500"}}]), "conv-9 session_1_date_time"),
+    ("role.json", json.dumps([{"question_id": "q7", "question": "?", "haystack_dates": [
+        "2023/05/20 (Sat) 02:21"], "haystack_sessions": [[{"role": "", "content": "hi"}]]}]),
+     "question q7, session 0"),
+    ("late.json", json.dumps([{"question_id": "q7", "question": "?", "haystack_dates": [
+        "2500/05/20 (Sat) 02:21"], "haystack_sessions": [[{"role": "user", "content": "hi"}]]}]),
+     "question q7, session 0"),
+    # A string is not a boolean ("false" was true).
+    ("flag.jsonl", '{"text": "hi"}\n{"question": "a?", "evidence": ["t1"], '
+     '"abstention": "false"}\n', "line 2"),
+    ("flag.json", json.dumps([{"question_id": "q7", "question": "?", "haystack_dates": [
+        "2023/05/20 (Sat) 02:21"], "haystack_sessions": [[{"role": "user", "content": "hi",
+                                                           "has_answer": "false"}]]}]),
+     "question q7, session 0"),
 ])
 def test_a_malformed_file_names_its_record(tmp_path: Path, name: str, content: str,
                                            record: str) -> None:
@@ -581,3 +606,192 @@ def _the_document_in_the_report(document: dict[str, Any], database_url: str,
         assert error.value.field == "document"
     with pytest.raises(ValidationError, match="two rows"):
         ha.ConversationEvaluation.from_json({**document, "summary": [row, row]})
+
+
+# Refused as a typed error, before any database --------------------------------------------
+
+def _locomo_sample(turns: list[dict[str, Any]], qa: list[dict[str, Any]],
+                   sample_id: str = "conv-1") -> dict[str, Any]:
+    return {"sample_id": sample_id, "qa": qa, "conversation": {
+        "speaker_a": "A", "speaker_b": "B", "session_1": turns,
+        "session_1_date_time": "1:56 pm on 8 May, 2023"}}
+
+
+def _haystack(question_id: str, session_ids: Any, **extra: Any) -> dict[str, Any]:
+    return {"question_id": question_id, "question": "alpha?", "question_type": "single",
+            "haystack_session_ids": session_ids,
+            "haystack_dates": ["2023/05/20 (Sat) 02:21"] * 2,
+            "haystack_sessions": [[{"role": "user", "content": "alpha bravo",
+                                    "has_answer": True}],
+                                  [{"role": "user", "content": "zulu yankee"}]], **extra}
+
+
+_ALPHA = [{"question": "alpha", "evidence": ["D1:1"], "category": 4}]
+_TWICE = [  # (name, content, record): an id given twice gave silently wrong scores
+    ("dia.json", [_locomo_sample([{"speaker": "A", "dia_id": "D1:1", "text": "alpha bravo"},
+                                  {"speaker": "B", "dia_id": "D1:1", "text": "zulu yankee"}],
+                                 _ALPHA)], "conv-1 session_1[1]"),
+    ("sessions.json", [_haystack("q1", ["s1", "s1"])], "question q1, session s1"),
+    ("samples.json", [_locomo_sample([{"speaker": "A", "dia_id": "D1:1", "text": "alpha"}],
+                                     _ALPHA),
+                      _locomo_sample([{"speaker": "A", "dia_id": "D1:1", "text": "zulu"}],
+                                     _ALPHA)], "sample 1"),
+    ("questions.json", [_haystack("q1", ["s1", "s2"]), _haystack("q1", ["s3", "s4"])],
+     "question q1"),
+]
+
+
+@pytest.mark.parametrize(("name", "data", "record"), _TWICE)
+def test_an_id_given_twice_is_refused(tmp_path: Path, name: str, data: Any,
+                                      record: str) -> None:
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    with pytest.raises(BenchmarkFormatError, match="twice") as caught:
+        read_conversations(path)
+    assert caught.value.record == record
+
+
+def test_conversations_given_twice_are_refused_before_any_database(server_url: str) -> None:
+    before = _scratch_databases(server_url)
+    (conversation,) = read_conversations(DATA / "conversations.jsonl")
+    turn, *others = conversation.turns
+    for source, message in [
+            ([conversation, conversation], "given twice"),
+            ([dataclasses.replace(conversation, turns=(turn, turn, *others))], "given twice"),
+            ([dataclasses.replace(conversation, turns=(dataclasses.replace(
+                turn, speaker="s" * 300), *others))], "at most 255 characters"),
+            ([dataclasses.replace(conversation, turns=(dataclasses.replace(
+                turn, time=dt.datetime(2500, 1, 1, tzinfo=dt.UTC)), *others))], "outside"),
+            ([dataclasses.replace(conversation, turns=tuple(others))], "names no turn"),
+            ([conversation, "not a conversation"], "sequence of Conversation"),
+            ([[1]], "sequence of Conversation"), (5, "sequence of Conversation")]:
+        with pytest.raises(ValidationError) as caught:
+            ha.evaluate_conversations(source, server_url=server_url, progress=False)
+        assert caught.value.field == "source" and message in str(caught.value), source
+    assert _scratch_databases(server_url) == before
+
+
+_BROKEN = [  # (name, content, format, record): each raised a builtin exception
+    ("five.json", "5", "locomo", "top level"),
+    ("null.json", "null", "locomo", "top level"),
+    ("five.json", "5", "longmemeval", "top level"),
+    ("answers.json", json.dumps([{**_haystack("q1", ["s1", "s2"], answer_session_ids=5),
+                                  "haystack_sessions": [[{"role": "user", "content": "a"}]] * 2}]),
+     "longmemeval", "question q1"),
+    ("ids.json", json.dumps([_haystack("q1", 5)]), "longmemeval", "question q1"),
+    ("sessions.json", json.dumps([{**_haystack("q1", None), "haystack_sessions": 5}]),
+     "longmemeval", "question q1"),
+    ("deep.jsonl", "[" * 100_000 + "]" * 100_000, "jsonl", "line 1"),
+    ("digits.json", "[" + "9" * 5000 + "]", None, "top level"),
+    ("digits.jsonl", '{"text": ' + "9" * 5000 + "}", "jsonl", "line 1"),
+    ("superscript.json", json.dumps([_locomo_sample(
+        [{"speaker": "A", "dia_id": "D1:1", "text": "alpha"}],
+        [{"question": "alpha", "evidence": ["D1:1"], "category": "\u00b2"}])]), None,
+     None),  # a category of its own, not int("\u00b2")
+    ("session.json", json.dumps([{"sample_id": "conv-1", "qa": [], "conversation": {
+        "session_\u0663": [], "session_\u0663_date_time": "1:56 pm on 8 May, 2023"}}]),
+     None, None),  # no session: "\u0663" is no ASCII digit (looked up as session_3)
+]
+
+
+@pytest.mark.parametrize(("name", "content", "format", "record"), _BROKEN)
+def test_a_broken_file_is_refused_as_a_typed_error(tmp_path: Path, name: str, content: str,
+                                                   format: str | None,
+                                                   record: str | None) -> None:
+    path = tmp_path / name
+    path.write_text(content)
+    try:
+        read = read_conversations(path, format=format)
+    except BenchmarkFormatError as exc:
+        assert exc.record == record and exc.path == str(path)
+    else:
+        assert record is None and len(read) == 1
+
+
+def test_a_path_that_is_not_one_is_refused() -> None:
+    for path in (5, None, b"x.json", "a\x00b.json"):
+        with pytest.raises(ValidationError) as caught:
+            read_conversations(path)  # type: ignore[arg-type]
+        assert caught.value.field in ("path", "source"), path
+
+
+def test_bad_arguments_of_any_type_are_refused(server_url: str) -> None:
+    before = _scratch_databases(server_url)
+    for options, field in [({"strategies": 5}, "strategies"),
+                           ({"strategies": [["vector"]]}, "strategies"),
+                           ({"conversations": 5}, "conversations"),
+                           ({"conversations": [["trip"]]}, "conversations"),
+                           ({"source": 5}, "source"), ({"source": "a\x00b"}, "source"),
+                           ({"format": ["jsonl"]}, "format")]:
+        arguments: dict[str, Any] = {"source": DATA / "conversations.jsonl", **options}
+        with pytest.raises(ValidationError) as caught:
+            ha.evaluate_conversations(arguments.pop("source"), server_url=server_url,
+                                      progress=False, **arguments)
+        assert caught.value.field == field, options
+    assert _scratch_databases(server_url) == before
+
+
+def test_the_command_prints_one_line_for_a_broken_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from htm_analytics.cli._app import main
+
+    path = tmp_path / "five.json"
+    path.write_text("5")
+    monkeypatch.setattr("sys.argv", ["htm-analytics", "eval", "conversations", str(path),
+                                     "--format", "locomo"])
+    with pytest.raises(SystemExit) as ended:
+        main()
+    assert ended.value.code == 1
+    error = capsys.readouterr().err
+    assert error.startswith("Error: ") and error.count("\n") == 1, error
+    assert "five.json, top level" in error
+
+
+def test_only_abstention_questions_give_empty_frames_with_their_columns(
+        server_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "adversarial.json"
+    path.write_text(json.dumps([_locomo_sample(
+        [], [{"question": "alpha", "adversarial_answer": "none", "category": 5}])]))
+    result = ha.evaluate_conversations(path, server_url=server_url,
+                                       strategies=["fulltext", "vector"], k=2,
+                                       speaker_prefix=False, progress=False)
+    assert result.per_question.dtypes.astype(str).to_dict() == {
+        "conversation": "string", "question_id": "string", "question": "string",
+        "category": "string", "strategy": "string", "evidence": "object",
+        "retrieved": "object", "first_evidence_rank": "Int64", "returned": "int64",
+        "recall_any_at_1": "float64", "recall_any_at_2": "float64",
+        "recall_all_at_2": "float64", "ndcg_at_2": "float64", "mrr_at_2": "float64",
+        "latency_ms": "float64"}
+    assert len(result.per_question) == 0 and len(result.summary) == 0
+    assert result.abstention["questions"].tolist() == [1, 1]
+    assert result.conversations[["turns", "memories", "abstention"]].values.tolist() == [
+        [0, 0, 1]]
+
+
+def test_an_integral_float_category_is_the_category(tmp_path: Path) -> None:
+    path = tmp_path / "floats.json"
+    path.write_text(json.dumps([_locomo_sample(
+        [{"speaker": "A", "dia_id": "D1:1", "text": "alpha"}],
+        [{"question": "alpha", "evidence": ["D1:1"], "category": 4.0},
+         {"question": "bravo", "category": 5.0}, {"question": "gamma", "category": "5"},
+         {"question": "delta", "evidence": ["D1:1"], "category": 4.5},
+         {"question": "echo", "evidence": ["D1:1"], "category": True}])]))
+    (read,) = read_conversations(path)
+    assert [(q.category, q.abstention) for q in read.questions] == [
+        ("single-hop", False), ("adversarial", True), ("adversarial", True),
+        ("4.5", False), ("True", False)]
+
+
+def test_a_document_with_a_number_too_large_is_refused(tmp_path: Path) -> None:
+    for document in ({"summary": [{"strategy": "a", "category": "b", "questions": 1,
+                                   "k": 10**30}]},
+                     {"summary": [{"strategy": "a", "category": "b", "questions": 10**30,
+                                   "k": 1}]}, "a\x00b.json"):
+        with pytest.raises(ValidationError) as caught:
+            ha.ConversationEvaluation.from_json(document)  # type: ignore[arg-type]
+        assert caught.value.field == "document"
+    path = tmp_path / "digits.json"
+    path.write_text('{"summary": [' + "9" * 5000 + "]}")
+    with pytest.raises(ValidationError):
+        ha.ConversationEvaluation.from_json(path)

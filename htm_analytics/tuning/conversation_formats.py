@@ -11,12 +11,14 @@ Three layouts are read (``format=None`` detects which):
   ``session_<n>`` list is a session held at ``session_<n>_date_time``; a turn's image caption
   (``blip_caption``) is kept in its text. Evidence ids are ``D<session>:<turn>``; ids that
   name no turn are dropped. Category 5 (adversarial: the question asks about something that
-  was never said) counts as an abstention question.
+  was never said) counts as an abstention question; a category written ``"5"`` or ``5.0`` is
+  category 5. A ``dia_id`` or ``sample_id`` given twice is refused.
 - ``"longmemeval"``: LongMemEval's ``longmemeval_s.json``, ``_m`` or ``_oracle``: each
   question is a conversation of its own (its haystack of sessions, held at
   ``haystack_dates``); evidence is the turns marked ``has_answer``, or every turn of the
-  ``answer_session_ids`` when no turn is marked. Question ids ending in ``_abs`` are
-  abstention questions.
+  ``answer_session_ids`` when no turn is marked (``has_answer`` is true or false). Question
+  ids ending in ``_abs`` are abstention questions. A question id, or a session id of one
+  question's ``haystack_session_ids``, given twice is refused.
 - ``"jsonl"``: one JSON object per line; a turn has ``text``, a question has ``question``::
 
       {"conversation": "c1", "session": "s1", "time": "2024-03-01T09:00:00+00:00",
@@ -29,9 +31,11 @@ Three layouts are read (``format=None`` detects which):
   ``category`` (default ``"uncategorized"``; ``"all"`` names the total, so no question may
   have it), ``answer`` and ``question_id`` (default ``q<line>``) are optional; turn and
   question ids must be unique in their conversation. A question with ``"evidence": []`` or
-  ``"abstention": true`` should find nothing.
+  ``"abstention": true`` (true or false) should find nothing.
 
-Turns of one session are one second apart, in order, from the session's time.
+Turns of one session are one second apart, in order, from the session's time. Whatever the
+scratch database would refuse is refused in reading, naming the record: a speaker (a
+robot's name) of more than 255 characters, a time outside 1678 to 2261 in UTC.
 """
 
 from __future__ import annotations
@@ -39,15 +43,24 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import zipfile
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import BenchmarkFormatError, ValidationError
-from ..validation import validate_content
+from .conversation_checks import UNCATEGORIZED
+from .conversation_checks import checked_category as _category
+from .conversation_checks import checked_flag as _flag
+from .conversation_checks import checked_moment as _moment
+from .conversation_checks import checked_path as _checked_path
+from .conversation_checks import checked_speaker as _speaker
+from .conversation_checks import checked_text as _text
+from .conversation_checks import fail as _fail
+from .conversation_checks import given_twice as _twice
+from .conversation_checks import read_members as _members
+from .conversation_checks import repeated as _repeated
+from .conversation_checks import with_caption as _with_caption
+from .conversation_types import Conversation, Question, Turn
 
 __all__ = ["Turn", "Question", "Conversation", "BenchmarkFormat", "BENCHMARK_FORMATS",
            "LOCOMO_CATEGORIES", "UNCATEGORIZED", "read_conversations", "detect_format"]
@@ -56,55 +69,8 @@ BenchmarkFormat = Literal["locomo", "longmemeval", "jsonl"]
 BENCHMARK_FORMATS: tuple[str, ...] = ("locomo", "longmemeval", "jsonl")
 LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop",
                      5: "adversarial"}
-UNCATEGORIZED = "uncategorized"  # a question without a category ("all" is the total)
 _LOCOMO_ABSTENTION = 5
 _EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One message: ``text`` holds the image caption too, when the turn shared one."""
-
-    turn_id: str
-    session: str
-    speaker: str
-    text: str
-    time: dt.datetime
-
-
-@dataclass(frozen=True)
-class Question:
-    """A question and the ids of the turns that answer it (none for an abstention question)."""
-
-    question_id: str
-    question: str
-    category: str
-    evidence: tuple[str, ...]
-    answer: str | None = None
-    abstention: bool = False
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """Turns in the order they were said, and the questions asked about them."""
-
-    conversation_id: str
-    turns: tuple[Turn, ...]
-    questions: tuple[Question, ...]
-    unresolved: int = field(default=0)  # questions dropped: no evidence id names a turn
-
-
-def _fail(path: Path, record: str, message: str) -> BenchmarkFormatError:
-    return BenchmarkFormatError(f"{path.name}, {record}: {message}", path=str(path),
-                                record=record)
-
-
-def _text(value: Any, path: Path, record: str, name: str) -> str:
-    try:
-        return validate_content(value if not isinstance(value, (int, float)) else str(value),
-                                field=name)
-    except ValidationError as exc:
-        raise _fail(path, record, str(exc)) from None
 
 
 def _question_id(record: str, item: Mapping[str, Any]) -> str:
@@ -112,35 +78,13 @@ def _question_id(record: str, item: Mapping[str, Any]) -> str:
     return str(item.get("question_id", f"q{record.split()[-1]}"))
 
 
-def _repeated(values: Iterable[str]) -> list[str]:
-    """Up to five of ``values`` that occur more than once."""
-    counts = Counter(values)
-    return sorted(value for value, n in counts.items() if n > 1)[:5]
-
-
-def _category(value: Any, path: Path, record: str) -> str:
-    """A question's category: the summary adds the total of every question as ``"all"``."""
-    if value is None:
-        return UNCATEGORIZED
-    category = str(value)
-    if category == "all":
-        raise _fail(path, record, "category 'all' is the name of the total over every "
-                                  "question; give another")
-    return category
-
-
-def _with_caption(text: Any, caption: Any) -> Any:
-    if isinstance(caption, str) and caption.strip():
-        body = text.strip() if isinstance(text, str) else ""
-        return f"{body} [image: {caption.strip()}]".strip()
-    return text
-
-
 def _session_turns(path: Path, record: str, session: str, start: dt.datetime,
                    items: Iterable[tuple[str, str, Any]]) -> list[Turn]:
+    """The turns of a session held at ``start`` (checked by the caller), one second apart."""
     return [Turn(turn_id=turn_id, session=session, speaker=speaker,
                  text=_text(text, path, f"{record}, turn {turn_id}", "text"),
-                 time=start + dt.timedelta(seconds=position))
+                 time=_moment(start + dt.timedelta(seconds=position), path,
+                              f"{record}, turn {turn_id}"))
             for position, (turn_id, speaker, text) in enumerate(items)]
 
 
@@ -153,34 +97,45 @@ _LOCOMO_EVIDENCE = re.compile(r"D:?(\d+):0*(\d+)")
 def _locomo_time(value: Any, path: Path, record: str) -> dt.datetime:
     for form in _LOCOMO_TIME_FORMATS:
         try:
-            return dt.datetime.strptime(str(value).strip(), form).replace(tzinfo=dt.UTC)
+            moment = dt.datetime.strptime(str(value).strip(), form).replace(tzinfo=dt.UTC)
         except ValueError:
             continue
+        return _moment(moment, path, record)
     raise _fail(path, record, f"cannot read the session time {value!r} (e.g. '1:56 pm on 8 "
                               "May, 2023')")
+
+
+def _session_keys(conversation: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The ``session_<n>`` keys in number order, each with its number (no leading zeros)."""
+    found = [(key, m.group(1).lstrip("0") or "0") for key in conversation
+             if isinstance(key, str) and (m := re.fullmatch(r"session_([0-9]+)", key))]
+    return sorted(found, key=lambda item: (len(item[1]), item[1], item[0]))
 
 
 def _locomo_sample(conversation: Mapping[str, Any], qa: Any, name: str,
                    path: Path) -> Conversation:
     turns: list[Turn] = []
-    numbers = sorted(int(m.group(1)) for key in conversation
-                     if (m := re.fullmatch(r"session_(\d+)", key)))
-    for number in numbers:
-        record = f"{name} session_{number}"
-        items = conversation[f"session_{number}"]
+    said: dict[str, str] = {}  # each dia_id, and the turn that has it
+    for key, number in _session_keys(conversation):
+        record = f"{name} {key}"
+        items = conversation[key]
         if not isinstance(items, list):
             raise _fail(path, record, "must be a list of turns")
-        start = _locomo_time(conversation.get(f"session_{number}_date_time"), path,
+        start = _locomo_time(conversation.get(f"{key}_date_time"), path,
                              f"{record}_date_time")
         rows = []
         for position, turn in enumerate(items):
+            where = f"{record}[{position}]"
             if not isinstance(turn, Mapping) or not {"speaker", "dia_id"} <= set(turn):
-                raise _fail(path, f"{record}[{position}]", "a turn needs speaker, dia_id, text")
-            rows.append((str(turn["dia_id"]), _text(turn["speaker"], path,
-                                                    f"{record}[{position}]", "speaker"),
+                raise _fail(path, where, "a turn needs speaker, dia_id, text")
+            dia_id = str(turn["dia_id"])
+            if dia_id in said:
+                raise _twice(path, where, "dia_id", dia_id, said[dia_id])
+            said[dia_id] = f"{key}[{position}]"
+            rows.append((dia_id, _speaker(turn["speaker"], path, where),
                          _with_caption(turn.get("text"), turn.get("blip_caption"))))
-        turns += _session_turns(path, name, str(number), start, rows)
-    known = {t.turn_id for t in turns}
+        turns += _session_turns(path, name, number, start, rows)
+    known = set(said)
     if not isinstance(qa, list):
         raise _fail(path, f"{name} qa", "must be a list of questions")
     questions, unresolved = [], 0
@@ -189,8 +144,13 @@ def _locomo_sample(conversation: Mapping[str, Any], qa: Any, name: str,
         if not isinstance(item, Mapping) or "question" not in item:
             raise _fail(path, record, "a question needs question, evidence, category")
         category = item.get("category")
-        if isinstance(category, str) and category.strip().isdigit():  # "4" is category 4
-            category = int(category)
+        if isinstance(category, str) and re.fullmatch(r"\s*[0-9]{1,9}\s*", category):
+            category = int(category)  # "4" is category 4
+        elif isinstance(category, float) and category.is_integer() \
+                and abs(category) < 1e9:
+            category = int(category)  # and so is 4.0
+        elif isinstance(category, bool):
+            category = str(category)  # not 1 (multi-hop) for true
         abstention = category == _LOCOMO_ABSTENTION
         evidence_values = item.get("evidence", [])
         if not isinstance(evidence_values, list):
@@ -215,16 +175,23 @@ def _locomo_sample(conversation: Mapping[str, Any], qa: Any, name: str,
 def _read_locomo(data: Any, path: Path) -> list[Conversation]:
     if isinstance(data, Mapping) and "conversation" in data:
         data = [data]
+    if not isinstance(data, (list, Mapping)):
+        raise _fail(path, "top level", "LoCoMo is a list of samples, or one sample object")
     if isinstance(data, Mapping):  # the per-sample layout: conversation keys at the top
         stem = path.stem
         name = str(data.get("sample_id") or (f"conv-{stem}" if stem.isdigit() else stem))
         return [_locomo_sample(data, data.get("qa"), name, path)]
     conversations = []
+    named: dict[str, int] = {}
     for position, sample in enumerate(data):
         if not isinstance(sample, Mapping) or not isinstance(sample.get("conversation"),
                                                              Mapping):
             raise _fail(path, f"sample {position}", "needs a conversation object and qa")
         name = str(sample.get("sample_id", f"sample-{position}"))
+        if name in named:
+            raise _twice(path, f"sample {position}", "sample_id", name,
+                         f"sample {named[name]}")
+        named[name] = position
         conversations.append(_locomo_sample(sample["conversation"], sample.get("qa"), name,
                                             path))
     return conversations
@@ -235,43 +202,57 @@ def _read_locomo(data: Any, path: Path) -> list[Conversation]:
 def _longmemeval_time(value: Any, path: Path, record: str) -> dt.datetime:
     text = re.sub(r"\s*\([A-Za-z]+\)\s*", " ", str(value)).strip()
     try:
-        return dt.datetime.strptime(text, "%Y/%m/%d %H:%M").replace(tzinfo=dt.UTC)
+        moment = dt.datetime.strptime(text, "%Y/%m/%d %H:%M").replace(tzinfo=dt.UTC)
     except ValueError:
         raise _fail(path, record, f"cannot read the date {value!r} (e.g. '2023/05/20 (Sat) "
                                   "02:21')") from None
+    return _moment(moment, path, record)
 
 
 def _read_longmemeval(data: Any, path: Path) -> list[Conversation]:
     conversations = []
+    asked: dict[str, int] = {}
     for position, item in enumerate(data):
         record = f"question {item.get('question_id', position)!s}" \
             if isinstance(item, Mapping) else f"item {position}"
         needed = {"question_id", "question", "haystack_sessions", "haystack_dates"}
         if not isinstance(item, Mapping) or not needed <= set(item):
             raise _fail(path, record, f"needs {', '.join(sorted(needed))}")
+        question_id = str(item["question_id"])
+        if question_id in asked:
+            raise _twice(path, record, "question_id", question_id, f"item {asked[question_id]}")
+        asked[question_id] = position
         sessions, dates = item["haystack_sessions"], item["haystack_dates"]
-        session_ids = item.get("haystack_session_ids") or [str(i) for i in range(len(sessions))]
+        session_ids = item.get("haystack_session_ids")
+        if (session_ids is None or session_ids == []) and isinstance(sessions, list):
+            session_ids = [str(i) for i in range(len(sessions))]
         if not (isinstance(sessions, list) and isinstance(dates, list)
+                and isinstance(session_ids, list)
                 and len(sessions) == len(dates) == len(session_ids)):
             raise _fail(path, record, "haystack_sessions, haystack_dates and "
                                       "haystack_session_ids must be lists of one length")
+        answer_sessions = item.get("answer_session_ids")
+        if not isinstance(answer_sessions, (list, type(None))):
+            raise _fail(path, record, "answer_session_ids must be a list of session ids")
         turns: list[Turn] = []
         marked: list[str] = []
         by_session: dict[str, list[str]] = {}
-        for session_id, date, session in zip(session_ids, dates, sessions):
+        for session_id, date, session in zip(map(str, session_ids), dates, sessions):
             where = f"{record}, session {session_id}"
+            if session_id in by_session:
+                raise _fail(path, where, f"haystack_session_ids gives {session_id!r} twice")
             if not isinstance(session, list) or not all(isinstance(t, Mapping)
                                                         for t in session):
                 raise _fail(path, where, "must be a list of {role, content} turns")
-            rows = [(f"{session_id}:{i + 1}", str(t.get("role", "user")), t.get("content"))
-                    for i, t in enumerate(session)]
-            turns += _session_turns(path, record, str(session_id),
+            rows = [(f"{session_id}:{i + 1}", _speaker(t.get("role", "user"), path, where),
+                     t.get("content")) for i, t in enumerate(session)]
+            turns += _session_turns(path, record, session_id,
                                     _longmemeval_time(date, path, where), rows)
-            by_session[str(session_id)] = [r[0] for r in rows]
-            marked += [r[0] for r, t in zip(rows, session) if t.get("has_answer")]
-        question_id = str(item["question_id"])
+            by_session[session_id] = [r[0] for r in rows]
+            marked += [r[0] for r, t in zip(rows, session) if _flag(t, "has_answer", path,
+                                                                     where)]
         abstention = question_id.endswith("_abs")
-        evidence = marked or [turn for s in item.get("answer_session_ids") or []
+        evidence = marked or [turn for s in answer_sessions or []
                               for turn in by_session.get(str(s), [])]
         unresolved = int(not evidence and not abstention)
         questions = () if unresolved else (Question(
@@ -292,7 +273,7 @@ def _iso_time(value: Any, path: Path, record: str) -> dt.datetime:
         moment = dt.datetime.fromisoformat(str(value))
     except ValueError:
         raise _fail(path, record, f"time {value!r} is not ISO 8601") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC)
+    return _moment(moment if moment.tzinfo else moment.replace(tzinfo=dt.UTC), path, record)
 
 
 def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
@@ -305,25 +286,26 @@ def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
         record = f"line {number}"
         try:
             item = json.loads(line)
+        except RecursionError:
+            raise _fail(path, record, "nested too deeply to be a turn or question") from None
         except json.JSONDecodeError as exc:
             raise _fail(path, record, f"not JSON ({exc.msg})") from None
+        except ValueError as exc:  # an integer of more digits than Python converts
+            raise _fail(path, record, f"not JSON ({exc})") from None
         if not isinstance(item, Mapping):
             raise _fail(path, record, "must be a JSON object")
         conversation = str(item.get("conversation", "default"))
         if "question" in item:
             questions.setdefault(conversation, []).append((record, item))
         elif "text" in item or "caption" in item:
-            try:
-                moment = _iso_time(item["time"], path, record) if "time" in item \
-                    else last_time + dt.timedelta(seconds=1)
-            except OverflowError:
-                raise _fail(path, record, "the turn before it is at the calendar's end: give "
-                                          "this turn a time") from None
+            # A time checked to be before 2262: the next second is still a datetime.
+            moment = _iso_time(item["time"], path, record) if "time" in item \
+                else _moment(last_time + dt.timedelta(seconds=1), path, record)
             last_time = moment
             turns.setdefault(conversation, []).append(Turn(
                 turn_id=str(item.get("turn_id", f"t{number}")),
                 session=str(item.get("session", "1")),
-                speaker=_text(item.get("speaker", "user"), path, record, "speaker"),
+                speaker=_speaker(item.get("speaker", "user"), path, record),
                 text=_text(_with_caption(item.get("text"), item.get("caption")), path, record,
                            "text"),
                 time=moment))
@@ -354,7 +336,7 @@ def _read_jsonl(lines: Sequence[str], path: Path) -> list[Conversation]:
                 category=_category(item.get("category"), path, record),
                 evidence=tuple(dict.fromkeys(str(e) for e in evidence)),
                 answer=None if item.get("answer") is None else str(item["answer"]),
-                abstention=bool(item.get("abstention", False)) or not evidence))
+                abstention=_flag(item, "abstention", path, record) or not evidence))
         if not turns.get(name):
             raise _fail(path, f"conversation {name!r}", "has questions but no turns")
         conversations.append(Conversation(name, tuple(turns[name]), tuple(asked)))
@@ -374,32 +356,6 @@ def detect_format(data: Any) -> BenchmarkFormat | None:
                           or any(re.fullmatch(r"session_\d+", k) for k in first)):
         return "locomo"
     return None
-
-
-def _natural_key(name: str) -> list[Any]:
-    """``2.json`` before ``10.json``: digit runs compare as numbers."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
-
-
-def _members(path: Path) -> list[tuple[Path, str]]:
-    """The benchmark texts behind ``path``: a file, a folder of ``*.json`` / ``*.jsonl``
-    files (LoCoMo's per-sample ``locomo10_v2/``), or a ``.zip`` of them (LoCoMo's
-    ``data/locomo10.zip``), in natural order; each with the path its records are named by."""
-    try:
-        if path.is_dir():
-            files = sorted((f for f in path.iterdir() if f.suffix in (".json", ".jsonl")
-                            and f.is_file()), key=lambda f: _natural_key(f.name))
-            return [(f, f.read_text(encoding="utf-8")) for f in files]
-        if path.suffix == ".zip":
-            with zipfile.ZipFile(path) as archive:
-                names = sorted((n for n in archive.namelist()
-                                if n.endswith((".json", ".jsonl"))
-                                and not n.startswith("__MACOSX/")),
-                               key=lambda n: _natural_key(Path(n).name))
-                return [(path / name, archive.read(name).decode("utf-8")) for name in names]
-        return [(path, path.read_text(encoding="utf-8"))]
-    except (OSError, UnicodeDecodeError, zipfile.BadZipFile) as exc:
-        raise BenchmarkFormatError(f"cannot read {path}: {exc}", path=str(path)) from exc
 
 
 def read_conversations(path: str | Path, *, format: str | None = None) -> list[Conversation]:
@@ -422,11 +378,15 @@ def read_conversations(path: str | Path, *, format: str | None = None) -> list[C
     ------
     BenchmarkFormatError
         The file cannot be read, its layout is unknown, a record is malformed (the
-        message and ``record`` name it: a sample, session, question or line), a folder or
-        archive holds no benchmark file, or two files hold conversations of one name.
+        message and ``record`` name it: a sample, session, question or line; an id given
+        twice, a speaker or time no memory can hold), a folder or archive holds no
+        benchmark file, or two files (or one) hold conversations of one name.
+    ValidationError
+        ``path`` is no file name (``field="path"``), or ``format`` is none of the
+        layouts.
     """
-    path = Path(path)
-    if format is not None and format not in BENCHMARK_FORMATS:
+    path = _checked_path(path)
+    if format is not None and (not isinstance(format, str) or format not in BENCHMARK_FORMATS):
         raise ValidationError(f"must be one of {', '.join(BENCHMARK_FORMATS)}, got {format!r}",
                               field="format")
     members = _members(path)
@@ -437,10 +397,12 @@ def read_conversations(path: str | Path, *, format: str | None = None) -> list[C
     seen: dict[str, Path] = {}
     for member, raw in members:
         for conversation in _parse(raw, member, format):
-            if conversation.conversation_id in seen and len(members) > 1:
-                raise _fail(member, f"conversation {conversation.conversation_id!r}",
-                            f"is also in {seen[conversation.conversation_id].name}")
-            seen[conversation.conversation_id] = member
+            name = conversation.conversation_id
+            if name in seen:
+                raise _fail(member, f"conversation {name!r}",
+                            f"is also in {seen[name].name}" if seen[name] != member
+                            else "is given twice")
+            seen[name] = member
             conversations.append(conversation)
     return conversations
 
@@ -457,6 +419,8 @@ def _parse(raw: str, path: Path, format: str | None) -> list[Conversation]:
         if format is None and exc.msg == "Extra data":  # several JSON values: JSON Lines
             return _read_jsonl(raw.splitlines(), path)
         raise _fail(path, f"line {exc.lineno}", f"not JSON ({exc.msg})") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise _fail(path, "top level", f"not JSON ({exc})") from None
     detected = detect_format(data)
     if format is None and detected is None and isinstance(data, Mapping) \
             and ("question" in data or "text" in data):

@@ -11,7 +11,7 @@ retrieved memory stands for every turn that said it.
 from __future__ import annotations
 
 import json
-import re
+import os
 import time
 import warnings
 from collections.abc import Mapping, Sequence
@@ -35,6 +35,12 @@ from ..store import (
 )
 from ..store.connection import resolve_database_url
 from ..validation import validate_positive_int
+from .conversation_checks import (
+    checked_conversations,
+    checked_names,
+    checked_strategies,
+    document_frames,
+)
 from .conversation_formats import Conversation, Question, read_conversations
 from .evaluation import EVALUATED_STRATEGIES, evaluate_retrieval
 
@@ -108,53 +114,12 @@ class ConversationEvaluation:
             Not such a document (``field="document"``): not JSON, or no ``summary`` list
             of records with the summary's columns.
         """
-        if isinstance(document, (str, Path)):
-            try:
-                document = json.loads(Path(document).read_text(encoding="utf-8"))
-            except RecursionError:
-                raise ValidationError(f"cannot read {document}: nested too deeply",
-                                      field="document") from None
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ValidationError(f"cannot read {document}: {exc}",
-                                      field="document") from exc
-        if not isinstance(document, Mapping) or not isinstance(document.get("summary"), list):
-            raise ValidationError("must be the JSON document of evaluate_conversations "
-                                  "(htm-analytics eval conversations --json): no 'summary' "
-                                  "list", field="document")
-        frames = {}
-        for name in _FRAMES:
-            records = document.get(name) or []
-            if not isinstance(records, list) or not all(isinstance(r, Mapping)
-                                                        for r in records):
-                raise ValidationError(f"{name!r} must be a list of records", field="document")
-            frames[name] = pd.DataFrame.from_records(records)
-        summary = frames["summary"]
-        missing = {"strategy", "category", "questions", "k"} - set(summary.columns)
-        if len(summary) and missing:
-            raise ValidationError(f"the summary has no column {sorted(missing)}",
-                                  field="document")
-        try:
-            if len(summary):
-                frames["summary"] = summary.astype({"strategy": "string", "category": "string",
-                                                    "questions": "int64", "k": "int64"})
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(f"the summary's columns have the wrong types: {exc}",
-                                  field="document") from exc
-        _check_summary(frames["summary"])
-        return cls(interrupted=bool(document.get("interrupted", False)), **frames)
+        frames, interrupted = document_frames(document, _FRAMES)
+        return cls(interrupted=interrupted, **frames)
 
 
 def _cutoffs(k: int) -> list[int]:
     return sorted({c for c in (1, 5, k) if c <= k})
-
-
-def _validate_strategies(strategies: str | Sequence[str]) -> list[str]:
-    chosen = list(dict.fromkeys([strategies] if isinstance(strategies, str) else strategies))
-    unknown = set(chosen) - set(SEARCH_STRATEGIES)
-    if unknown or not chosen:
-        raise ValidationError(f"unknown strategies {sorted(unknown)}; use {SEARCH_STRATEGIES}",
-                              field="strategies")
-    return chosen
 
 
 @dataclass
@@ -268,9 +233,26 @@ def _evaluate_replay(url: str, replay: _Replay, *, initialise: bool, strategies:
     return scored, abstained, counts
 
 
+def _metrics(k: int) -> list[str]:
+    return [*(f"recall_any_at_{c}" for c in _cutoffs(k)), f"recall_all_at_{k}",
+            f"ndcg_at_{k}", f"mrr_at_{k}"]
+
+
+def _per_question(scored: list[pd.DataFrame], k: int) -> pd.DataFrame:
+    """The scored questions in the columns and dtypes documented, when none was scored too
+    (every question an abstention question, or Ctrl-C before the first)."""
+    columns = {"conversation": "string", "question_id": "string", "question": "string",
+               "category": "string", "strategy": "string", "evidence": "object",
+               "retrieved": "object", "first_evidence_rank": "Int64", "returned": "int64",
+               **dict.fromkeys(_metrics(k), "float64"), "latency_ms": "float64"}
+    frames = [f for f in scored if len(f)]
+    frame = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+        {name: pd.Series(dtype=dtype) for name, dtype in columns.items()})
+    return frame[list(columns)].astype(columns)
+
+
 def _summary(per_question: pd.DataFrame, k: int) -> pd.DataFrame:
-    metrics = [*(f"recall_any_at_{c}" for c in _cutoffs(k)), f"recall_all_at_{k}",
-               f"ndcg_at_{k}", f"mrr_at_{k}"]
+    metrics = _metrics(k)
     columns = ["strategy", "category", "questions", *metrics, "latency_p50_ms",
                "latency_p95_ms", "k"]
     if not len(per_question):
@@ -290,28 +272,6 @@ def _summary(per_question: pd.DataFrame, k: int) -> pd.DataFrame:
     summary = summary.sort_values("strategy", key=lambda s: s.map(order), kind="stable")
     return summary.assign(k=k)[columns].reset_index(drop=True).astype(
         {"strategy": "string", "category": "string", "questions": "int64", "k": "int64"})
-
-
-_SHARES = re.compile(r"^(recall_any|recall_all|ndcg|mrr)_at_\d+$")
-
-
-def _check_summary(summary: pd.DataFrame) -> None:
-    """A summary read back must be one: shares in [0, 1], latencies of at least 0 (a
-    missing value is NaN), one row per strategy and category."""
-    for column in summary.columns:
-        share = bool(_SHARES.match(str(column)))
-        if not (share or str(column).startswith("latency_")):
-            continue
-        values = pd.to_numeric(summary[column], errors="coerce")
-        wrong = values.isna() & summary[column].notna() | (values < 0) | (share & (values > 1))
-        if wrong.any():
-            raise ValidationError(
-                f"the summary's {column} holds {summary[column][wrong].iloc[0]!r}: "
-                + ("a share from 0 to 1" if share else "milliseconds, 0 or more")
-                + " was expected", field="document")
-    if len(summary) and summary.duplicated(["strategy", "category"]).any():
-        raise ValidationError("the summary has two rows of one strategy and category",
-                              field="document")
 
 
 def _abstention_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -403,21 +363,28 @@ def evaluate_conversations(
     BenchmarkFormatError
         A malformed file, naming the record at fault (before any database is created).
     ValidationError
-        Unknown strategies, scope or conversations, or a bad ``k``.
+        Unknown strategies, scope or conversations, or a bad ``k``; a ``source`` that is
+        neither a path nor conversations, or conversations that cannot be remembered or
+        scored (an id given twice, a speaker no robot can be named, a time or text no
+        memory can hold, evidence naming no turn), naming the conversation at fault
+        (``field="source"``); all before any database is created.
     """
     k = validate_positive_int(k, field="k", maximum=1000)
-    chosen = _validate_strategies(strategies)
+    chosen = checked_strategies(strategies, SEARCH_STRATEGIES)
     if scope not in CONVERSATION_SCOPES:
         raise ValidationError(f"must be one of {CONVERSATION_SCOPES}, got {scope!r}",
                               field="scope")
-    if isinstance(source, (str, Path)):
-        read = read_conversations(source, format=format)
-    elif all(isinstance(c, Conversation) for c in source):
-        read = list(source)
-    else:
-        raise ValidationError("must be a path or a sequence of Conversation", field="source")
+    if isinstance(source, (str, os.PathLike)):
+        try:
+            source = read_conversations(source, format=format)
+        except ValidationError as exc:
+            if exc.field != "path":
+                raise
+            raise ValidationError(str(exc).removeprefix("path: "), field="source") from None
+    # What bulk_add and the scoring would refuse, refused before any database exists.
+    read = checked_conversations(source, speaker_prefix=bool(speaker_prefix))
     if conversations is not None:
-        wanted = [conversations] if isinstance(conversations, str) else list(conversations)
+        wanted = checked_names(conversations, field="conversations")
         unknown = set(wanted) - {c.conversation_id for c in read}
         if unknown:
             raise ValidationError(f"no conversation {sorted(unknown)} in the benchmark",
@@ -457,13 +424,7 @@ def evaluate_conversations(
             interrupted = True
             warnings.warn(f"evaluation interrupted: returning the {len(counts)} conversations "
                           "finished so far", RuntimeWarning, stacklevel=2)
-    per_question = pd.concat([f for f in scored if len(f)], ignore_index=True) \
-        if any(len(f) for f in scored) else pd.DataFrame()
-    if len(per_question):
-        per_question = per_question.astype(
-            {"conversation": "string", "question_id": "string", "question": "string",
-             "category": "string", "strategy": "string", "first_evidence_rank": "Int64",
-             "returned": "int64"})
+    per_question = _per_question(scored, k)
     conversation_frame = pd.DataFrame(
         counts, columns=["conversation", "turns", "memories", "questions", "abstention",
                          "unresolved", "database"]).astype(
