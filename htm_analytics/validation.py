@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -13,6 +13,7 @@ import numpy as np
 from .errors import ValidationError
 
 __all__ = [
+    "validate_settings",
     "MAX_EMBEDDING_DIMENSION",
     "TAG_PATTERN",
     "validate_content",
@@ -144,6 +145,23 @@ def validate_positive_int(value: Any, *, field: str, maximum: int | None = None)
 
 
 _MEMORY_UNITS = {"kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3}
+
+
+
+def validate_settings(value: Any, *, field: str, maximum: int) -> list[int]:
+    """One positive integer or a non-empty sequence of them, as a list (a sweep of
+    settings); a lone float, bool or string is refused by name."""
+    if isinstance(value, (int, float, complex, np.number, np.bool_)):
+        values: list[Any] = [value]
+    elif isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        raise ValidationError(f"must be a positive integer or a sequence of them, got "
+                              f"{type(value).__name__}", field=field)
+    else:
+        values = list(value.ravel()) if isinstance(value, np.ndarray) else list(value)
+    if not values:
+        raise ValidationError("must hold at least one setting: an empty sweep measures "
+                              "nothing", field=field)
+    return [validate_positive_int(v, field=field, maximum=maximum) for v in values]
 
 
 def validate_memory_size(value: Any, *, field: str) -> int:

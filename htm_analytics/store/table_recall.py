@@ -20,7 +20,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import ValidationError
-from ..validation import validate_positive_int
+from ..validation import validate_number, validate_positive_int, validate_settings
 from .sources import postgres_source
 
 __all__ = ["DEFAULT_EF_SEARCH_SWEEP", "DEFAULT_PROBES_SWEEP", "HIT_EPSILON",
@@ -125,9 +125,11 @@ def benchmark_table_recall(source: Any, *, table: str, column: str = "embedding"
     k : int
         Neighbours per query.
     probes : int or sequence of int, optional
-        ``ivfflat.probes`` settings to sweep for an IVFFlat index (default 1, 2, 4 ... 64).
+        ``ivfflat.probes`` settings to sweep for an IVFFlat index (default 1, 2, 4 ... 64);
+        refused for an HNSW index.
     ef_search : int or sequence of int, optional
-        ``hnsw.ef_search`` settings to sweep for an HNSW index (default 10, 20 ... 320).
+        ``hnsw.ef_search`` settings to sweep for an HNSW index (default 10, 20 ... 320);
+        refused for an IVFFlat index.
     repeats : int
         Runs of each query per setting.
     seed : int
@@ -140,22 +142,29 @@ def benchmark_table_recall(source: Any, *, table: str, column: str = "embedding"
         ``ivfflat``), ``metric``, ``parameter`` (``hnsw.ef_search`` / ``ivfflat.probes``),
         ``index_options`` (string); ``value``, ``k``, ``queries``, ``rows`` (int64);
         ``recall_mean``, ``recall_p5``, ``latency_p50_ms``, ``latency_p95_ms``, ``qps``
-        (float64); ``used_index`` (bool: EXPLAIN shows the index).
+        (float64); ``used_index`` (bool: EXPLAIN shows the index). Recall counts the true
+        neighbours found among the ``min(k, rows - 1)`` a held-out query has.
     """
     k = validate_positive_int(k, field="k", maximum=1000)
     n_queries = validate_positive_int(queries, field="queries", maximum=100_000)
     repeats = validate_positive_int(repeats, field="repeats", maximum=100)
     if not isinstance(column, str) or not column:
         raise ValidationError("must be a column name", field="column")
+    seed = validate_number(seed, field="seed", integer=True, minimum=0)
+    settings = {name: None if values is None else
+                validate_settings(values, field=name, maximum=10_000)
+                for name, values in (("probes", probes), ("ef_search", ef_search))}
     with postgres_source(source, field="source") as conn:
         target = _resolve(conn, table, column, index, id_column)
         parameter = _SETTING[target["method"]]
-        field, values = ("probes", probes) if target["method"] == "ivfflat" else \
-            ("ef_search", ef_search)
-        if values is None:
-            values = DEFAULT_PROBES_SWEEP if field == "probes" else DEFAULT_EF_SEARCH_SWEEP
-        sweep = [validate_positive_int(v, field=field, maximum=10_000) for v in
-                 ([values] if isinstance(values, int) else values)]
+        field, other = ("probes", "ef_search") if target["method"] == "ivfflat" else \
+            ("ef_search", "probes")
+        if settings[other] is not None:  # the other index type's setting: refused, not ignored
+            raise ValidationError(f"does not apply to {target['index']}, an "
+                                  f"{target['method'].upper()} index: sweep {field}",
+                                  field=other)
+        sweep = settings[field] or list(
+            DEFAULT_PROBES_SWEEP if field == "probes" else DEFAULT_EF_SEARCH_SWEEP)
         relation = sql.Identifier(*table.split("."))
         ids, vectors = _load(conn, relation, sql.Identifier(column),
                              sql.Identifier(target["id_column"]))
@@ -221,7 +230,9 @@ def _measure(conn: psycopg.Connection[Any], statement: sql.Composed, parameter: 
                 found = [r[0] for r in cur.execute(statement, (query,), prepare=True)]
                 seconds.append(time.perf_counter() - started)
             hits = [position[f] for f in found if f in position and position[f] != chosen[i]][:k]
-            recall[i] = float((distance[i, hits] <= kth[i] + HIT_EPSILON).sum()) / k
+            # over the true neighbours there are: fewer than k when the table holds k or fewer
+            recall[i] = float((distance[i, hits] <= kth[i] + HIT_EPSILON).sum()) \
+                / min(k, len(ids) - 1)
     milliseconds = np.asarray(seconds) * 1000.0
     return {"value": value, "k": k, "queries": len(queries),
             "recall_mean": float(recall.mean()), "recall_p5": float(np.percentile(recall, 5)),

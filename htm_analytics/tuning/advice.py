@@ -16,9 +16,15 @@ import pandas as pd
 from .._plotting import axes_or_new, checked_plot
 from ..errors import ValidationError
 from ..store import LongTermMemory, live_store
-from ..validation import validate_number, validate_positive_int
+from ..validation import (
+    validate_frame,
+    validate_number,
+    validate_positive_int,
+    validate_settings,
+)
 from ._ground_truth import stable_sample
-from .benchmark import DEFAULT_EF_SEARCH_SWEEP, _dimension, benchmark_recall
+from ._inputs import validate_seed
+from .benchmark import DEFAULT_EF_SEARCH_SWEEP, _dimension, _validate_sweep, benchmark_recall
 
 __all__ = ["EfSearchAdvice", "recommend_ef_search", "concurrency_sweep",
            "describe_concurrency", "plot_concurrency", "compare_latency"]
@@ -122,18 +128,32 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
         Between 0 and 1.
     k : int
         Neighbours per query.
-    queries, repeats, ef_search, seed, progress
-        Passed to :func:`~htm_analytics.benchmark_recall`.
+    queries : int
+        Held-out stored vectors to search (a count, at most the vectors stored).
+    repeats, ef_search, seed, progress
+        Passed to :func:`~htm_analytics.benchmark_recall` (``ef_search``: a non-empty sweep).
 
     Returns
     -------
     EfSearchAdvice
+
+    Raises
+    ------
+    ValidationError
+        Naming the argument, before anything is measured; or ``queries`` when no query has
+        another vector to find (see :func:`~htm_analytics.benchmark_recall`).
     """
     _require_store(store)
     target_recall = validate_number(target_recall, field="target_recall", minimum=0,
                                     exclusive=True, maximum=1)
+    # Everything checked before the sweep reads a vector: held-out queries are a count.
+    k, _, repeats = _validate_sweep(k, ef_search, repeats)
+    queries = validate_positive_int(queries, field="queries")
+    validate_seed(seed)
     sweep = benchmark_recall(store, queries=queries, k=k, ef_search=ef_search,
                              repeats=repeats, seed=seed, progress=progress)
+    if sweep.empty:  # interrupted before the first setting finished: nothing to advise on
+        raise KeyboardInterrupt("ef_search sweep interrupted before any setting finished")
     sweep = sweep.sort_values("ef_search").reset_index(drop=True)
     reached = sweep[sweep["recall_mean"] >= target_recall]
     first = sweep.iloc[0]
@@ -162,7 +182,7 @@ def recommend_ef_search(store: LongTermMemory, target_recall: float = 0.95, k: i
 
 
 def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
-                      threads: Sequence[int] = DEFAULT_THREADS, queries: int = 200,
+                      threads: int | Sequence[int] = DEFAULT_THREADS, queries: int = 200,
                       repeats: int = 3, seed: int = 0) -> pd.DataFrame:
     """Throughput and latency of vector searches at one ``ef_search`` under concurrent clients.
 
@@ -173,6 +193,17 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
     the runs; latency is per query, as each client saw it; the spreads say how far the runs
     disagree, so a difference between thread counts smaller than their spreads together is
     noise.
+
+    Parameters
+    ----------
+    store : LongTermMemory
+    ef_search, k : int
+        The search depth (1 to 1000) and neighbours per search (1 to 1000).
+    threads : int or sequence of int
+        Client thread counts to run, each 1 to 64 (one int: that count alone).
+    queries, repeats, seed : int
+        Held-out stored vectors searched per run, runs per thread count (1 to 100), and
+        which vectors (as :func:`~htm_analytics.benchmark_recall` picks them).
 
     Returns
     -------
@@ -189,9 +220,8 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
     k = validate_positive_int(k, field="k", maximum=1000)
     queries = validate_positive_int(queries, field="queries")
     repeats = validate_positive_int(repeats, field="repeats", maximum=100)
-    counts = [validate_positive_int(t, field="threads", maximum=64) for t in threads]
-    if not counts:
-        raise ValidationError("needs at least one thread count", field="threads")
+    counts = validate_settings(threads, field="threads", maximum=64)
+    seed = validate_seed(seed)
     store.ensure_pool_size(max(counts))
     with store.tuning_session() as session:  # the chosen vectors only, fetched by id
         dimension = _dimension(session, None)
@@ -225,6 +255,9 @@ def concurrency_sweep(store: LongTermMemory, *, ef_search: int, k: int = 10,
                          "speedup": "float64"})
 
 
+_CONCURRENCY_COLUMNS = ("threads", "qps", "qps_spread", "repeats", "speedup", "latency_p95_ms")
+
+
 def describe_concurrency(df: pd.DataFrame) -> str:
     """One sentence on a :func:`concurrency_sweep` result: throughput with one client, the
     best and with how many threads, each with its spread over the repeats, and whether the
@@ -236,7 +269,16 @@ def describe_concurrency(df: pd.DataFrame) -> str:
     ...     "latency_p95_ms": [12.0, 15.5]})))  # doctest: +NORMALIZE_WHITESPACE
     100 queries/s with one client thread (spread 4), at most 180 with 2 threads (1.8x,
     spread 6; beyond the noise of 3 repeats), p95 15.50 ms there.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``df`` when it is no DataFrame, lacks one of the columns read (``threads``,
+        ``qps``, ``qps_spread``, ``repeats``, ``speedup``, ``latency_p95_ms``) or is empty.
     """
+    validate_frame(df, _CONCURRENCY_COLUMNS, field="df")
+    if not len(df):
+        raise ValidationError("holds no thread count to describe", field="df")
     repeats = int(df["repeats"].iloc[0])
     runs = f"{repeats} repeat{'s' if repeats != 1 else ''}"
     one = df.loc[df["threads"] == 1]

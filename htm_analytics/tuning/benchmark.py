@@ -1,8 +1,10 @@
 """Tuning experiments: recall and latency of HNSW ``ef_search`` settings, and index builds.
 
-Recall is measured against an exact ground truth computed from every stored vector, and a hit
-is counted as ann-benchmarks counts it: a returned row whose true distance is within the true
-k-th distance plus 1e-3.
+Recall is measured against an exact ground truth computed from every stored vector: recall@k
+of a query is the share of its true nearest neighbours found, ``|returned & truth| /
+|truth|``, the truth being the ``min(k, available)`` nearest vectors in scope (as
+ann-benchmarks and pgvector's tests define it), and a hit is counted as ann-benchmarks counts
+it: a returned row whose true distance is within the truth's farthest plus 1e-3.
 """
 
 from __future__ import annotations
@@ -19,12 +21,22 @@ import numpy as np
 import pandas as pd
 
 from .._progress import progress_bar
-from ..errors import EmbeddingError, ValidationError
+from ..errors import ValidationError
 from ..store import LongTermMemory, TuningSession, live_store, write_parquet
 from ..store.file_paths import output_path, writing
-from ..store.table_recall import DEFAULT_EF_SEARCH_SWEEP, HIT_EPSILON
-from ..validation import validate_positive_int
-from ._ground_truth import returned_distances, stable_sample, streamed_neighbor_distances, unit_rows
+from ..store.table_recall import DEFAULT_EF_SEARCH_SWEEP, benchmark_table_recall
+from ..validation import validate_positive_int, validate_settings
+from ._ground_truth import exact_neighbors, recall_at_k, streamed_neighbor_distances, unit_rows
+from ._ground_truth import mean_interval as _mean_interval
+from ._inputs import (
+    check_queries,
+    filter_list,
+    iterative_modes,
+    resolve_queries,
+    validate_dimension,
+    validate_flag,
+    validate_seed,
+)
 from .plots import plot_recall_by_ef, plot_recall_latency
 
 __all__ = [
@@ -32,52 +44,7 @@ __all__ = [
     "plot_recall_latency", "plot_recall_by_ef",
 ]
 
-_ITERATIVE_MODES = (None, "strict_order", "relaxed_order")
-
-
-def exact_neighbors(queries: np.ndarray, vectors: np.ndarray, k: int, *,
-                    exclude: np.ndarray | None = None,
-                    batch: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """The exact ``k`` nearest rows of ``vectors`` by cosine distance, for each query.
-
-    Parameters
-    ----------
-    queries : numpy.ndarray
-        ``(n, d)`` float32 query vectors.
-    vectors : numpy.ndarray
-        ``(N, d)`` float32 stored vectors.
-    k : int
-        Neighbours per query (at most N).
-    exclude : numpy.ndarray, optional
-        For each query, a row position of ``vectors`` to leave out (the query itself when it is
-        a stored vector), or -1.
-    batch : int
-        Queries per matrix product, bounding memory at ``batch * N`` floats.
-
-    Returns
-    -------
-    positions : numpy.ndarray
-        ``(n, k)`` int64 row positions, nearest first.
-    distances : numpy.ndarray
-        ``(n, k)`` float64 cosine distances, ascending.
-    """
-    stored = unit_rows(vectors)
-    k = min(k, len(stored))
-    positions = np.zeros((len(queries), k), dtype=np.int64)
-    distances = np.zeros((len(queries), k), dtype=np.float64)
-    for start in range(0, len(queries), batch):
-        block = unit_rows(queries[start:start + batch])
-        distance = 1.0 - block.astype(np.float64) @ stored.T.astype(np.float64)
-        if exclude is not None:
-            rows = np.flatnonzero(exclude[start:start + batch] >= 0)
-            distance[rows, exclude[start:start + batch][rows]] = np.inf
-        nearest = np.argpartition(distance, k - 1, axis=1)[:, :k] if k < len(stored) else \
-            np.tile(np.arange(len(stored)), (len(block), 1))
-        nearest_distance = np.take_along_axis(distance, nearest, axis=1)
-        order = np.argsort(nearest_distance, axis=1, kind="stable")
-        positions[start:start + batch] = np.take_along_axis(nearest, order, axis=1)
-        distances[start:start + batch] = np.take_along_axis(nearest_distance, order, axis=1)
-    return positions, distances
+_recall = recall_at_k  # the name sampled_recall and older callers import
 
 
 def _filter_label(filters: Mapping[str, Any] | None) -> str:
@@ -90,65 +57,6 @@ def _filter_label(filters: Mapping[str, Any] | None) -> str:
             value = f"{pd.Timestamp(start).date()}..{pd.Timestamp(end).date()}"
         parts.append(f"{name}={value}")
     return ",".join(parts)
-
-
-def _as_list(value: Any) -> list[Any]:
-    if value is None or isinstance(value, (str, Mapping, int, np.integer)):
-        return [value]
-    return list(value)
-
-
-def _resolve_queries(queries: Any, dimension: int,
-                     ids: np.ndarray, fetch: Any, embedder: Any,
-                     seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Query vectors and, for stored ones, their own ids (to leave out), else -1.
-
-    Held-out queries are chosen among the stored ``ids`` and only they are fetched
-    (``fetch(ids)`` gives their ids and vectors, ordered by id)."""
-    if queries is None or isinstance(queries, (int, np.integer)):
-        n = validate_positive_int(500 if queries is None else int(queries), field="queries")
-        if n > len(ids):
-            raise ValidationError(f"asked for {n} held-out queries but only {len(ids)} vectors "
-                                  f"of dimension {dimension} are stored", field="queries")
-        chosen = stable_sample(ids, n, seed)
-        fetched_ids, vectors = fetch(np.sort(chosen))
-        return vectors[np.searchsorted(fetched_ids, chosen)], chosen
-    if isinstance(queries, np.ndarray):
-        matrix = np.asarray(queries, dtype=np.float32)
-        if matrix.ndim != 2 or matrix.shape[1] != dimension or not np.isfinite(matrix).all():
-            raise ValidationError(f"must be a finite (n, {dimension}) array", field="queries")
-        return matrix, np.full(len(matrix), -1, dtype=np.int64)
-    texts = list(queries)
-    if not texts or not all(isinstance(t, str) and t.strip() for t in texts):
-        raise ValidationError("must be None, a count, an array of vectors or a list of texts",
-                              field="queries")
-    if embedder is None:
-        raise ValidationError("texts need an embedder (an object with embed(texts))",
-                              field="embedder")
-    try:
-        matrix = np.asarray(embedder.embed(texts), dtype=np.float32)
-    except Exception as exc:  # the provider's own error, named
-        raise EmbeddingError(f"embedding the benchmark queries failed: {exc}") from exc
-    return _resolve_queries(matrix, dimension, ids, fetch, None, seed)
-
-
-def _recall(found: list[np.ndarray], own_ids: np.ndarray, truth_distance: np.ndarray,
-            unit_queries: np.ndarray, fetch: Any, k: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Recall per query, rows returned per query, and rows returned outside the scope.
-
-    ``fetch(ids)`` gives the ``(ids, vectors)`` of those ids inside the scope.
-    """
-    kept = [result[result != own_ids[i]][:k] for i, result in enumerate(found)]
-    distances = returned_distances(kept, unit_queries, fetch)
-    recall = np.zeros(len(found))
-    returned = np.array([len(result) for result in kept], dtype=np.int64)
-    outside = 0
-    for i, distance in enumerate(distances):
-        inside = ~np.isnan(distance)
-        outside += int((~inside).sum())
-        threshold = truth_distance[i, -1] + HIT_EPSILON if truth_distance.shape[1] else -np.inf
-        recall[i] = (distance[inside] <= threshold).sum() / k
-    return recall, returned, outside
 
 
 def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
@@ -164,6 +72,10 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
     scope = "copy" if target == "copy" else "live"
     truth_distance = streamed_neighbor_distances(
         queries, session.vector_batches(dimension, target=scope, filters=filters), k, own_ids)
+    if not np.isfinite(truth_distance).any():  # every recall would be undefined
+        raise ValidationError(f"no query has any other vector of {dimension} dimensions in "
+                              f"scope ({_filter_label(filters)}) to find: recall@k is "
+                              "undefined", field="queries")
     unit_queries = unit_rows(queries).astype(np.float64)
 
     def fetch(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,16 +89,17 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
                               iterative_scan=mode, filters=filters, target=target,
                               repeats=repeats, progress=progress, exact=exact,
                               force_index=force_index)
-            recall, returned, outside = _recall(run["ids"], own_ids, truth_distance,
-                                                unit_queries, fetch, k)
+            recall, returned, outside = recall_at_k(run["ids"], own_ids, truth_distance,
+                                                    unit_queries, fetch, k)
+            scored = recall[~np.isnan(recall)]  # a query with no true neighbour has none
             milliseconds = run["seconds"].ravel() * 1000.0
             per_repeat = run["seconds"] * 1000.0  # (repeats, queries)
             yield {
                 "filter": _filter_label(filters), "iterative_scan": mode or "off",
                 "ef_search": ef, "k": k,
-                "recall_mean": float(recall.mean()) if len(recall) else float("nan"),
-                "recall_p5": float(np.percentile(recall, 5)) if len(recall) else float("nan"),
-                **_mean_interval(recall),
+                "recall_mean": float(scored.mean()) if len(scored) else float("nan"),
+                "recall_p5": float(np.percentile(scored, 5)) if len(scored) else float("nan"),
+                **_mean_interval(scored),
                 "latency_p50_ms": float(np.percentile(milliseconds, 50)),
                 "latency_p95_ms": float(np.percentile(milliseconds, 95)),
                 "latency_p99_ms": float(np.percentile(milliseconds, 99)),
@@ -203,19 +116,6 @@ def _sweep(session: TuningSession, *, queries: np.ndarray, own_ids: np.ndarray,
                 "index": "(exact scan)" if exact else run["index"],
                 "used_index": run["used_index"], "force_index": force_index,
             }
-
-
-def _mean_interval(recall: np.ndarray) -> dict[str, float]:
-    """The 95% interval of the mean recall over the queries (Student's t): how far another
-    draw of as many queries could put it."""
-    if len(recall) < 2:
-        return {"recall_low": float("nan"), "recall_high": float("nan")}
-    from scipy import stats  # here, not with the module: about a second of every import
-
-    half = float(stats.t.ppf(0.975, len(recall) - 1) * recall.std(ddof=1)
-                 / np.sqrt(len(recall)))
-    mean = float(recall.mean())
-    return {"recall_low": max(0.0, mean - half), "recall_high": min(1.0, mean + half)}
 
 
 @dataclass
@@ -285,7 +185,8 @@ def _write(frame: pd.DataFrame, path: Path) -> None:
             frame.to_csv(path, index=False)
 
 
-def _dimension(session: TuningSession, dimension: int | None) -> int:
+def _dimension(session: TuningSession, dimension: Any) -> int:
+    dimension = validate_dimension(dimension)
     counts = session.vector_dimensions()
     if not counts:
         raise ValidationError("no stored embeddings to benchmark", field="dimension")
@@ -299,8 +200,7 @@ def _dimension(session: TuningSession, dimension: int | None) -> int:
 
 def _validate_sweep(k: Any, ef_search: Any, repeats: Any) -> tuple[int, list[int], int]:
     k = validate_positive_int(k, field="k", maximum=1000)
-    ef_values = [validate_positive_int(ef, field="ef_search", maximum=1000)
-                 for ef in _as_list(ef_search)]
+    ef_values = validate_settings(ef_search, field="ef_search", maximum=1000)
     repeats = validate_positive_int(repeats, field="repeats", maximum=100)
     return k, ef_values, repeats
 
@@ -326,22 +226,34 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
     schema's padded index. Each setting runs in its own transaction with ``SET LOCAL``, read
     back with ``SHOW``, so pooled connections never keep it.
 
+    Recall@k of a query is the share of its true neighbours found, ``|returned & truth| /
+    |truth|``, the truth being its ``min(k, available)`` nearest vectors in scope (as
+    ann-benchmarks and pgvector's tests define it): with fewer than k other vectors in scope
+    (a small memory, a narrow filter), finding all of them is recall 1. A query with no other
+    vector in scope has no recall: it is left out of ``recall_mean``, ``recall_p5`` and the
+    interval; when no query has one, :class:`~htm_analytics.ValidationError` names
+    ``queries``.
+
     Parameters
     ----------
     store : LongTermMemory
     queries : None, int, numpy.ndarray or list of str
         None: the 500 stored vectors whose ids hash lowest with ``seed`` (adding memories
         keeps nearly all; held out: each query's own row is left out of its results and
-        ground truth); an int: that many; an ``(n, d)`` array: those vectors; texts:
-        embedded with ``embedder``.
+        ground truth); an int: that many (a positive integer, not a bool); an ``(n, d)``
+        array of real, finite vectors, none all zeros (its cosine distance is undefined):
+        those vectors; texts: embedded with ``embedder``, which must return one such vector
+        per text.
     k : int
-        Neighbours per query.
+        Neighbours per query, 1 to 1000.
     ef_search : int or sequence of int
-        The settings to sweep. Without an iterative scan pgvector returns at most
-        ``ef_search`` rows, so settings below k are flagged (``ef_below_k``).
+        The settings to sweep (at least one, each 1 to 1000). Without an iterative scan
+        pgvector returns at most ``ef_search`` rows, so settings below k are flagged
+        (``ef_below_k``).
     filters : dict or list of dicts, optional
         Filtered searches, e.g. ``[None, {"tag": "devel"}, {"robot": "coder"},
-        {"timeframe": (start, end)}]``; the ground truth is then exact within the filter.
+        {"timeframe": (start, end)}]`` (None or ``{}``: unfiltered); the ground truth is then
+        exact within the filter.
     iterative_scan : None, 'strict_order', 'relaxed_order' or a sequence of them
         pgvector 0.8 iterative scans, which keep scanning until enough rows pass the filter.
         Pass ``(None, "relaxed_order")`` to compare.
@@ -373,7 +285,9 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
         store's database) instead of the store's own; ``queries``, ``k``, ``ef_search``,
         ``repeats`` and ``seed`` apply, filters and iterative scans do not.
     probes : int or sequence of int, optional
-        ``ivfflat.probes`` settings to sweep when that index is IVFFlat.
+        ``ivfflat.probes`` settings to sweep when ``table``'s index is IVFFlat; refused for
+        the store's own (HNSW) index and for an HNSW ``table`` index, as ``ef_search`` is
+        for an IVFFlat one (a setting that does not apply is not silently ignored).
 
     Returns
     -------
@@ -396,37 +310,57 @@ def benchmark_recall(store: LongTermMemory, *, queries: Any = None, k: int = 10,
           query may be answered by an exact sort instead), ``force_index`` (bool), ``m``,
           ``ef_construction``, ``dimension``, ``repeats`` (int64);
         - ``postgresql``, ``pgvector`` (string): server versions.
+
+    Raises
+    ------
+    ValidationError
+        Naming the argument, before the store is read: a bool, float or string where a count
+        or a setting belongs, an empty sweep, a filter that is no dict, query vectors that
+        are empty, not real, not finite or all zeros, a setting that does not apply. Also
+        ``queries`` when no query has another vector in scope to find, ``filters`` when a
+        filter matches no vector.
+    EmbeddingError
+        The embedder failed; an :class:`~htm_analytics.errors.EmbeddingMismatchError` (a
+        ValidationError naming ``embedder``) when it returned other than one usable vector per
+        text.
     """
     store = live_store(store)
     output = _output(output)
     if table is not None:
-        from ..store import benchmark_table_recall
-
-        frame = benchmark_table_recall(
-            store, table=table, column=column, index=index,
-            queries=100 if queries is None else queries, k=k, probes=probes,
-            ef_search=None if ef_search is DEFAULT_EF_SEARCH_SWEEP else ef_search,
-            repeats=repeats, seed=seed)
+        if filters is not None or iterative_scan is not None:
+            raise ValidationError("applies to the store's own index, not to table=",
+                                  field="filters" if filters is not None else "iterative_scan")
+        frame = benchmark_table_recall(store, table=table, column=column, index=index,
+                                       queries=100 if queries is None else queries, k=k,
+                                       probes=probes,
+                                       ef_search=None if ef_search is DEFAULT_EF_SEARCH_SWEEP
+                                       else ef_search, repeats=repeats, seed=seed)
         if output is not None:
             _write(frame, output)
         return frame
+    if probes is not None:
+        raise ValidationError("ivfflat.probes applies to an IVFFlat index, measured with "
+                              "table=; the store's own index is HNSW (sweep ef_search)",
+                              field="probes")
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
-    modes = _as_list(iterative_scan)
-    for mode in modes:
-        if mode not in _ITERATIVE_MODES:
-            raise ValidationError("must be None, 'strict_order' or 'relaxed_order'",
-                                  field="iterative_scan")
-    filter_list = [f or None for f in _as_list(filters)]
+    modes = iterative_modes(iterative_scan)
+    scopes = filter_list(filters)
+    dimension = validate_dimension(dimension)
+    seed = validate_seed(seed)
+    exact, force_index, padded_index = (validate_flag(exact, field="exact"),
+                                        validate_flag(force_index, field="force_index"),
+                                        validate_flag(padded_index, field="padded_index"))
+    check_queries(queries, embedder)
     rows: list[dict[str, Any]] = []
     with store.tuning_session() as session:
         dimension = _dimension(session, dimension)
         ids = session.stored_ids(dimension)
-        query_vectors, own_ids = _resolve_queries(
+        query_vectors, own_ids = resolve_queries(
             queries, dimension, ids,
             lambda chosen: session.stored_vectors(dimension, ids=chosen), embedder, seed)
-        total = len(filter_list) * len(modes) * len(ef_values) * repeats * len(query_vectors)
+        total = len(scopes) * len(modes) * len(ef_values) * repeats * len(query_vectors)
         with _interruptible(progress, total, "ef_search sweep", "settings") as run:
-            for filters_ in filter_list:
+            for filters_ in scopes:
                 in_scope = len(ids) if not filters_ else \
                     len(session.stored_ids(dimension, filters=filters_))
                 if not in_scope:  # its recall would read 0: no search, no ground truth
@@ -472,9 +406,11 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
     store = live_store(store)
     output = _output(output)
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
-    grid = [(validate_positive_int(a, field="m", maximum=100),
-             validate_positive_int(b, field="ef_construction", maximum=1000))
-            for a in _as_list(m) for b in _as_list(ef_construction)]
+    grid = [(a, b) for a in validate_settings(m, field="m", maximum=100)
+            for b in validate_settings(ef_construction, field="ef_construction", maximum=1000)]
+    dimension = validate_dimension(dimension)
+    seed = validate_seed(seed)
+    check_queries(queries, None)
     variants = [(a, b) for a, b in grid if b >= 2 * a]
     skipped = [f"m={a},efc={b}" for a, b in grid if b < 2 * a]
     if not variants:
@@ -487,7 +423,7 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
         workers = int(session.setting("max_parallel_maintenance_workers"))
         session.copy_vectors(dimension)
         ids = session.stored_ids(dimension, target="copy")
-        query_vectors, own_ids = _resolve_queries(
+        query_vectors, own_ids = resolve_queries(
             queries, dimension, ids,
             lambda chosen: session.stored_vectors(dimension, target="copy", ids=chosen),
             None, seed)
