@@ -415,3 +415,29 @@ def test_output_that_cannot_be_written_is_one_line(memory_url: str) -> None:
     done = run("--db", memory_url, "tags", "--limit", "5000", stdout=reader.stdin)
     reader.communicate()
     assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
+
+
+def test_no_number_option_takes_nan() -> None:
+    """click's FloatRange lets NaN through (no comparison holds for it): every ranged number
+    option of every command refuses it before any work, and no such option is plain."""
+    import click
+
+    def commands(command: click.Command, path: list[str]) -> Iterator[tuple[list[str],
+                                                                            click.Command]]:
+        yield path, command
+        for name, sub in getattr(command, "commands", {}).items():
+            yield from commands(sub, [*path, name])
+
+    checked = 0
+    for path, command in commands(cli, []):
+        for param in command.params:
+            if not isinstance(param, click.Option) or not isinstance(param.type,
+                                                                      click.FloatRange):
+                continue
+            assert isinstance(param.type, cli_package._output.NumberRange), param.name
+            args = (["--db", "postgresql://nobody@/none", param.opts[0], "nan"] if not path
+                    else [*path, param.opts[0], "nan"])
+            result = CliRunner().invoke(cli, args)
+            assert result.exit_code == 2 and "not NaN" in result.output, (path, result.output)
+            checked += 1
+    assert checked >= 6

@@ -4,7 +4,6 @@ registered by the package)."""
 
 from __future__ import annotations
 
-import math
 import os
 import signal
 import sys
@@ -16,6 +15,7 @@ import click
 
 from ._database import DEMO_DATABASE, choose_database, open_store, say_database, store_options
 from ._output import (
+    NumberRange,
     checked_output,
     emit,
     emit_document,
@@ -35,14 +35,6 @@ HYGIENE_SAMPLE = 10_000
 def _open_store(ctx: click.Context, **options: Any) -> Any:
     """The store of the database the command reads (see ``_database``), named on stderr."""
     return open_store(ctx, **options)
-
-
-def _a_number(_ctx: click.Context, _param: click.Parameter, value: float | None
-              ) -> float | None:
-    """click's FloatRange lets NaN through (no comparison holds for it)."""
-    if value is not None and math.isnan(value):
-        raise click.BadParameter("must be a number of seconds, not NaN")
-    return value
 
 
 def _remember_db(ctx: click.Context, _param: click.Parameter, value: str | None) -> None:
@@ -76,7 +68,7 @@ class _Group(click.Group):
                    "current gem writes its local time): e.g. America/Chicago. Default: "
                    "HTM_WRITER_TIMEZONE, else the server's TimeZone.")
 @click.option("--query-timeout", envvar="HTM_QUERY_TIMEOUT", default=None, metavar="SECONDS",
-              type=click.FloatRange(min=0.001, max=86_400), callback=_a_number,
+              type=NumberRange(min=0.001, max=86_400),
               help="Longest a statement may run before it is cancelled, for the long checks "
                    "of a large memory. Default: HTM_QUERY_TIMEOUT, else 30.")
 @click.version_option(package_name="htm-analytics")
@@ -251,7 +243,7 @@ def fail_on_option(command: Any) -> Any:
 @cli.command()
 @click.option("--sweep/--no-sweep", default=True, show_default=True,
               help="Run a quick ef_search sweep (200 held-out vectors) to check the setting.")
-@click.option("--target-recall", type=click.FloatRange(0, 1, min_open=True), default=0.95,
+@click.option("--target-recall", type=NumberRange(0, 1, min_open=True), default=0.95,
               show_default=True, help="Recall@10 the ef_search advice aims for.")
 @click.option("--hygiene/--no-hygiene", default=True, show_default=True,
               help="Check the memories themselves too (near-duplicates, credentials, "

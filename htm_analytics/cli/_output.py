@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
+import math
 import shutil
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
@@ -15,10 +16,21 @@ import click
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CHART_SUFFIXES", "DateOrTime", "ROBOTS_KEY", "checked_output", "emit",
-           "refuse_unused",
-           "emit_document", "human_bytes", "note_unknown_robots", "output_options",
-           "scope_options", "workers_option"]
+__all__ = ["CHART_SUFFIXES", "DateOrTime", "NumberRange", "ROBOTS_KEY", "checked_output",
+           "emit", "refuse_unused", "emit_document", "human_bytes", "note_unknown_robots",
+           "output_options", "scope_options", "workers_option"]
+
+
+class NumberRange(click.FloatRange):
+    """click's FloatRange with NaN refused: no comparison holds for NaN, so it passes any
+    range, and an option checked this way would run with it."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if isinstance(number, float) and math.isnan(number):
+            self.fail("must be a number, not NaN", param, ctx)
+        return number
 
 
 _JSON_ROWS = "Print one JSON document (an array of objects, one per row)."

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ._app import _open_store, _remember_db, cli
-from ._output import emit, output_options, scope_options, workers_option
+from ._output import NumberRange, emit, output_options, scope_options, workers_option
 
 # Spelt out so that --help imports neither pandas nor the driver (a test checks them against
 # the library's HYGIENE_CHECKS and SENSITIVE_KINDS).
@@ -26,7 +26,7 @@ _SEED = click.option("--seed", type=click.IntRange(min=0), default=0, show_defau
                      help="Chooses the sample.")
 
 _SIMILARITY = click.option(
-    "--min-similarity", type=click.FloatRange(0, 1, min_open=True), default=0.95,
+    "--min-similarity", type=NumberRange(0, 1, min_open=True), default=0.95,
     show_default=True, help="Least cosine similarity (trigram similarity for memories without "
                             "a vector) of a near-duplicate pair.")
 
@@ -171,7 +171,7 @@ def unreachable(ctx: click.Context, k: int, ef_search: int | None, sample: int |
 
 
 @hygiene.command("stale")
-@click.option("--days", type=click.FloatRange(0, min_open=True), default=90.0,
+@click.option("--days", type=NumberRange(0, min_open=True), default=90.0,
               show_default=True, help="Not recalled for this many days.")
 @click.option("--limit", type=click.IntRange(min=1), default=None, metavar="N",
               help="Only the first N (least recently recalled first) [default: all].")
@@ -193,9 +193,9 @@ def stale(ctx: click.Context, days: float, limit: int | None, fmt: str, **scope:
 
 
 @hygiene.command("supersession")
-@click.option("--min-similarity", type=click.FloatRange(0, 1, min_open=True), default=0.5,
+@click.option("--min-similarity", type=NumberRange(0, 1, min_open=True), default=0.5,
               show_default=True, help="Least cosine similarity of the two memories.")
-@click.option("--max-similarity", type=click.FloatRange(0, 1, min_open=True), default=0.95,
+@click.option("--max-similarity", type=NumberRange(0, 1, min_open=True), default=0.95,
               show_default=True, help="Cosine similarity from which a pair is a "
                                       "near-duplicate instead.")
 @click.option("--max-tag-memories", type=int, default=100, show_default=True,
