@@ -441,3 +441,14 @@ def test_no_number_option_takes_nan() -> None:
             assert result.exit_code == 2 and "not NaN" in result.output, (path, result.output)
             checked += 1
     assert checked >= 6
+
+
+def test_an_open_end_past_the_calendar_names_the_end_given() -> None:
+    """--since alone past the last day a memory can have (or --until alone before the first)
+    names that option, not an end the user never gave."""
+    for option, value, said in (("--since", "9999-12-31", "past the last day"),
+                                ("--until", "0001-01-01", "before the first day")):
+        result = CliRunner().invoke(cli, ["--db", "postgresql://nobody@/none", "robots",
+                                          option, value])
+        assert result.exit_code == 2, result.output
+        assert f"Invalid value for {option}: {value} is {said}" in result.output

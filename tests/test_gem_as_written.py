@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -108,7 +109,19 @@ def gem_written(server_url: str, roles: dict[str, str], *,  # noqa: F811
         if populate:
             with gem_connection(as_role(url, roles["writer"])) as conn:
                 write_as_the_gem(conn)
+            settled(url)
         yield url
+
+
+def settled(url: str) -> None:
+    """Wait until the writer's backend has gone: it flushes its statistics as it exits,
+    after its client has, and a footprint taken before would miss its writes."""
+    deadline = time.monotonic() + 30
+    with psycopg.connect(url, autocommit=True) as conn:
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                           "current_database() AND pid <> pg_backend_pid()").fetchone()[0] \
+                and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
 @pytest.fixture(scope="module")

@@ -71,6 +71,10 @@ class DateOrTime(click.DateTime):
 ROBOTS_KEY = "htm_analytics.robots"  # the --robot names, in the click context's meta
 
 
+def _day(when: dt.date) -> dt.date:
+    return when.date() if isinstance(when, dt.datetime) else when
+
+
 def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Shared ``--since/--until/--robot`` options, passed on as ``timeframe`` and ``robots``."""
 
@@ -88,7 +92,15 @@ def scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
         click.get_current_context().meta[ROBOTS_KEY] = list(robots)
         timeframe = None
         if since or until:
-            timeframe = (since or dt.datetime(1, 1, 2), until or dt.datetime(9999, 12, 30))
+            # An open end is the calendar's (a day inside it, so that any zone can shift it).
+            first, last = dt.date(1, 1, 2), dt.date(9999, 12, 30)
+            if since and not until and _day(since) > last:
+                raise click.BadParameter(f"{since} is past the last day a memory can have",
+                                         param_hint="--since")
+            if until and not since and _day(until) < first:
+                raise click.BadParameter(f"{until} is before the first day a memory can have",
+                                         param_hint="--until")
+            timeframe = (since or first, until or last)
         return command(*args, timeframe=timeframe, robots=list(robots) or None, **kwargs)
 
     return wrapper
