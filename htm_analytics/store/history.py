@@ -20,8 +20,8 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import HistoryVersionError, NotAHistoryError, ValidationError
-from .file_paths import path_text, writing
-from .history_errors import incomplete, one_line, reading, version_number
+from .file_paths import examining, path_text, writing
+from .history_errors import incomplete, one_line, version_number
 from .history_folder import (
     HistoryFolder,
     append_folder_sample,
@@ -97,7 +97,7 @@ def history_location(path: HistoryPath, history_format: str | None = None
 
 
 def _connect(target: Path, *, create: bool) -> duckdb.DuckDBPyConnection:
-    with reading(target):
+    with examining(target, field="history"):
         if not create and not target.is_file():
             raise ValidationError(f"no history at {target}; write one with "
                                   "`htm-analytics collect --history PATH`", field="history")

@@ -5,13 +5,11 @@ driver's error."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from ..errors import NotAHistoryError, ValidationError
+from ..errors import NotAHistoryError
 
-__all__ = ["incomplete", "one_line", "reading", "version_number"]
+__all__ = ["incomplete", "one_line", "version_number"]
 
 
 def incomplete(where: Any, missing: list[str]) -> NotAHistoryError:
@@ -37,14 +35,3 @@ def version_number(value: Any, where: Any) -> int:
                                f"history_meta.schema_version is {shown}, not a version "
                                "number")
     return int(text)
-
-
-@contextmanager
-def reading(target: Any, what: str = "the history") -> Iterator[None]:
-    """Turn an ``OSError`` raised while ``target`` is looked at or read (a name too long,
-    a folder that may not be listed) into a :class:`ValidationError` naming ``history``."""
-    try:
-        yield
-    except OSError as exc:
-        raise ValidationError(f"cannot read {what} {target}: {exc.strerror or exc}",
-                              field="history") from None

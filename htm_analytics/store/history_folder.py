@@ -27,8 +27,8 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import HistoryVersionError, NotAHistoryError, ValidationError
-from .file_paths import path_text, writing
-from .history_errors import incomplete, one_line, reading, version_number
+from .file_paths import examining, path_text, writing
+from .history_errors import incomplete, one_line, version_number
 
 __all__ = ["HistoryFolder", "META_FILE", "append_folder_sample", "history_schema",
            "read_folder_history"]
@@ -183,7 +183,7 @@ def read_folder_history(target: HistoryFolder, tables: tuple[str, ...],
     """Every committed sample of the folder, loaded into the current tables; ``frames(con)``
     reads them out."""
     folder = target.path
-    with reading(folder, "the history folder"):
+    with examining(folder, field="history"):
         if not folder.is_dir():
             raise ValidationError(f"no history folder at {folder}; write one with "
                                   f"`htm-analytics collect --history {folder}{os.sep}`",
