@@ -14,7 +14,7 @@ from ..errors import (
 )
 from .connection import mask_secrets, mask_url
 
-__all__ = ["translate_database_error"]
+__all__ = ["one_line", "translate_database_error"]
 
 
 def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
@@ -80,3 +80,9 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
     if isinstance(result, DatabaseError):
         result.sqlstate = sqlstate
     return result
+
+
+def one_line(exc: BaseException) -> str:
+    """A driver's message without the lines after its first (DuckDB and PostgreSQL quote
+    the statement there, ``LINE 1: ...``): the CLI prints one line."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()

@@ -20,8 +20,9 @@ import pandas as pd
 
 from .._sql import read_sql
 from ..errors import HistoryVersionError, NotAHistoryError, ValidationError
+from ._errors import one_line
 from .file_paths import examining, path_text, writing
-from .history_errors import incomplete, one_line, version_number
+from .history_errors import incomplete, version_number
 from .history_folder import (
     HistoryFolder,
     append_folder_sample,

@@ -1,7 +1,6 @@
 """What the readers and writers of a history (:mod:`htm_analytics.store.history`) refuse
 (:class:`~htm_analytics.NotAHistoryError`): a place that is not a history, or not a whole
-one, and a ``schema_version`` that is not one; and the one-line messages they give for a
-driver's error."""
+one, and a ``schema_version`` that is not one."""
 
 from __future__ import annotations
 
@@ -9,7 +8,7 @@ from typing import Any
 
 from ..errors import NotAHistoryError
 
-__all__ = ["incomplete", "one_line", "version_number"]
+__all__ = ["incomplete", "version_number"]
 
 
 def incomplete(where: Any, missing: list[str]) -> NotAHistoryError:
@@ -17,12 +16,6 @@ def incomplete(where: Any, missing: list[str]) -> NotAHistoryError:
     return NotAHistoryError(f"{where} is an incomplete history: it has no "
                             f"{', '.join(missing)}; collect into a new one, or restore it "
                             "from a backup")
-
-
-def one_line(exc: BaseException) -> str:
-    """A driver's message without the lines after its first (DuckDB and PostgreSQL quote
-    the statement there, ``LINE 1: ...``): the CLI prints one line."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0].strip()
 
 
 def version_number(value: Any, where: Any) -> int:

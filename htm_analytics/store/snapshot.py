@@ -28,9 +28,9 @@ from ..frames import (
     node_id_pages,
     to_duckdb_query,
 )
+from ._errors import one_line
 from .catalog import MEMORY_TABLES
 from .file_paths import examining, path_text, writing
-from .history_errors import one_line
 from .memory import LongTermMemory, live_store
 from .packed_rows import LATEST_MICROSECONDS
 from .read_ahead import read_ahead
