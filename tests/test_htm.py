@@ -327,6 +327,16 @@ def test_recall_refuses_a_missing_timeframe(htm: HTM, db: psycopg.Connection,
     assert _written(db) == before
 
 
+@pytest.mark.parametrize("raw", ["yes", 1, None])
+def test_recall_refuses_a_raw_that_is_no_flag(htm: HTM, db: psycopg.Connection,
+                                              raw: object) -> None:
+    before = _written(db)
+    with pytest.raises(ValidationError) as info:
+        htm.recall("PostgreSQL tuning", strategy="fulltext", raw=raw)  # type: ignore[arg-type]
+    assert info.value.field == "raw"
+    htm.flush()
+    assert _written(db) == before
+
 
 @pytest.mark.parametrize(("field", "call"), [
     ("token_counts", lambda htm: htm.remember_many(["a"], token_counts=5)),

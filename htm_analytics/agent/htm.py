@@ -370,6 +370,8 @@ class HTM:
         """
         # The store validates the topic, limit and strategy, embeds the topic with this
         # robot's provider and checks its model against the stored vectors', all once.
+        if not isinstance(raw, (bool, np.bool_)):
+            raise ValidationError(f"must be True or False, got {raw!r}", field="raw")
         now = self._clock()
         window = parse_timeframe(timeframe, now=now)
         try:
