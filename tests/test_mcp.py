@@ -219,3 +219,25 @@ def test_the_command_serves_over_stdio(database_url: str) -> None:
 
     anyio.run(session)
     assert footprint(database_url) == before
+
+
+def test_ef_search_on_a_memory_too_small_to_sweep(database_url: str) -> None:
+    """A memory of one vector cannot be swept (a held-out query has no neighbour): the
+    answer says so instead of an error about arguments the tool does not take."""
+    with LongTermMemory(database_url) as writer:
+        writer.bulk_add(["one memory"], robots="r", embeddings=[[1.0, 0.0]])
+    with LongTermMemory(database_url, read_only=True, cache_size=0) as store:
+        with pytest.raises(ValidationError) as raised:
+            build_server(store, sweep_queries="50")  # type: ignore[arg-type]
+        assert raised.value.field == "sweep_queries"
+        server = build_server(store)
+
+        async def session() -> None:
+            async with Client(server) as client:
+                answer = await call(client, "ef_search")
+                assert answer["ef_search"] is None
+                assert answer["evidence"].startswith("not measured: 1 stored vector of")
+                assert "target_recall" in await refused(client, "ef_search",
+                                                        target_recall=7.0)
+
+        anyio.run(session)

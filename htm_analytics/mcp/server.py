@@ -39,7 +39,9 @@ from ..report.build import build_report
 from ..report.hygiene import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE
 from ..report.render import markdown_table
 from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory, SearchStrategy
+from ..store.display import counted
 from ..tuning.advice import recommend_ef_search
+from ..validation import validate_number
 
 __all__ = ["build_server", "MAX_ROWS", "MAX_CHARS", "REPORT_URI"]
 
@@ -191,6 +193,7 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
                               "writes", field="store")
     bounds = _Bounds(_positive(max_rows, "max_rows", 100_000),
                      _positive(max_chars, "max_chars", 1_000_000))
+    sweep_queries = _positive(sweep_queries, "sweep_queries", 100_000)
     server = _StrictServer(
         "htm-analytics",
         instructions="Read-only analytics of an HTM long-term memory (PostgreSQL + pgvector): "
@@ -309,8 +312,20 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
     @tool
     def ef_search(target_recall: float = 0.95, k: int = 10) -> dict[str, Any]:
         """The smallest hnsw.ef_search whose measured recall@k reaches the target, from a
-        sweep of held-out stored vectors against exact search."""
-        result = recommend_ef_search(store, target_recall, k, queries=sweep_queries)
+        sweep of held-out stored vectors against exact search (not measured on a memory of
+        fewer than two vectors: a held-out one needs a neighbour)."""
+        target_recall = validate_number(target_recall, field="target_recall", minimum=0,
+                                        exclusive=True, maximum=1)
+        k = _positive(k, "k", 1000)
+        with store.tuning_session() as session:
+            stored = max(session.vector_dimensions().values(), default=0)
+        if stored < 2:
+            return {"ef_search": None, "target_recall": target_recall, "k": k,
+                    "evidence": f"not measured: {counted(stored, 'stored vector')} of the "
+                                "most common dimension; a recall sweep needs at least 2"}
+        # Held-out queries are stored vectors: never more than there are.
+        result = recommend_ef_search(store, target_recall, k,
+                                     queries=min(sweep_queries, stored))
         return _jsonable({"ef_search": result.ef_search, "target_recall": result.target_recall,
                           "k": result.k, "recall": result.recall,
                           "latency_p50_ms": result.latency_p50_ms, "index": result.index,
