@@ -13,6 +13,7 @@ import numpy as np
 from .errors import ValidationError
 
 __all__ = [
+    "validate_flag",
     "validate_settings",
     "MAX_EMBEDDING_DIMENSION",
     "TAG_PATTERN",
@@ -146,6 +147,13 @@ def validate_positive_int(value: Any, *, field: str, maximum: int | None = None)
 
 _MEMORY_UNITS = {"kB": 1, "MB": 1024, "GB": 1024**2, "TB": 1024**3}
 
+
+
+def validate_flag(value: Any, *, field: str) -> bool:
+    """A bool (numpy's too): a truthy string or number is no answer to a yes-or-no option."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValidationError(f"must be True or False, got {value!r:.40}", field=field)
+    return bool(value)
 
 
 def validate_settings(value: Any, *, field: str, maximum: int) -> list[int]:

@@ -15,6 +15,7 @@ from ..validation import (
     validate_content,
     validate_datetime,
     validate_embedding_model,
+    validate_flag,
     validate_id,
     validate_name,
     validate_number,
@@ -153,15 +154,12 @@ class HTM:
                                                     field="working_memory_size")
         self.log_queries = validate_number(log_queries, field="log_queries", minimum=0,
                                            integer=True)
-        if not isinstance(buffer_writes, (bool, np.bool_)):
-            raise ValidationError(f"must be True or False, got {buffer_writes!r}",
-                                  field="buffer_writes")
         self._vector_recalls = 0
         self.embedder: Embedder = _embedder(embedder)
         self.token_counter = _token_counter(token_counter)
         self._clock = _clock(clock)
         self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
-        self.buffer_writes = bool(buffer_writes)
+        self.buffer_writes = validate_flag(buffer_writes, field="buffer_writes")
         self.store, self._owns_store = _open_store(store)
         self.robot_name = robot_name if robot_name is not None else \
             f"robot_{uuid.uuid4().hex[:8]}"
@@ -370,8 +368,7 @@ class HTM:
         """
         # The store validates the topic, limit and strategy, embeds the topic with this
         # robot's provider and checks its model against the stored vectors', all once.
-        if not isinstance(raw, (bool, np.bool_)):
-            raise ValidationError(f"must be True or False, got {raw!r}", field="raw")
+        raw = validate_flag(raw, field="raw")
         now = self._clock()
         window = parse_timeframe(timeframe, now=now)
         try:

@@ -16,7 +16,7 @@ from ..validation import MAX_EMBEDDING_DIMENSION, validate_number, validate_posi
 from ._ground_truth import query_matrix, stable_sample
 
 __all__ = ["filter_list", "iterative_modes",
-           "resolve_queries", "validate_dimension", "validate_flag", "validate_seed"]
+           "resolve_queries", "validate_dimension", "validate_seed"]
 
 ITERATIVE_MODES = (None, "strict_order", "relaxed_order")
 
@@ -71,13 +71,6 @@ def validate_dimension(dimension: Any) -> int | None:
 def validate_seed(seed: Any) -> int:
     """Any integer (it only salts the hash that picks the held-out queries)."""
     return int(validate_number(seed, field="seed", integer=True, minimum=-2**63))
-
-
-def validate_flag(value: Any, *, field: str) -> bool:
-    """A bool (numpy's too): a truthy string or number is no answer to a yes-or-no option."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValidationError(f"must be True or False, got {value!r:.40}", field=field)
-    return bool(value)
 
 
 def resolve_queries(queries: Any, dimension: int, ids: np.ndarray,

@@ -25,7 +25,7 @@ from ..errors import ValidationError
 from ..store import LongTermMemory, TuningSession, live_store, write_parquet
 from ..store.file_paths import output_path, writing
 from ..store.table_recall import DEFAULT_EF_SEARCH_SWEEP, benchmark_table_recall
-from ..validation import validate_positive_int, validate_settings
+from ..validation import validate_flag, validate_positive_int, validate_settings
 from ._ground_truth import exact_neighbors, recall_at_k, streamed_neighbor_distances, unit_rows
 from ._ground_truth import mean_interval as _mean_interval
 from ._inputs import (
@@ -34,7 +34,6 @@ from ._inputs import (
     iterative_modes,
     resolve_queries,
     validate_dimension,
-    validate_flag,
     validate_seed,
 )
 from .plots import plot_recall_by_ef, plot_recall_latency
