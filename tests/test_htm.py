@@ -349,3 +349,19 @@ def test_remember_many_refuses_lists_that_are_not_lists(htm: HTM, db: psycopg.Co
         call(htm)  # type: ignore[operator]
     assert info.value.field == field
     assert _written(db)[0] == 0
+
+
+def test_a_clock_is_read_once_when_given_and_once_per_reading(ltm: ha.LongTermMemory) -> None:
+    """HTM checks its clock and hands the same checked clock to its working memory: a clock
+    that ticks when read (a simulation's) is read once on construction, and each time the
+    working memory asks for the time, once."""
+    reads: list[int] = []
+
+    def ticking() -> dt.datetime:
+        reads.append(1)
+        return NOW + dt.timedelta(seconds=len(reads))
+
+    with HTM("ticking", store=ltm, embedder=CountingEmbedder(), clock=ticking) as robot:
+        assert len(reads) == 1
+        robot.working_memory.add("k", "value", token_count=1)
+        assert len(reads) == 2

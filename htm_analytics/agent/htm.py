@@ -13,7 +13,6 @@ from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..validation import (
     validate_content,
-    validate_datetime,
     validate_embedding_model,
     validate_flag,
     validate_id,
@@ -47,21 +46,6 @@ def _embedder(embedder: Any) -> Embedder:
     validate_embedding_model((getattr(embedder, "name", None), getattr(embedder, "model", None)),
                              field="embedder")
     return cast(Embedder, embedder)
-
-
-def _clock(clock: Any) -> Callable[[], dt.datetime]:
-    """HTM's ``clock``, read once now and checked at every reading: an aware datetime
-    within the years the store and the analyses hold (:func:`validate_datetime`), or a
-    :class:`ValidationError` naming ``clock``."""
-    checked = checked_clock(clock)
-
-    def read() -> dt.datetime:
-        value = checked()
-        validate_datetime(value, field="clock")
-        return value
-
-    read()
-    return read
 
 
 def _token_counter(counter: Any) -> Callable[[str], int]:
@@ -157,7 +141,8 @@ class HTM:
         self._vector_recalls = 0
         self.embedder: Embedder = _embedder(embedder)
         self.token_counter = _token_counter(token_counter)
-        self._clock = _clock(clock)
+        # read once here; its working memory uses the same checked clock
+        self._clock = checked_clock(clock, bounded=True)
         self.working_memory = WorkingMemory(working_memory_size, clock=self._clock)
         self.buffer_writes = validate_flag(buffer_writes, field="buffer_writes")
         self.store, self._owns_store = _open_store(store)

@@ -10,9 +10,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..errors import ValidationError
-from ..validation import validate_number, validate_positive_int, validate_token_count
+from ..validation import (
+    validate_datetime,
+    validate_number,
+    validate_positive_int,
+    validate_token_count,
+)
 
-__all__ = ["WorkingMemory", "entry_value"]
+__all__ = ["WorkingMemory", "CheckedClock", "checked_clock", "entry_value"]
 
 CONTEXT_STRATEGIES = ("recent", "frequent", "balanced")
 
@@ -58,29 +63,46 @@ def aware_datetime(value: Any, *, field: str) -> dt.datetime:
     return value.to_pydatetime(warn=False) if hasattr(value, "to_pydatetime") else value
 
 
-def checked_clock(clock: Any, *, field: str = "clock") -> Callable[[], dt.datetime]:
-    """``clock`` (default: UTC now) wrapped so that each reading is checked by
-    :func:`aware_datetime`: a clock that fails or returns anything else raises
-    :class:`ValidationError` naming ``field``. The clock is read once here, so that a
-    clock that is no clock is refused where it is given."""
-    if clock is None:
-        return _utc_now
-    if not callable(clock):
-        raise ValidationError(f"must be a callable returning an aware datetime, got "
-                              f"{type(clock).__name__}", field=field)
+class CheckedClock:
+    """A clock each reading of which is checked by :func:`aware_datetime` (and with
+    ``bounded``, by :func:`~htm_analytics.validation.validate_datetime`: within the years
+    the store holds): a clock that fails or returns anything else raises
+    :class:`ValidationError` naming ``field``."""
 
-    def read() -> dt.datetime:
+    def __init__(self, clock: Callable[[], Any], *, field: str, bounded: bool) -> None:
+        self._clock, self.field, self.bounded = clock, field, bounded
+
+    def __call__(self) -> dt.datetime:
         try:
-            value = clock()
+            value = self._clock()
         except ValidationError:
             raise
         except Exception as exc:
             raise ValidationError(f"failed: {type(exc).__name__}: {exc}",
-                                  field=field) from exc
-        return aware_datetime(value, field=field)
+                                  field=self.field) from exc
+        value = aware_datetime(value, field=self.field)
+        if self.bounded:
+            validate_datetime(value, field=self.field)
+        return value
 
-    read()
-    return read
+
+def checked_clock(clock: Any, *, field: str = "clock",
+                  bounded: bool = False) -> Callable[[], dt.datetime]:
+    """``clock`` (default: UTC now) as a :class:`CheckedClock`, read once here, so that a
+    clock that is no clock is refused where it is given. A clock checked already at least
+    as strictly (HTM's, which it hands to its working memory) is used as it is: read once,
+    and each reading checked once."""
+    if isinstance(clock, CheckedClock) and clock.field == field \
+            and (clock.bounded or not bounded):
+        return clock
+    if clock is None and not bounded:
+        return _utc_now
+    if clock is not None and not callable(clock):
+        raise ValidationError(f"must be a callable returning an aware datetime, got "
+                              f"{type(clock).__name__}", field=field)
+    checked = CheckedClock(clock or _utc_now, field=field, bounded=bounded)
+    checked()
+    return checked
 
 
 def _utc_now() -> dt.datetime:
