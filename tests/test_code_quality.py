@@ -121,6 +121,26 @@ def test_only_the_store_talks_to_databases() -> None:
         assert not internals, f"{module} imports the store's modules {internals}"
 
 
+def test_no_layer_imports_another_layers_private_names() -> None:
+    """A name with a leading underscore is its layer's own: another layer that needs it
+    gets a public name, so that the layer can change it without breaking its neighbours."""
+    import ast
+
+    found = []
+    for module, path in _modules().items():
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] \
+                if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            if target.startswith("htm_analytics") and _layer(target) != _layer(module):
+                found += [f"{module} imports {target}.{alias.name}" for alias in node.names
+                          if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert not found, found
+
+
 def test_the_layering_test_sees_what_it_checks() -> None:
     """The checks above are only as good as the import graph: it must hold the imports
     made in functions and under TYPE_CHECKING, and edges between sibling modules."""

@@ -21,7 +21,7 @@ from ._common import create_index, lift_statement_timeout
 from ._vectors import distance_sql, vector_index_name
 from .vector_stream import copy_ids, copy_vector_batches
 
-__all__ = ["TuningSession"]
+__all__ = ["TuningSession", "filter_conditions"]
 
 
 class TuningSession:
@@ -60,7 +60,7 @@ class TuningSession:
         native = self._native(target, dimension)
         distance, _ = distance_sql(native)
         index = vector_index_name(native)
-        conditions, params = _filter_conditions(filters)
+        conditions, params = filter_conditions(filters)
         conditions.insert(0, self._has_dimension(dimension))
         conditions += self._live()
         statement = sql.SQL("SELECT n.id FROM nodes n WHERE {} ORDER BY {} LIMIT {}").format(
@@ -111,7 +111,7 @@ class TuningSession:
         conditions: list[sql.Composable] = [sql.SQL("true")]
         params: dict[str, Any] = {}
         if not copy:
-            conditions, params = _filter_conditions(filters)
+            conditions, params = filter_conditions(filters)
             conditions.insert(0, self._has_dimension(dimension))
             conditions += self._live()
         if ids is not None:
@@ -317,7 +317,7 @@ class TuningSession:
         self._copy = self._copy_index = None
 
 
-def _filter_conditions(filters: Mapping[str, Any] | None
+def filter_conditions(filters: Mapping[str, Any] | None
                        ) -> tuple[list[sql.Composable], dict[str, Any]]:
     """Conditions on ``nodes n`` for benchmark filters (tag, robot, timeframe), with their
     bound parameters."""

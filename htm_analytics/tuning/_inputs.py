@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import EmbeddingError, EmbeddingMismatchError, ValidationError
-from ..store.tuning_session import _filter_conditions
+from ..store.tuning_session import filter_conditions
 from ..validation import MAX_EMBEDDING_DIMENSION, validate_number, validate_positive_int
 from ._ground_truth import query_matrix, stable_sample
 
@@ -42,7 +42,7 @@ def filter_list(filters: Any) -> list[Mapping[str, Any] | None]:
         if item and not all(isinstance(name, str) for name in item):
             raise ValidationError("filter names must be strings: tag, robot or timeframe",
                                   field="filters")
-        _filter_conditions(item)  # refuses unknown names and bad values, naming filters
+        filter_conditions(item)  # refuses unknown names and bad values, naming filters
         checked.append(item or None)
     return checked
 
