@@ -106,7 +106,8 @@ max-width:1300px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}
 .htm-report table{border-collapse:collapse;margin:1em 0;font-size:.85em}
 .htm-report th,.htm-report td{padding:.25em .6em;border-bottom:1px solid #eee;text-align:left;
 vertical-align:top}
-.htm-report caption{caption-side:top;text-align:left;font-weight:600;padding:.3em 0}
+.htm-report caption{caption-side:top;text-align:left;font-weight:600;padding:.3em 0;
+width:max-content;max-width:60em}
 .htm-report table.facts th{color:#555;font-weight:600}
 .htm-report figure{margin:1em 0}.htm-report figure img{max-width:100%}
 .htm-report figcaption{font-size:.85em;color:#555}
