@@ -96,10 +96,11 @@ class HTM:
         ``token_counter``, before anything is written.
     clock : callable, optional
         Returns the current aware datetime (default: UTC now); used for timeframe phrases
-        and working memory. Read once here and at the start of each call that uses it: a
-        clock that is not callable, fails or returns anything but an aware datetime from
-        1678 to 2261 raises :class:`~htm_analytics.ValidationError` naming ``clock``, before
-        anything is written.
+        and working memory. Read once here and once at the start of each call that uses it
+        (:meth:`remember`, :meth:`remember_many` and :meth:`recall` use that one moment
+        throughout): a clock that is not callable, fails or returns anything but an aware
+        datetime from 1678 to 2261 raises :class:`~htm_analytics.ValidationError` naming
+        ``clock``, before anything is written.
     buffer_writes : bool
         Write the working-memory steps of :meth:`recall` and :meth:`remember` (access
         counts, flags, ``recall`` and ``evict`` events) behind, in sets
@@ -190,16 +191,20 @@ class HTM:
                                   "count (an int from 0 to 2**31 - 1)",
                                   field="token_counter") from exc
 
-    def _hold(self, node_id: int, content: str, tokens: int, *, access_count: int = 0,
+    def _hold(self, node_id: int, content: str, tokens: int, *, now: dt.datetime,
+              access_count: int = 0,
               last_accessed: dt.datetime | None = None) -> list[int] | None:
-        """Put a node in working memory; return the keys evicted to make room (the caller
-        flags them in the database), or None if the node is larger than the whole budget."""
+        """Put a node in working memory at ``now`` (the call's one reading of the clock, taken
+        before it wrote: a clock read here could fail after the write); return the keys
+        evicted to make room (the caller flags them in the database), or None if the node is
+        larger than the whole budget."""
         if tokens > self.working_memory.max_tokens:
             return None
         self.working_memory.remove(node_id)  # re-added below as the most recent entry
-        evicted = self.working_memory.evict_to_make_space(tokens)
+        evicted = self.working_memory.evict_to_make_space(tokens, now=now)
         self.working_memory.add(node_id, content, token_count=tokens,
-                                access_count=access_count, last_accessed=last_accessed)
+                                access_count=access_count, last_accessed=last_accessed,
+                                now=now)
         return [e["key"] for e in evicted]
 
     def remember(self, content: str, *, tags: Sequence[str] = (),
@@ -215,8 +220,8 @@ class HTM:
         Raises
         ------
         ValidationError
-            Bad content or tags, or more tokens than the whole working memory (checked before
-            anything is written).
+            Bad content or tags, more tokens than the whole working memory, or a clock that
+            fails (all checked before anything is written).
         EmbeddingError
             The provider failed (nothing is written).
         """
@@ -226,7 +231,8 @@ class HTM:
         if tokens > self.working_memory.max_tokens:
             raise ValidationError(f"{tokens} tokens do not fit this robot's working memory of "
                                   f"{self.working_memory.max_tokens}", field="content")
-        self._clock()  # a clock gone wrong is refused before anything is written
+        # The one reading of the clock, before anything is written; reused below.
+        now = self._clock()
         known = self.store.node_ids_by_content([content])[0]
         embedding = None if known is not None else self.embedder.embed(content)
         result = self.store.add(content=content, robot_id=self.robot_id, token_count=tokens,
@@ -234,7 +240,7 @@ class HTM:
                                 embedding_model=self._model if embedding is not None else None,
                                 tags=tags)
         node_id = int(result["node_id"])
-        evicted = self._hold(node_id, content, tokens) or []
+        evicted = self._hold(node_id, content, tokens, now=now) or []
         self._write_step(held=[node_id], evicted=evicted)
         return node_id
 
@@ -295,7 +301,8 @@ class HTM:
                 raise ValidationError(f"{count} tokens do not fit this robot's working memory "
                                       f"of {self.working_memory.max_tokens}",
                                       field=f"contents[{i}]")
-        self._clock()  # a clock gone wrong is refused before anything is written
+        # The one reading of the clock, before anything is written; reused below.
+        now = self._clock()
         known = self.store.node_ids_by_content(texts)
         new = [i for i in range(n) if known[i] is None]
         old = [i for i in range(n) if known[i] is not None]
@@ -319,7 +326,7 @@ class HTM:
                 node_ids[i] = int(node)
         evicted: list[int] = []
         for node, text, count in zip(node_ids, texts, tokens):
-            evicted += self._hold(node, text, count) or []
+            evicted += self._hold(node, text, count, now=now) or []
         self._write_step(held=[k for k in dict.fromkeys(node_ids) if k in self.working_memory],
                          evicted=[k for k in dict.fromkeys(evicted)
                                   if k not in self.working_memory])
@@ -354,7 +361,7 @@ class HTM:
         # The store validates the topic, limit and strategy, embeds the topic with this
         # robot's provider and checks its model against the stored vectors', all once.
         raw = validate_flag(raw, field="raw")
-        now = self._clock()
+        now = self._clock()  # the one reading, before anything changes; reused below
         window = parse_timeframe(timeframe, now=now)
         try:
             rows = self.store.search_by_strategy(strategy, query=topic, limit=limit,
@@ -370,7 +377,7 @@ class HTM:
         self._log_query(getattr(rows, "query_vector", None))
         held, evicted = [], []
         for row, tokens in zip(rows, counts):
-            made_room = self._hold(int(row["id"]), row["content"], tokens,
+            made_room = self._hold(int(row["id"]), row["content"], tokens, now=now,
                                    access_count=int(row.get("access_count") or 0) + 1,
                                    last_accessed=now)
             if made_room is not None:

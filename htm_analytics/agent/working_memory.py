@@ -37,9 +37,38 @@ def entry_value(access_count: int, last_used: dt.datetime, now: dt.datetime) -> 
 
     Frequent use (logarithmic, so a few extra accesses matter less and less) and recent use
     (decaying from 1 towards 0 over hours) both raise it. Eviction removes the lowest first.
+
+    Parameters
+    ----------
+    access_count : int
+        How often the entry was used, 0 or more (not a bool).
+    last_used : datetime
+        An aware datetime: when it was last used (or added). A time after ``now`` counts as
+        no time idle.
+    now : datetime
+        An aware datetime: the moment of the valuation.
+
+    Returns
+    -------
+    float
+        Finite and positive: 0 < value <= ln(1 + access_count) + 1; it grows with
+        ``access_count`` and shrinks as ``now`` moves on.
+
+    Raises
+    ------
+    ValidationError
+        A bad argument, naming it.
     """
+    accesses = validate_number(access_count, field="access_count", minimum=0, integer=True)
+    return _entry_value(int(accesses), aware_datetime(last_used, field="last_used"),
+                        aware_datetime(now, field="now"))
+
+
+def _entry_value(access_count: int, last_used: dt.datetime, now: dt.datetime) -> float:
+    """:func:`entry_value` without the checks, for the eviction and context loops, whose
+    entries and moment were checked when they came in."""
     hours = max((now - last_used).total_seconds(), 0.0) / 3600.0
-    return math.log1p(max(access_count, 0)) + 1.0 / (1.0 + hours)
+    return math.log1p(access_count) + 1.0 / (1.0 + hours)
 
 
 def aware_datetime(value: Any, *, field: str) -> dt.datetime:
@@ -188,7 +217,7 @@ class WorkingMemory:
         return self._tokens + _tokens(tokens, "tokens") <= self.max_tokens
 
     def add(self, key: Hashable, value: Any, *, token_count: int, access_count: int = 0,
-            last_accessed: dt.datetime | None = None) -> None:
+            last_accessed: dt.datetime | None = None, now: dt.datetime | None = None) -> None:
         """Hold ``value`` under ``key`` (replacing an entry with that key, made most recent).
 
         Parameters
@@ -202,14 +231,18 @@ class WorkingMemory:
             How often it was used before, 0 or more.
         last_accessed : datetime, optional
             An aware datetime: when it was last used (default: when it is added).
+        now : datetime, optional
+            An aware datetime: when it is added (default: a reading of the clock). A caller
+            doing several things at one moment (HTM's remember and recall) reads its clock
+            once and passes that moment, so that no reading can fail half-way.
 
         Raises
         ------
         ValidationError
             A key that is not hashable or a bad count or time (naming the argument); an
             entry larger than the whole budget, or one that does not fit in the space left
-            (call :meth:`evict_to_make_space` first): the budget is never exceeded. Nothing
-            changes then.
+            (call :meth:`evict_to_make_space` first): the budget is never exceeded; a clock
+            that fails. Nothing changes then.
         """
         key = _key(key)
         tokens = _tokens(token_count)
@@ -217,6 +250,8 @@ class WorkingMemory:
                                        integer=True))
         if last_accessed is not None:
             last_accessed = aware_datetime(last_accessed, field="last_accessed")
+        if now is not None:
+            now = aware_datetime(now, field="now")
         if tokens > self.max_tokens:
             raise ValidationError(f"{tokens} tokens do not fit a working memory of "
                                   f"{self.max_tokens}", field="token_count")
@@ -227,7 +262,8 @@ class WorkingMemory:
                 raise ValidationError(
                     f"{tokens} tokens do not fit: {self.max_tokens - self._tokens + freed} "
                     "left; call evict_to_make_space first", field="token_count")
-            now = self._clock()
+            if now is None:
+                now = self._clock()
             self._counter += 1
             self._entries[key] = _Entry(value, tokens, accesses, last_accessed, now,
                                         self._counter)
@@ -265,8 +301,16 @@ class WorkingMemory:
             self._tokens = 0
             return keys
 
-    def evict_to_make_space(self, tokens: int) -> list[dict[str, Any]]:
+    def evict_to_make_space(self, tokens: int, *,
+                            now: dt.datetime | None = None) -> list[dict[str, Any]]:
         """Evict the least valuable entries until ``tokens`` more fit; return them.
+
+        Parameters
+        ----------
+        tokens : int
+        now : datetime, optional
+            An aware datetime: the moment the entries are valued at (default: a reading of
+            the clock, taken only if something must be evicted).
 
         Returns
         -------
@@ -277,18 +321,22 @@ class WorkingMemory:
         Raises
         ------
         ValidationError
-            If ``tokens`` exceed the whole budget (nothing is evicted then).
+            If ``tokens`` exceed the whole budget, a bad ``now`` or a clock that fails
+            (nothing is evicted then).
         """
         needed = _tokens(tokens, "tokens")
+        if now is not None:
+            now = aware_datetime(now, field="now")
         if needed > self.max_tokens:
             raise ValidationError(f"{needed} tokens do not fit a working memory of "
                                   f"{self.max_tokens}", field="tokens")
         with self._lock:
             if self._tokens + needed <= self.max_tokens:
                 return []
-            now = self._clock()
+            if now is None:
+                now = self._clock()
             ranked = sorted(self._entries.items(), key=lambda kv: (
-                entry_value(kv[1].access_count, kv[1].last_accessed or kv[1].added_at, now),
+                _entry_value(kv[1].access_count, kv[1].last_accessed or kv[1].added_at, now),
                 kv[1].order))
             evicted = []
             for key, entry in ranked:
@@ -321,7 +369,7 @@ class WorkingMemory:
             elif strategy == "frequent":
                 entries.sort(key=lambda e: (-e.access_count, -e.order))
             else:
-                entries.sort(key=lambda e: (-entry_value(
+                entries.sort(key=lambda e: (-_entry_value(
                     e.access_count, e.last_accessed or e.added_at, now), -e.order))
             parts, used = [], 0
             for entry in entries:
