@@ -221,16 +221,9 @@ def history(path: str | os.PathLike[str] | HistoryFolder | HistoryTable, *,
         "index_name")["is_unique"]
     usage["is_unique"] = usage["index_name"].map(unique).fillna(False).astype(bool)
     statements = _statement_periods(frames["sample_statements"], samples)
-    recall = samples[["sample_id", "collected_at", "ef_search", *_RECALL_COLUMNS]].copy()
+    recall = samples[["sample_id", "collected_at", "ef_search", *_RECALL_COLUMNS]]
     _check_baseline(thresholds.baseline_sample, recall)
-    for prefix in ("", "logged_"):
-        recall[f"{prefix}recall"] = pd.to_numeric(recall[f"{prefix}recall"])
-        measured = recall.dropna(subset=[f"{prefix}recall"])
-        base = measured[measured["sample_id"] == thresholds.baseline_sample] \
-            if thresholds.baseline_sample is not None else measured.head(1)
-        for suffix in ("", "_low", "_high"):
-            recall[f"{prefix}baseline{suffix}"] = \
-                float(base[f"{prefix}recall{suffix}"].iloc[0]) if len(base) else np.nan
+    recall = _with_baseline(recall, thresholds.baseline_sample)
     robots = frames["sample_robots"].merge(samples[["sample_id", "collected_at"]])
     return MemoryHistory(samples, growth, usage, recall, robots, statements)
 
@@ -243,6 +236,23 @@ def _thresholds(thresholds: DriftThresholds | None) -> DriftThresholds:
         raise ValidationError(f"must be DriftThresholds or None, got "
                               f"{type(thresholds).__name__}", field="thresholds")
     return thresholds
+
+
+def _with_baseline(recall: pd.DataFrame, baseline: int | None) -> pd.DataFrame:
+    """A copy of ``recall`` with the baseline's columns (``baseline``, ``baseline_low``,
+    ``baseline_high`` and their ``logged_`` twins): the recall of sample ``baseline``, or,
+    for None, of the first sample that measured it (on stored vectors and on logged queries
+    apart); NaN where that sample did not measure it."""
+    recall = recall.copy()
+    for prefix in ("", "logged_"):
+        recall[f"{prefix}recall"] = pd.to_numeric(recall[f"{prefix}recall"])
+        measured = recall.dropna(subset=[f"{prefix}recall"])
+        base = measured[measured["sample_id"] == baseline] if baseline is not None \
+            else measured.head(1)
+        for suffix in ("", "_low", "_high"):
+            recall[f"{prefix}baseline{suffix}"] = \
+                float(base[f"{prefix}recall{suffix}"].iloc[0]) if len(base) else np.nan
+    return recall
 
 
 def _check_baseline(baseline: int | None, recall: pd.DataFrame) -> None:
@@ -276,16 +286,23 @@ def drift_findings(memory_history: MemoryHistory,
     - ``statements_evicted`` (info): pg_stat_statements evicted entries in the last
       period, so the statements' figures there miss what the evicted entries had counted.
 
-    A ``baseline_sample`` that is no sample of ``memory_history`` that measured recall is
+    Recall is compared with the baseline ``thresholds`` names (``baseline_sample``; None:
+    the first sample that measured it), whichever one ``memory_history`` was read with;
+    without ``thresholds``, with the baseline :func:`history` gave it. A
+    ``baseline_sample`` that is no sample of ``memory_history`` that measured recall is
     refused (:class:`~htm_analytics.ValidationError`), as :func:`history` refuses it.
     """
     if not isinstance(memory_history, MemoryHistory):
         raise ValidationError("must be a MemoryHistory, as history() reads it, got "
                               f"{type(memory_history).__name__}", field="memory_history")
+    recall = memory_history.recall
+    if thresholds is not None:  # the baseline named here, not the one read with
+        thresholds = _thresholds(thresholds)
+        _check_baseline(thresholds.baseline_sample, recall)
+        recall = _with_baseline(recall, thresholds.baseline_sample)
     thresholds = _thresholds(thresholds)
-    _check_baseline(thresholds.baseline_sample, memory_history.recall)
     rows = [drift for prefix in ("", "logged_")
-            if (drift := _recall_drift(memory_history.recall, prefix)) is not None]
+            if (drift := _recall_drift(recall, prefix)) is not None]
     usage = memory_history.index_usage
     periods = sorted(usage["sample_id"].unique())[-thresholds.unused_samples:]
     if len(periods) >= thresholds.unused_samples:

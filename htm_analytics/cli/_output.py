@@ -34,24 +34,46 @@ class NumberRange(click.FloatRange):
 
 
 _JSON_ROWS = "Print one JSON document (an array of objects, one per row)."
+# The output options: parameter, option and the fmt it gives. Each is a flag of its own, so
+# that two given together can be told apart (sharing one destination, the last would win).
+_FORMATS = {"format_table": ("--table", "table"), "format_csv": ("--csv", "csv"),
+            "format_json": ("--json", "json")}
+
+
+def _one_format(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """Refuse a second output format: the options given are processed in the order given,
+    so an earlier one is already in ``ctx.params``."""
+    if value:
+        given = [option for name, (option, _) in _FORMATS.items()
+                 if name != param.name and ctx.params.get(name)]
+        if given:
+            raise click.UsageError(f"{given[0]} and {_FORMATS[str(param.name)][0]} are two "
+                                   "output formats: give one of --table, --csv, --json",
+                                   ctx=ctx)
+    return value
 
 
 def output_options(command: Callable[..., Any] | None = None, *,
                    json_help: str = _JSON_ROWS) -> Any:
-    """Shared ``--table/--csv/--json`` options: how a command prints its DataFrame.
+    """Shared ``--table/--csv/--json`` options: how a command prints its DataFrame, passed
+    on as ``fmt`` (``"table"``, ``"csv"`` or ``"json"``); two of them given together are a
+    usage error naming both.
 
     Used bare (``@output_options``), or as ``@output_options(json_help=...)`` by a command
     whose ``--json`` prints something else than the frame's rows.
     """
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        @click.option("--table", "fmt", flag_value="table", default=True,
+        @click.option("--table", "format_table", is_flag=True, callback=_one_format,
                       help="Print an aligned table (default).")
-        @click.option("--csv", "fmt", flag_value="csv", help="Print CSV.")
-        @click.option("--json", "fmt", flag_value="json", help=json_help)
+        @click.option("--csv", "format_csv", is_flag=True, callback=_one_format,
+                      help="Print CSV.")
+        @click.option("--json", "format_json", is_flag=True, callback=_one_format,
+                      help=json_help)
         @functools.wraps(command)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return command(*args, **kwargs)
+            given = [fmt for name, (_, fmt) in _FORMATS.items() if kwargs.pop(name)]
+            return command(*args, fmt=given[0] if given else "table", **kwargs)
 
         return wrapper
 

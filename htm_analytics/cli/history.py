@@ -25,7 +25,7 @@ _DEFAULT_HISTORY = "htm-history.duckdb"
 # What fits a terminal line.
 _TABLE_COLUMNS = {
     "samples": ["sample_id", "collected_at", "ef_search", "recall", "statements_available",
-                "counters_reset"],
+                "counters_reset", "entries_evicted"],
     "growth": ["sample_id", "table_name", "row_count", "table_bytes", "index_bytes"],
     "indexes": ["sample_id", "index_name", "idx_scan", "idx_tup_read", "counters_reset"],
     "recall": ["sample_id", "collected_at", "ef_search", "recall", "recall_low",

@@ -126,6 +126,11 @@ def append_sample(path: HistoryPath, sample: dict[str, pd.DataFrame]) -> int:
     ``sample`` maps each name of :data:`HISTORY_TABLES` to a frame with that table's
     columns but ``sample_id`` (``samples`` has one row). A sample is stored whole or not at
     all.
+
+    Raises :class:`HistoryVersionError` for a history of a newer version, and
+    :class:`NotAHistoryError` (naming ``history``) for a place that is not a history or not
+    a whole one (as :func:`read_history` refuses them, before anything is written), or one
+    the sample could not be written to.
     """
     location = history_location(path)
     if isinstance(location, HistoryTable):
@@ -140,6 +145,9 @@ def append_sample(path: HistoryPath, sample: dict[str, pd.DataFrame]) -> int:
         tables = {row[0] for row in _run(con, "SELECT table_name FROM information_schema.tables")}
         if "history_meta" in tables:
             check_version(_version_of(con, target), target)
+            # Refused as reading refuses it: re-made empty, the table's samples would be lost.
+            if missing := [table for table in HISTORY_TABLES if table not in tables]:
+                raise incomplete(target, missing)
         elif tables:
             raise ValidationError(f"{target} holds tables but no history_meta: not a history "
                                   "file; give a new one", field="history")
@@ -161,9 +169,9 @@ def append_sample(path: HistoryPath, sample: dict[str, pd.DataFrame]) -> int:
             con.unregister("incoming")
         _run(con, "COMMIT")
         return sample_id
-    except duckdb.Error as exc:
-        raise HistoryVersionError(f"could not write to the history {target}: "
-                                  f"{one_line(exc)}") from None
+    except duckdb.Error as exc:  # a history whose tables were changed, a disk full...
+        raise NotAHistoryError(f"could not write to the history {target}: "
+                               f"{one_line(exc)}") from None
     finally:
         con.close()
 

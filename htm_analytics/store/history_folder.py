@@ -26,7 +26,7 @@ import duckdb
 import pandas as pd
 
 from .._sql import read_sql
-from ..errors import HistoryVersionError, NotAHistoryError, ValidationError
+from ..errors import NotAHistoryError, ValidationError
 from ._errors import one_line
 from .file_paths import examining, path_text, writing
 from .history_errors import incomplete, version_number
@@ -119,6 +119,9 @@ def append_folder_sample(target: HistoryFolder, sample: dict[str, pd.DataFrame],
     ------
     ValidationError
         The folder cannot be created or written, or holds files but no history.
+    NotAHistoryError
+        The folder's history cannot be read (its version is no version, a committed
+        sample lost files) or written to (naming ``history``, as a ValidationError).
     HistoryVersionError
         The folder holds a history of a newer schema version.
     """
@@ -127,8 +130,8 @@ def append_folder_sample(target: HistoryFolder, sample: dict[str, pd.DataFrame],
         with writing(folder, field="history", what="the history folder"):
             return _append(target, folder, sample, tables, version, check_version)
     except duckdb.Error as exc:
-        raise HistoryVersionError(f"could not write to the history {folder}: "
-                                  f"{one_line(exc)}") from None
+        raise NotAHistoryError(f"could not write to the history {folder}: "
+                               f"{one_line(exc)}") from None
 
 
 def _append(target: HistoryFolder, folder: Path, sample: dict[str, pd.DataFrame],
@@ -144,6 +147,8 @@ def _append(target: HistoryFolder, folder: Path, sample: dict[str, pd.DataFrame]
                               "folder; give a new or empty one", field="history")
     if stored is not None:
         check_version(stored, target)
+        if lost := _lost_files(folder, tables):  # refused as reading refuses it
+            raise incomplete(target, lost)
     with history_schema() as con:
         if stored != version:
             con.execute("INSERT INTO history_meta VALUES ('schema_version', ?)",
@@ -177,6 +182,23 @@ def _write_sample(con: duckdb.DuckDBPyConnection, folder: Path,
     return sample_id
 
 
+def _committed_files(folder: Path, tables: tuple[str, ...]) -> dict[str, list[Path]]:
+    """Per table, its file in each committed sample (one whose ``samples.parquet`` is
+    there), whether it is there or not."""
+    committed = sorted(sample_id for sample_id, home in _sample_folders(folder).items()
+                       if (home / "samples.parquet").is_file())
+    return {table: [folder / f"sample_{i:06d}" / f"{table}.parquet" for i in committed]
+            for table in tables}
+
+
+def _lost_files(folder: Path, tables: tuple[str, ...],
+                files: dict[str, list[Path]] | None = None) -> list[str]:
+    """The files of committed samples that are not there (relative to ``folder``)."""
+    files = _committed_files(folder, tables) if files is None else files
+    return [str(file.relative_to(folder)) for paths in files.values() for file in paths
+            if not file.is_file()]
+
+
 def read_folder_history(target: HistoryFolder, tables: tuple[str, ...],
                         check_version: Callable[[int | None, Any], None],
                         frames: Callable[[duckdb.DuckDBPyConnection], dict[str, pd.DataFrame]]
@@ -190,12 +212,8 @@ def read_folder_history(target: HistoryFolder, tables: tuple[str, ...],
                                   f"`htm-analytics collect --history {folder}{os.sep}`",
                                   field="history")
         check_version(_version(folder), target)
-        committed = sorted(sample_id for sample_id, home in _sample_folders(folder).items()
-                           if (home / "samples.parquet").is_file())
-        files = {table: [folder / f"sample_{i:06d}" / f"{table}.parquet" for i in committed]
-                 for table in tables}
-        if lost := [str(file.relative_to(folder)) for paths in files.values()
-                    for file in paths if not file.is_file()]:
+        files = _committed_files(folder, tables)
+        if lost := _lost_files(folder, tables, files):
             raise incomplete(target, lost)
     try:
         with history_schema() as con:

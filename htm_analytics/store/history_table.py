@@ -74,8 +74,10 @@ def append_table_sample(target: HistoryTable, sample: dict[str, pd.DataFrame],
                 sql.Identifier(target.schema)))
             _in_schema(conn, target)
             stored = _version(conn, target)
-            if stored is not None:  # refuse a newer history before changing anything
+            if stored is not None:  # refuse a newer or incomplete history before any change
                 check_version(stored, target)
+                if missing := [table for table in tables if not _exists(conn, table)]:
+                    raise incomplete(target, missing)  # as reading refuses it
             for statement in read_sql("history", "schema.sql").split(";"):
                 if statement.strip():
                     conn.execute(statement.encode())
