@@ -1,4 +1,5 @@
-"""GhostKG: a database built from its own DDL, imported twice, analysed in place."""
+"""GhostKG: a database built from its own DDL, imported twice, analysed in place (its
+hostile rows: test_peers_ghostkg_rows.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import datetime as dt
 import hashlib
 import json
 import math
-import random
 import sqlite3
 import tracemalloc
 from pathlib import Path
@@ -15,8 +15,15 @@ import pandas as pd
 import psycopg
 import pytest
 from fixtures_db import temporary_database
-from hypothesis import HealthCheck, given, settings
-from peer_helpers import HOSTILE_LOGS, ghostkg_logs, store_fingerprint, writes_so_far
+from peer_helpers import (
+    GHOSTKG_AGENTS,
+    GHOSTKG_DDL,
+    GHOSTKG_START,
+    build_ghostkg,
+    ghostkg_stamp,
+    store_fingerprint,
+    writes_so_far,
+)
 
 from htm_analytics import DatabaseError, LongTermMemory, ValidationError
 from htm_analytics.peers import (
@@ -25,72 +32,6 @@ from htm_analytics.peers import (
     import_ghostkg,
     plot_retrievability_curves,
 )
-
-DDL = (Path(__file__).parent / "peer_schemas" / "ghostkg.sql").read_text()
-START = dt.datetime(2025, 1, 1, 9, 0)
-AGENTS = ["Alice", "Bob", "Carol"]
-ENTITIES = ["I", "climate change", "renewable energy", "carbon tax", "economy", "jobs", "UBI",
-            "nuclear power", "Bob", "Alice", "public transport", "housing"]
-RELATIONS = ["supports", "opposes", "care_about", "affects", "discusses", "prioritize"]
-
-
-def _stamp(when: dt.datetime) -> str:
-    return when.strftime("%Y-%m-%d %H:%M:%S")
-
-
-def build_ghostkg(path: Path, *, seed: int = 3) -> dict:
-    """A small GhostKG memory: three agents debating, with FSRS state and logs."""
-    rng = random.Random(seed)
-    conn = sqlite3.connect(path)
-    conn.executescript(DDL)
-    nodes, edges, logs = [], [], []
-    for agent in AGENTS:
-        for entity in ENTITIES:
-            reviewed = START + dt.timedelta(hours=rng.randint(0, 240))
-            new = rng.random() < 0.15
-            nodes.append((agent, entity, 0.0 if new else round(rng.uniform(0.3, 30), 3),
-                          0.0 if new else round(rng.uniform(1, 10), 3),
-                          None if new else _stamp(reviewed), rng.randint(0, 6),
-                          0 if new else rng.choice([1, 2]), _stamp(START),
-                          rng.randint(1, 10), rng.randint(0, 23)))
-        for _ in range(40):
-            source, target = rng.sample(ENTITIES, 2)
-            edges.append((agent, source, target, rng.choice(RELATIONS), 1.0,
-                          round(rng.uniform(-1, 1), 3),
-                          _stamp(START + dt.timedelta(minutes=rng.randint(0, 20_000))),
-                          rng.randint(1, 10), rng.randint(0, 23)))
-    # The same belief held by two agents: one memory, remembered by both.
-    edges.append(("Alice", "I", "renewable energy", "supports", 1.0, 0.8, _stamp(START),
-                  1, 9))
-    edges.append(("Bob", "I", "renewable energy", "supports", 1.0, 0.5,
-                  _stamp(START + dt.timedelta(days=1)), 2, 9))
-    unique_edges = {}
-    for edge in edges:
-        unique_edges[edge[:4]] = edge
-    edges = list(unique_edges.values())
-    for i in range(60):
-        agent = AGENTS[i % 3]
-        action = "READ" if i % 2 == 0 else "WRITE"
-        entities = rng.sample(ENTITIES[1:8], 2)
-        annotations = ({"author": AGENTS[(i + 1) % 3], "triplets_count": 2, "mode": "FAST",
-                        "entities": entities} if action == "READ"
-                       else {"triplets_count": 1, "external": True,
-                             "context_used": "MY CURRENT STANCE: ..."})
-        content = f"{agent} {action.lower()}s about {entities[0]} and {entities[1]} (turn {i})"
-        logs.append((agent, action, content, None, json.dumps(annotations),
-                     _stamp(START + dt.timedelta(minutes=5 * i)), 1 + i // 24, i % 24))
-    # Content not stored (only its UUID), and a log without an agent: kept, not remembered.
-    logs.append(("Alice", "READ", None, "8c1f0d52-5b7e-4f0e-9d2a-1a2b3c4d5e6f", None,
-                 _stamp(START), 1, 0))
-    logs.append((None, "WRITE", "orphan line", None, None, _stamp(START), 1, 0))
-    conn.executemany("INSERT INTO nodes VALUES (?,?,?,?,?,?,?,?,?,?)", nodes)
-    conn.executemany("INSERT INTO edges VALUES (?,?,?,?,?,?,?,?,?)", edges)
-    conn.executemany("INSERT INTO logs (agent_name, action_type, content, content_uuid, "
-                     "annotations, timestamp, sim_day, sim_hour) VALUES (?,?,?,?,?,?,?,?)",
-                     logs)
-    conn.commit()
-    conn.close()
-    return {"nodes": nodes, "edges": edges, "logs": logs}
 
 
 def _digest(path: Path) -> str:
@@ -272,12 +213,12 @@ def test_a_source_that_is_not_one_leaves_the_target_untouched(
 
 def _log_source(path: Path, rows: int) -> None:
     conn = sqlite3.connect(path)
-    conn.executescript(DDL)
+    conn.executescript(GHOSTKG_DDL)
     conn.executemany(
         "INSERT INTO logs (agent_name, action_type, content, annotations, timestamp) "
         "VALUES (?, ?, ?, ?, ?)",
-        ((AGENTS[i % 3], "READ" if i % 2 else "WRITE", f"message {i} about topic {i % 977}",
-          '{"triplets_count": 1}', _stamp(START + dt.timedelta(seconds=37 * i)))
+        ((GHOSTKG_AGENTS[i % 3], "READ" if i % 2 else "WRITE", f"message {i} about topic {i % 977}",
+          '{"triplets_count": 1}', ghostkg_stamp(GHOSTKG_START + dt.timedelta(seconds=37 * i)))
          for i in range(rows)))
     conn.commit()
     conn.close()
@@ -392,35 +333,6 @@ def test_a_second_source_is_refused_unless_named(
     assert repeat.loc["(total)", "imported"] == 0
 
 
-def test_what_sqlite_lets_a_writer_store_is_read_or_named(
-        tmp_path: Path, ltm_one_connection: LongTermMemory) -> None:
-    """SQLite keeps any value in any column: text for a number, a BLOB for a name, bytes
-    that are not UTF-8 for text. The analyses and the import read them; bad arguments are
-    named."""
-    path = tmp_path / "odd.db"
-    build_ghostkg(path)
-    with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE nodes SET stability = 'very stable' WHERE rowid = 1")
-        conn.execute("UPDATE nodes SET owner_id = CAST('Alice' AS BLOB) WHERE rowid = 2")
-        conn.execute("UPDATE logs SET content = CAST(X'66FF6F' AS TEXT) WHERE rowid = "
-                     "(SELECT min(rowid) FROM logs WHERE agent_name IS NOT NULL)")
-    state = ghostkg_memory_state(path)
-    assert state["owner_id"].isin(AGENTS).all()
-    assert state["stability"].notna().all()
-    summary = import_ghostkg(path, ltm_one_connection).to_frame().set_index("table")
-    assert summary.loc["logs", "imported"] > 0
-    stored = ltm_one_connection.fetch_frame("SELECT content FROM nodes")["content"].tolist()
-    assert "f\\xffo" in stored  # the bytes that are not UTF-8, escaped
-    for call, field in ((lambda: ghostkg_memory_state(path, decay=0), "decay"),
-                        (lambda: ghostkg_retrievability_curves(path, owners=5), "owners"),
-                        (lambda: ghostkg_retrievability_curves(path, days=10**10), "days"),
-                        (lambda: ghostkg_memory_state("g\x00.db"), "sqlite_path"),
-                        (lambda: ghostkg_memory_state("g_\ud800.db"), "sqlite_path")):
-        with pytest.raises(ValidationError) as raised:
-            call()
-        assert raised.value.field == field
-
-
 def test_a_second_source_is_refused_whatever_its_rows_became(
         tmp_path: Path, ltm_one_connection: LongTermMemory) -> None:
     """Logs are written once and keyed by their id: another file's log 1 is another log,
@@ -431,7 +343,7 @@ def test_a_second_source_is_refused_whatever_its_rows_became(
     for path, logs in ((first, [("alice", "log one"), ("alice", None), ("", "orphan")]),
                        (second, [("zed", "log one"), ("bob", "two"), ("bob", "three")])):
         with sqlite3.connect(path) as conn:
-            conn.executescript(DDL)
+            conn.executescript(GHOSTKG_DDL)
             conn.executemany("INSERT INTO logs (id, agent_name, action_type, content, "
                              "timestamp) VALUES (?, ?, 'WRITE', ?, '2025-01-01 09:00:00')",
                              [(i, agent, text) for i, (agent, text) in enumerate(logs, 1)])
@@ -444,72 +356,3 @@ def test_a_second_source_is_refused_whatever_its_rows_became(
     assert {"two", "three"} <= stored
     assert import_ghostkg(first, ltm).to_frame().set_index("table").loc[
         "(total)", "imported"] == 0  # the first source again: nothing new, nothing refused
-
-
-def test_one_hostile_row_never_stops_an_import(tmp_path: Path, ltm: LongTermMemory,
-                                               db: psycopg.Connection) -> None:
-    """A time past the years the store holds is remembered at the import's time (the
-    record keeps it); an agent name that is no name is rejected, naming agent_name; every
-    other row of the chunk is imported, and a second run writes nothing."""
-    path = tmp_path / "hostile.db"
-    good = [("Alice", f"good line {i}", _stamp(START)) for i in range(5)]
-    hostile = [("Alice", "from year one", "0001-01-01 00:00:00"),
-               ("Alice", "from the end", "9999-12-31 23:59:59"),
-               ("Alice", "an offset past 9999", "9999-12-31T23:00:00-05:00"),
-               ("   ", "a blank agent", _stamp(START)),
-               ("Al\x00ice", "a NUL in the agent", _stamp(START)),
-               ("x" * 300, "a long agent", _stamp(START)),
-               (7, "an agent by number", _stamp(START))]
-    ghostkg_logs(path, good[:2] + hostile + good[2:])
-    summary = import_ghostkg(path, ltm, chunk_rows=2).tables["logs"]
-    assert (summary.read, summary.imported, summary.rejected) == (12, 9, 3)
-    assert set(summary.reasons) == {"agent_name: must not be empty or whitespace",
-                                    "agent_name: must not contain NUL bytes (PostgreSQL text "
-                                    "cannot hold them)",
-                                    "agent_name: must be at most 255 characters, got 300"}
-    fingerprint = store_fingerprint(db)
-    assert import_ghostkg(path, ltm, chunk_rows=2).tables["logs"].already_imported == 12
-    assert store_fingerprint(db) == fingerprint
-    assert db.execute("SELECT array_agg(name ORDER BY name) FROM robots").fetchone()[0] == \
-        ["7", "Alice"]
-    records = {r[0]["content"]: r[0] for r in db.execute("SELECT record FROM import_records")}
-    assert records["from year one"]["timestamp"] == "0001-01-01 00:00:00"
-    assert records["a long agent"]["_rejected"].startswith("agent_name:")
-    late = db.execute("SELECT min(rn.first_remembered_at) FROM robot_nodes rn JOIN nodes n "
-                      "ON n.id = rn.node_id WHERE n.content LIKE 'from %' "
-                      "OR n.content LIKE 'an offset%'").fetchone()[0]
-    assert late > dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)
-
-
-def test_the_cli_imports_around_a_hostile_row(tmp_path: Path, database_url: str) -> None:
-    from click.testing import CliRunner
-
-    from htm_analytics.cli import cli
-
-    path = tmp_path / "g2.db"
-    ghostkg_logs(path, [("x" * 300, "a long agent", _stamp(START)), ("Bob", "hello", "9999-01-01")])
-    result = CliRunner().invoke(cli, ["--db", database_url, "import", "ghostkg", str(path),
-                                      "--json"])
-    assert result.exit_code == 0, result.output
-    assert {r["table"]: r["rejected"] for r in json.loads(result.stdout)}["logs"] == 1
-
-
-_SOURCES = iter(range(10**6))
-
-
-@settings(max_examples=25, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(logs=HOSTILE_LOGS)
-def test_any_logs_are_imported_or_rejected_each_recorded_once(
-        tmp_path: Path, ltm: LongTermMemory, logs: list[tuple]) -> None:
-    """Whatever a writer put in a log's agent, text and time: the import finishes, records
-    every row once (rejected or not) and the second run imports nothing."""
-    name = f"s{next(_SOURCES)}"
-    path = tmp_path / f"{name}.db"
-    ghostkg_logs(path, logs)
-    summary = import_ghostkg(path, ltm, chunk_rows=3, source_name=name).tables["logs"]
-    assert summary.read == len(logs) and summary.imported + summary.rejected == len(logs)
-    keys = ltm.imported_keys("ghostkg", "logs", [f"{name}:{i}" for i in
-                                                 range(1, len(logs) + 1)])
-    assert len(keys) == len(logs)
-    again = import_ghostkg(path, ltm, chunk_rows=3, source_name=name).tables["logs"]
-    assert (again.already_imported, again.imported, again.rejected) == (len(logs), 0, 0)

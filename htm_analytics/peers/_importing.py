@@ -38,6 +38,7 @@ from ._values import (
     robot_name,
     slug_tag,
     storable_key,
+    storable_record,
     vector_or_none,
 )
 
@@ -215,12 +216,22 @@ def _prepare(row: SourceRow) -> SourceRow:
     vector, problem = embedding_problem(row.embedding, field=row.column("embedding"))
     if row.content is not None and not row.reject:
         row.reject = problem
+    _keep_record(row)
     if row.embedding is not None and (row.reject or row.content is None):
         row.record[row.column("embedding")] = jsonable(row.embedding)  # lose nothing
+        _keep_record(row)
         vector = None
     row.embedding = vector
     row.tags = [tag for tag in row.tags if _is_tag(tag)]
     return row
+
+
+def _keep_record(row: SourceRow) -> None:
+    """Reject ``row``, naming the column, when ``import_records`` could not keep its record
+    as it is (a ``jsonb`` nested too deep): that column is kept as its JSON text instead."""
+    reason = storable_record(row.record)
+    if reason:
+        row.reject = row.reject or reason
 
 
 def _is_tag(tag: str) -> bool:

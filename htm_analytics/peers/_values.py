@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import json
 import math
 import re
 import uuid
@@ -25,6 +26,7 @@ from ..validation import (
     LATEST,
     MAX_EMBEDDING_DIMENSION,
     checked_vector,
+    validate_json,
     validate_name,
 )
 
@@ -32,10 +34,12 @@ __all__ = [
     "EMPTY_KEY",
     "as_utc",
     "embedding_problem",
+    "json_text",
     "jsonable",
     "robot_name",
     "slug_tag",
     "storable_key",
+    "storable_record",
     "vector_or_none",
 ]
 
@@ -80,30 +84,108 @@ def _infinity(value: Any) -> str | None:
 def jsonable(value: Any) -> Any:
     """``value`` as plain JSON: timestamps in ISO 8601 (infinities as PostgreSQL writes
     them), UUIDs and decimals as text, vectors as lists of floats, bytes as base64,
-    non-finite floats as None."""
+    non-finite floats as None. Nested values are walked without recursion: a source's
+    ``jsonb`` may nest deeper than Python's recursion limit."""
+    holder: list[Any] = [None]
+    todo: list[tuple[Any, Any, Any]] = [(holder, 0, value)]
+    while todo:
+        parent, slot, item = todo.pop()
+        parent[slot], children = _plain(item)
+        todo.extend(reversed(children))  # in order: of two keys with one text, the last wins
+    return holder[0]
+
+
+def _plain(value: Any) -> tuple[Any, list[tuple[Any, Any, Any]]]:
+    """``value`` as plain JSON, a container still empty, with the ``(container, slot,
+    value)`` of each of its items to fill in."""
     if value is None or isinstance(value, (bool, int, str)):
-        return value.replace("\x00", "") if isinstance(value, str) else value
+        return (value.replace("\x00", "") if isinstance(value, str) else value), []
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return (value if math.isfinite(value) else None), []
     if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        mapping: dict[str, Any] = {}
+        items = []
+        for key, item in value.items():
+            mapping[str(key)] = None
+            items.append((mapping, str(key), item))
+        return mapping, items
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
-        return _infinity(value) or value.isoformat()
+        return (_infinity(value) or value.isoformat()), []
     if isinstance(value, (uuid.UUID, decimal.Decimal)):
-        return str(value)
+        return str(value), []
     if isinstance(value, (bytes, bytearray, memoryview)):
-        return base64.b64encode(bytes(value)).decode("ascii")
+        return base64.b64encode(bytes(value)).decode("ascii"), []
     if isinstance(value, np.generic):
-        return jsonable(value.item())
+        return _plain(value.item())
     if hasattr(value, "to_numpy"):  # pgvector's Vector
         value = value.to_numpy()
     if isinstance(value, np.ndarray):
-        return [jsonable(float(x)) for x in value.ravel()]
+        return [_plain(float(x))[0] for x in value.ravel()], []
     if isinstance(value, dt.timedelta):
-        return value.total_seconds()
+        return value.total_seconds(), []
     if isinstance(value, (list, tuple, set)):
-        return [jsonable(v) for v in value]
-    return str(value)
+        sequence: list[Any] = [None] * len(value)
+        return sequence, [(sequence, i, item) for i, item in enumerate(value)]
+    return str(value), []
+
+
+def storable_record(record: dict[str, Any]) -> str | None:
+    """Make a source row's record one ``import_records`` keeps, in place, and say why it
+    was not: each column the store's JSON refuses (nested deeper than
+    :data:`~htm_analytics.validation.MAX_JSON_DEPTH` levels, counting the record, or an
+    integer of more than 300 digits) becomes its JSON text, so nothing is lost, and the
+    first such column's reason (naming it) is returned. None when the record was whole."""
+    try:
+        validate_json(record, field="record")
+    except ValidationError:
+        pass
+    else:
+        return None
+    reason = None
+    for column, value in list(record.items()):
+        try:
+            validate_json({column: value}, field=column)  # as deep as the record holds it
+        except ValidationError as exc:
+            record[column] = json_text(value)
+            reason = reason or str(exc)
+    return reason
+
+
+def json_text(value: Any) -> str:
+    """The JSON text of a :func:`jsonable` value, written without recursion (it may nest
+    deeper than Python's recursion limit), in :func:`json.dumps`' layout; non-ASCII
+    characters are escaped only when the text would not be valid UTF-8 (a lone
+    surrogate), so that it is always storable."""
+    text = _written(value, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _written(value, ensure_ascii=True)
+    return text
+
+
+def _written(value: Any, *, ensure_ascii: bool) -> str:
+    parts: list[str] = []
+    todo: list[tuple[bool, Any]] = [(False, value)]  # (is a piece of text, what)
+    while todo:
+        is_text, item = todo.pop()
+        if is_text:
+            parts.append(item)
+            continue
+        pieces: list[tuple[bool, Any]] = []
+        if isinstance(item, Mapping):
+            for key, element in item.items():
+                pieces += [(True, ", " if pieces else ""),
+                           (True, json.dumps(str(key), ensure_ascii=ensure_ascii) + ": "),
+                           (False, element)]
+            todo += [(True, "}"), *reversed(pieces), (True, "{")]
+        elif isinstance(item, (list, tuple)):
+            for element in item:
+                pieces += [(True, ", " if pieces else ""), (False, element)]
+            todo += [(True, "]"), *reversed(pieces), (True, "[")]
+        else:
+            parts.append(json.dumps(item, ensure_ascii=ensure_ascii))
+    return "".join(parts)
 
 
 def slug_tag(*segments: Any) -> str | None:
