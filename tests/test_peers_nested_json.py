@@ -199,3 +199,31 @@ def test_any_nesting_is_kept_or_rejected_naming_its_column(
         assert ("_rejected" in record) is not fit
     again = import_arandu(url, ltm, source_name=name).tables["memory_events"]
     assert (again.already_imported, again.imported, again.rejected) == (len(values), 0, 0)
+
+
+def test_json_python_cannot_read_rejects_its_row_not_the_import(
+        server_url: str, ltm_one_connection: LongTermMemory, db: psycopg.Connection) -> None:
+    """A ``jsonb`` value nested past Python's recursion limit or holding an integer of more
+    digits than Python reads from text is read as its text: its row is rejected naming the
+    column, the record keeps that text, the other rows are imported, and a second import
+    writes nothing."""
+    ltm = ltm_one_connection
+    metadata = [_nested(3000, "list"), '{"n": 1' + "0" * 5000 + "}", '["fine"]']
+    with temporary_database(server_url, "arandu_unread", template=None) as url:
+        _arandu_source(url, metadata)
+        summary = import_arandu(url, ltm, chunk_rows=2)
+        events = summary.tables["memory_events"]
+        assert (events.read, events.imported, events.rejected) == (3, 1, 2)
+        unread = ("metadata: is JSON nested too deep or with too long a number for Python "
+                  "to read (kept as its text)")
+        assert dict(events.reasons) == {unread: 2}
+        fingerprint = store_fingerprint(db)
+        again = import_arandu(url, ltm, chunk_rows=2).tables["memory_events"]
+        assert (again.already_imported, again.imported, again.rejected) == (3, 0, 0)
+        assert store_fingerprint(db) == fingerprint
+    records = _records(db, "memory_events")
+    for i, text in enumerate(metadata[:2], 1):
+        record = records[str(uuid.UUID(int=i))]
+        assert record["_rejected"] == unread
+        assert record["metadata"].replace(" ", "") == text.replace(" ", "")
+    assert {row[0] for row in db.execute("SELECT content FROM nodes")} == {"event 3"}

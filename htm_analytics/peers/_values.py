@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from ..store.sources import SourceInfinity
+from ..store.sources import SourceInfinity, SourceJsonText
 from ..validation import (
     EARLIEST,
     LATEST,
@@ -98,6 +98,8 @@ def jsonable(value: Any) -> Any:
 def _plain(value: Any) -> tuple[Any, list[tuple[Any, Any, Any]]]:
     """``value`` as plain JSON, a container still empty, with the ``(container, slot,
     value)`` of each of its items to fill in."""
+    if isinstance(value, SourceJsonText):  # kept marked: storable_record rejects its row
+        return value, []
     if value is None or isinstance(value, (bool, int, str)):
         return (value.replace("\x00", "") if isinstance(value, str) else value), []
     if isinstance(value, float):
@@ -129,19 +131,28 @@ def _plain(value: Any) -> tuple[Any, list[tuple[Any, Any, Any]]]:
     return str(value), []
 
 
+_UNREAD_JSON = ("is JSON nested too deep or with too long a number for Python to read "
+                "(kept as its text)")
+
+
 def storable_record(record: dict[str, Any]) -> str | None:
     """Make a source row's record one ``import_records`` keeps, in place, and say why it
     was not: each column the store's JSON refuses (nested deeper than
     :data:`~htm_analytics.validation.MAX_JSON_DEPTH` levels, counting the record, or an
     integer of more than 300 digits) becomes its JSON text, so nothing is lost, and the
-    first such column's reason (naming it) is returned. None when the record was whole."""
+    first such column's reason (naming it) is returned, as for a column the source's JSON
+    reader could not read (:class:`~htm_analytics.store.sources.SourceJsonText`, already
+    text). None when the record was whole."""
+    unread = [column for column, value in record.items() if isinstance(value, SourceJsonText)]
+    for column in unread:
+        record[column] = str(record[column])
+    reason = f"{unread[0]}: {_UNREAD_JSON}" if unread else None
     try:
         validate_json(record, field="record")
     except ValidationError:
         pass
     else:
-        return None
-    reason = None
+        return reason
     for column, value in list(record.items()):
         try:
             validate_json({column: value}, field=column)  # as deep as the record holds it

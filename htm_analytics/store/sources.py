@@ -8,6 +8,7 @@ never sits in memory at once.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import sqlite3
 from collections.abc import Iterator, Mapping
@@ -22,6 +23,7 @@ from psycopg import sql
 from psycopg.adapt import Buffer, Loader
 from psycopg.pq import Format
 from psycopg.rows import dict_row
+from psycopg.types.json import set_json_loads
 
 from .._sql import read_sql
 from ..errors import DatabaseError, ValidationError
@@ -32,6 +34,7 @@ from .timestamps import register_infinite_timestamps
 
 __all__ = [
     "SourceInfinity",
+    "SourceJsonText",
     "load_peer_query",
     "table_query",
     "postgres_source",
@@ -174,6 +177,20 @@ _SOURCE_LOADERS = {
     for name, zone in (("timestamp", None), ("timestamptz", dt.UTC))}
 
 
+class SourceJsonText(str):
+    """A source's ``json`` or ``jsonb`` value that Python's JSON reader cannot read (nested
+    past its recursion limit, or an integer of more than 4,300 digits), as its text: the row
+    is still read, and an import rejects it naming the column."""
+
+
+def _json_or_text(data: str | bytes) -> Any:
+    """A ``json``/``jsonb`` value as Python's, or as :class:`SourceJsonText`."""
+    try:
+        return json.loads(data)
+    except (RecursionError, ValueError):
+        return SourceJsonText(data if isinstance(data, str) else data.decode("utf-8"))
+
+
 def table_exists(conn: sqlite3.Connection | psycopg.Connection[Any], table: str) -> bool:
     """Whether the source has this table (PostgreSQL: on the search path)."""
     if isinstance(conn, sqlite3.Connection):
@@ -197,6 +214,7 @@ def stream_rows(conn: sqlite3.Connection | psycopg.Connection[Any], query: Any,
     with conn.cursor(name="htm_analytics_import", row_factory=dict_row) as cur:
         for name, loader in _SOURCE_LOADERS.items():
             cur.adapters.register_loader(name, loader)
+        set_json_loads(_json_or_text, cur)
         cur.itersize = chunk_rows
         cur.execute(query)
         while rows := cur.fetchmany(chunk_rows):
