@@ -1,4 +1,4 @@
-"""The one piece of plotting plumbing the plot functions share."""
+"""The plotting plumbing the plot functions share."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from .errors import ValidationError
+
+__all__ = ["checked_plot", "axes_or_new", "column_option", "legend_if_labelled",
+           "fraction_limits", "short_label"]
 
 Plot = TypeVar("Plot", bound=Callable[..., Any])
 
@@ -51,7 +54,29 @@ def axes_or_new(ax: Any, size: tuple[float, float]) -> Any:
         import matplotlib.pyplot as plt
 
         _, ax = plt.subplots(figsize=size, layout="constrained")
+        return ax
+    from matplotlib.axes import Axes
+
+    if not isinstance(ax, Axes):  # else an AttributeError mid-drawing
+        raise ValidationError(f"must be a matplotlib Axes or None, got {type(ax).__name__}",
+                              field="ax")
     return ax
+
+
+def column_option(value: Any, allowed: tuple[str, ...], *, field: str) -> str:
+    """``value`` if it names one of the ``allowed`` columns a plot can draw; refused by the
+    option's own name (a missing column would be blamed on the data)."""
+    if not isinstance(value, str) or value not in allowed:
+        raise ValidationError(f"must be one of {', '.join(map(repr, allowed))}, got "
+                              f"{value!r:.60}", field=field)
+    return value
+
+
+def legend_if_labelled(ax: Any, **kwargs: Any) -> None:
+    """A legend, only when something drawn has a label: an empty frame draws nothing, and
+    matplotlib warns of a legend without entries."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kwargs)
 
 
 def fraction_limits(values: Any) -> tuple[float, float]:

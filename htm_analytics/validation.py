@@ -126,8 +126,8 @@ def validate_number(value: Any, *, field: str, minimum: float | None = None,
     if integer and minimum == 1 and not exclusive:
         kind = "a positive integer"
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, kinds) \
-            or (not integer and not math.isfinite(cast(float, value))):
-        raise ValidationError(f"must be {kind}, got {value!r}", field=field)
+            or (not integer and not _finite_float(value)):
+        raise ValidationError(f"must be {kind}, got {value!r:.60}", field=field)
     value = cast(float, value)
     if integer and maximum is None:
         maximum = MAX_BIGINT
@@ -138,6 +138,14 @@ def validate_number(value: Any, *, field: str, minimum: float | None = None,
     if maximum is not None and value > maximum:
         raise ValidationError(f"must be at most {maximum}, got {value!r}", field=field)
     return int(value) if integer else float(value)
+
+
+def _finite_float(value: Any) -> bool:
+    """Whether ``value`` is a finite float: an int past float's range (10**400) is not."""
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def validate_positive_int(value: Any, *, field: str, maximum: int | None = None) -> int:
@@ -209,8 +217,9 @@ def _as_utc(value: Any, field: str, *, end: bool = False) -> dt.datetime:
     ends a range (``end``), so that a range ending on a day holds that whole day."""
     if value is None or type(value).__name__ == "NaTType":
         raise ValidationError("must be a datetime or date, got a missing value", field=field)
-    if hasattr(value, "to_pydatetime"):  # pandas.Timestamp
-        value = value.to_pydatetime()
+    if isinstance(value, dt.datetime) and hasattr(value, "to_pydatetime"):  # pandas.Timestamp
+        # Timestamps keep microseconds, as PostgreSQL does: no warning for the nanoseconds.
+        value = value.to_pydatetime(warn=False)
     try:
         if isinstance(value, dt.datetime):
             return (value.astimezone(dt.UTC) if value.tzinfo

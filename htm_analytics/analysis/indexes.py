@@ -9,6 +9,7 @@ import pandas as pd
 
 from .._docs import share_docs
 from .._plotting import axes_or_new, checked_plot
+from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..validation import validate_frame
 from ._common import live_store
@@ -78,7 +79,7 @@ def index_usage_delta(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame
     """
     keys = ["table", "index"]
     for field, frame in (("before", before), ("after", after)):
-        validate_frame(frame, keys + _COUNTERS, field=field)
+        _check_readings(frame, keys, field)
     merged = after[keys + _COUNTERS].merge(before[keys + _COUNTERS], on=keys,
                                            suffixes=("", "_before"))
     went_back = np.zeros(len(merged), dtype=bool)
@@ -91,6 +92,22 @@ def index_usage_delta(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame
     result = merged[keys + _COUNTERS + ["counters_reset"]].sort_values(
         ["idx_scan", "table", "index"], ascending=[False, True, True])
     return result.reset_index(drop=True).astype(dict.fromkeys(_COUNTERS, "int64"))
+
+
+def _check_readings(frame: Any, keys: list[str], field: str) -> None:
+    """``frame`` as :func:`index_usage` gives it: counters that are counts (else NaN fails
+    the int64 result, text the comparison) and one reading per index (else the merge
+    repeats rows)."""
+    validate_frame(frame, keys + _COUNTERS, field=field)
+    for column in _COUNTERS:
+        values = frame[column]
+        if not pd.api.types.is_integer_dtype(values) or values.isna().any() \
+                or (values < 0).any():
+            raise ValidationError(f"column {column!r} must hold counts (integers >= 0), got "
+                                  f"{values.dtype}", field=field)
+    if frame.duplicated(keys).any():
+        raise ValidationError("holds an index twice (table, index): one reading per index, "
+                              "as index_usage gives", field=field)
 
 
 def table_health(store: LongTermMemory) -> pd.DataFrame:

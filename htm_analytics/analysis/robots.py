@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from .._docs import share_docs
-from .._plotting import axes_or_new, checked_plot, short_label
+from .._plotting import axes_or_new, checked_plot, column_option, legend_if_labelled, short_label
+from ..errors import ValidationError
 from ..frames import MemorySource, memory_source, scope_params
-from ..validation import validate_positive_int
+from ..validation import validate_flag, validate_frame, validate_positive_int
 
 __all__ = ["robot_overlap", "robot_activity", "plot_robot_overlap", "plot_robot_activity"]
 
@@ -133,12 +134,22 @@ def plot_robot_overlap(df: pd.DataFrame, *, ax: Any = None, value: str = "jaccar
     """
     import matplotlib
 
+    value = column_option(value, ("jaccard", "shared_nodes"), field="value")
+    annotate = validate_flag(annotate, field="annotate")
+    validate_frame(df, ["robot1", "robot2", value], field="df")
+    if df.duplicated(["robot1", "robot2"]).any():  # pivot's bare ValueError otherwise
+        raise ValidationError("holds a pair of robots twice (robot1, robot2): one row per "
+                              "pair, as robot_overlap gives", field="df")
     matrix = df.pivot(index="robot1", columns="robot2", values=value)
     # Room for the names too (long names would squeeze the matrix to nothing), but capped:
     # the figure of a thousand robots must not take gigabytes.
     longest = max((len(short_label(name)) for name in matrix.index), default=0)
     ax = axes_or_new(ax, (min(2.5 + 0.7 * len(matrix) + 0.08 * longest, 20.0),
                           min(1.5 + 0.6 * len(matrix) + 0.06 * longest, 20.0)))
+    if matrix.empty:  # no pair in scope: an image of no cells makes matplotlib warn
+        ax.set_axis_off()
+        ax.set_title("Shared memories between robots (no pairs)")
+        return ax
     values = matrix.to_numpy(dtype=float, copy=True)
     if list(matrix.index) == list(matrix.columns):
         # A robot's overlap with itself is trivially complete: blank it so that the colour
@@ -179,6 +190,6 @@ def plot_robot_activity(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> A
     ax.set_yticks(rows, [short_label(name) for name in df["robot"]])
     ax.invert_yaxis()
     ax.set_xlabel("memories")
-    ax.legend()
+    legend_if_labelled(ax)
     ax.set_title("Memories per robot")
     return ax

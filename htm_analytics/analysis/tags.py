@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .._docs import share_docs
-from .._plotting import axes_or_new, checked_plot
+from .._plotting import axes_or_new, checked_plot, column_option, legend_if_labelled
 from ..errors import ValidationError
 from ..frames import MemorySource, memory_source, period_unit, scope_params, split_at_infinity
 from ..store.file_paths import output_path, writing
@@ -276,6 +276,8 @@ def plot_tag_cooccurrence(df: pd.DataFrame, *, ax: Any = None, measure: str = "n
 
     ``**kwargs`` go to :meth:`matplotlib.axes.Axes.barh`. Returns the Axes.
     """
+    measure = column_option(measure, _MEASURES, field="measure")
+    top = validate_positive_int(top, field="top")
     shown = df.sort_values([measure, "topic1", "topic2"], ascending=[False, True, True]).head(top)
     ax = axes_or_new(ax, (7, max(2.0, 0.28 * len(shown))))
     labels = (shown["topic1"] + " + " + shown["topic2"]).tolist()
@@ -298,6 +300,8 @@ def tag_graph_view(graph: nx.Graph, *, max_nodes: int = 30,
     """
     import networkx as nx
 
+    max_nodes = validate_positive_int(max_nodes, field="max_nodes")
+    edges_per_tag = validate_positive_int(edges_per_tag, field="edges_per_tag")
     positive = [(a, b, d) for a, b, d in graph.edges(data=True) if d.get("weight", 0.0) > 0]
     connected = sorted({n for a, b, _ in positive for n in (a, b)},
                        key=lambda n: (-graph.nodes[n].get("nodes", 0), n))[:max_nodes]
@@ -331,8 +335,12 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
     import matplotlib.lines
     import networkx as nx
 
-    ax = axes_or_new(ax, (9, 7))
+    if labels is not None:
+        labels = validate_number(labels, field="labels", minimum=0, integer=True)
+    # the layout's random state takes 0 to 2**32 - 1
+    seed = validate_number(seed, field="seed", minimum=0, maximum=2**32 - 1, integer=True)
     shown = tag_graph_view(graph, max_nodes=max_nodes, edges_per_tag=edges_per_tag)
+    ax = axes_or_new(ax, (9, 7))
     if shown.number_of_nodes() == 0:
         ax.set_axis_off()
         ax.set_title("Tag graph (no tags)")
@@ -340,7 +348,7 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
     position = nx.spring_layout(shown, weight="weight", seed=seed,
                                 k=3.0 / max(shown.number_of_nodes(), 1) ** 0.5)
     sizes = np.array([shown.nodes[n].get("nodes", 1) for n in shown], dtype=float)
-    node_size = 40 + 500 * np.sqrt(sizes / sizes.max())
+    node_size = 40 + 500 * np.sqrt(sizes / max(sizes.max(), 1.0))  # sizes of 0: no 0/0
     communities = [shown.nodes[n].get("community", 0) for n in shown]
     cmap = matplotlib.colormaps[kwargs.pop("cmap", "tab10")]
     palette = {c: cmap(i % cmap.N) for i, c in enumerate(sorted(set(communities)))}
@@ -380,6 +388,10 @@ def plot_tag_hierarchy(df: pd.DataFrame, *, ax: Any = None, children: int = 4,
     At most ``top`` bars. ``**kwargs`` go to :meth:`matplotlib.axes.Axes.barh`. Returns the
     Axes.
     """
+    value = column_option(value, ("cumulative_nodes", "direct_nodes", "tagged_nodes"),
+                          field="value")
+    children = validate_number(children, field="children", minimum=0, integer=True)
+    top = validate_positive_int(top, field="top")
     roots = df[df["depth"] == 1].sort_values([value, "tag"], ascending=[False, True])
     shown = []
     for root in roots.itertuples(index=False):
@@ -413,7 +425,7 @@ def plot_popular_tags(df: pd.DataFrame, *, ax: Any = None, **kwargs: Any) -> Any
         for tag, rows in df.groupby("tag", sort=True):
             ax.plot(rows["period"], rows["nodes"], marker="o", label=tag, **kwargs)
         ax.set_ylabel("new memories with the tag")
-        ax.legend(fontsize=7, ncols=2)
+        legend_if_labelled(ax, fontsize=7, ncols=2)
     else:
         ax = axes_or_new(ax, (7, max(2.0, 0.25 * len(df))))
         ax.barh(df["tag"].tolist(), df["nodes"], **kwargs)

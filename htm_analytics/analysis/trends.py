@@ -9,10 +9,10 @@ import pandas as pd
 from pandas.tseries.frequencies import to_offset
 
 from .._docs import share_docs
-from .._plotting import axes_or_new, checked_plot
+from .._plotting import axes_or_new, checked_plot, column_option, legend_if_labelled
 from ..errors import ValidationError
 from ..frames import MemorySource, memory_source, period_unit, scope_params, split_at_infinity
-from ..validation import validate_positive_int
+from ..validation import validate_flag, validate_positive_int
 
 __all__ = [
     "remember_trends", "remember_count_distribution", "most_reinforced",
@@ -21,6 +21,8 @@ __all__ = [
 
 _COUNTS = ["remembers", "new_memories", "shared_remembers", "repeated_remembers",
            "active_robots"]
+# The columns plot_remember_trends can draw as y.
+_PLOTTED = (*_COUNTS, "cumulative_memories", "cumulative_remembers")
 
 
 def _group_option(by: Any, allowed: tuple[str, ...]) -> None:
@@ -84,6 +86,7 @@ def remember_trends(source: MemorySource, *, freq: str = "D", by: str | None = N
     source = memory_source(source)
     unit, pandas_freq = period_unit(freq)
     _group_option(by, ("robot", "tag"))
+    fill_gaps = validate_flag(fill_gaps, field="fill_gaps")
     for field, value in (("prefix", prefix), ("level", level)):
         if value is not None and by != "tag":  # it would be ignored: say so
             raise ValidationError("applies only with by='tag' (tags are grouped under it), "
@@ -261,13 +264,16 @@ def plot_remember_trends(df: pd.DataFrame, *, ax: Any = None, y: str | None = No
     """
     import matplotlib.patches
 
-    ax = axes_or_new(ax, (9, 4))
     group = next((c for c in ("robot", "tag") if c in df), None)
     if group is not None:
         y = y or "cumulative_memories"
+    if y is not None:
+        y = column_option(y, _PLOTTED, field="y")
+    ax = axes_or_new(ax, (9, 4))
+    if group is not None and y is not None:
         for name, rows in df.groupby(group, sort=True):
             ax.plot(rows["period"], rows[y], label=name, **kwargs)
-        ax.legend(fontsize=7, ncols=2)
+        legend_if_labelled(ax, fontsize=7, ncols=2)
         ax.set_ylabel(y.replace("_", " "))
         title = f"{y.replace('_', ' ').capitalize()} per {group}"
     elif y is None:
@@ -317,7 +323,7 @@ def plot_remember_count_distribution(df: pd.DataFrame, *, ax: Any = None,
     if "robot" in df:
         for robot, rows in df.groupby("robot", sort=True):
             ax.plot(rows["remember_count"], rows["memories"], marker="o", label=robot, **kwargs)
-        ax.legend(fontsize=7)
+        legend_if_labelled(ax, fontsize=7)
     else:
         ax.bar(df["remember_count"], df["memories"], **kwargs)
     ax.set_yscale("log")

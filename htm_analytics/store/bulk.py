@@ -22,6 +22,7 @@ from ..validation import (
     tag_ancestors,
     validate_content,
     validate_datetime,
+    validate_flag,
     validate_memory_size,
     validate_name,
     validate_tag,
@@ -105,6 +106,10 @@ class BulkMixin(StoreBase):
             One row per input row: ``node_id`` (int64) and ``is_new`` (bool: this row created
             the node, being its content's first remember).
         """
+        # Flags, not any truthy value: defer_indexes="no" would drop the indexes.
+        tag_ancestors_too = validate_flag(tag_ancestors_too, field="tag_ancestors_too")
+        if defer_indexes is not None:
+            defer_indexes = validate_flag(defer_indexes, field="defer_indexes")
         rows = _validate_bulk(contents, robots, embeddings, tags, token_counts, remembered_at,
                               tag_ancestors_too)
         build_memory = None if maintenance_work_mem is None else validate_memory_size(

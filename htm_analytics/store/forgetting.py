@@ -10,7 +10,7 @@ import psycopg
 from psycopg import sql
 
 from ..errors import NoSoftDeleteError, NotFoundError, ValidationError
-from ..validation import validate_id
+from ..validation import validate_flag, validate_id
 from ._base import StoreBase
 from .schema_info import SchemaInfo
 
@@ -27,7 +27,8 @@ DELETE FROM nodes WHERE deleted_at IS NOT NULL AND deleted_at < %(cutoff)s RETUR
 
 
 def _confirm(confirm: Any, what: str) -> None:
-    if confirm != CONFIRMATION:
+    # A str first: an array or Series compared with == is an array, whose truth is an error.
+    if not isinstance(confirm, str) or confirm != CONFIRMATION:
         raise ValidationError(f'{what} deletes permanently: pass confirm="{CONFIRMATION}"',
                               field="confirm")
 
@@ -128,9 +129,7 @@ class ForgettingMixin(StoreBase):
             No memory with this id.
         """
         node_id = validate_id(node_id, field="node_id")
-        if not isinstance(permanent, bool):
-            raise ValidationError(f"must be True or False, got {permanent!r}",
-                                  field="permanent")
+        permanent = validate_flag(permanent, field="permanent")
         soft = self.schema_info.soft_deletes and not permanent
         if not soft:
             _confirm(confirm, "forgetting" if self.schema_info.soft_deletes else

@@ -16,6 +16,7 @@ from ..validation import (
     prepare_embedding,
     tag_ancestors,
     validate_content,
+    validate_flag,
     validate_id,
     validate_ids,
     validate_list,
@@ -343,8 +344,7 @@ class NodesMixin(StoreBase):
         """Whether a node with this id exists (with ``forgotten``, also one forgotten softly,
         which reads leave out)."""
         node_id = validate_id(node_id, field="node_id")
-        if not isinstance(forgotten, bool):
-            raise ValidationError(f"must be True or False, got {forgotten!r}", field="forgotten")
+        forgotten = validate_flag(forgotten, field="forgotten")
         # public.nodes: every row, past the read prefix's live-rows-only nodes.
         table = "public.nodes" if forgotten else "nodes"
         return bool(self._fetch(f"SELECT EXISTS (SELECT 1 FROM {table} WHERE id = %s) AS e",

@@ -14,6 +14,7 @@ from .._docs import share_docs
 from ..errors import ValidationError
 from ..validation import (
     validate_content,
+    validate_flag,
     validate_number,
     validate_positive_int,
     validate_timeframe,
@@ -231,9 +232,7 @@ class SearchMixin(StoreBase):
                                     "n.content %% %(query)s")
         else:
             raise ValidationError(f"must be 'word' or 'whole', got {method!r}", field="method")
-        if not isinstance(exhaustive, bool):
-            raise ValidationError(f"must be True or False, got {exhaustive!r}",
-                                  field="exhaustive")
+        exhaustive = validate_flag(exhaustive, field="exhaustive")
         bounded = (method == "word" and not exhaustive
                    and self.schema_info.has_table("node_lexicon"))
         key = ("search_fuzzy", query, limit, frame, threshold, method, bool(bounded))

@@ -12,6 +12,7 @@ from psycopg import errors as pg_errors
 from ..errors import NotFoundError, ValidationError
 from ..validation import (
     tag_ancestors,
+    validate_flag,
     validate_id,
     validate_positive_int,
     validate_tag,
@@ -97,6 +98,8 @@ class TaggingMixin(StoreBase):
             No such node.
         """
         node_id = validate_id(node_id, field="node_id")
+        # A flag, not any truthy value: ancestors="no" must not attach them.
+        ancestors = validate_flag(ancestors, field="ancestors")
         names = tag_ancestors(validate_tag(tag)) if ancestors else [validate_tag(tag)]
         with self._transaction(memory_operation=True) as cur:
             tag_ids = ensure_tags(cur, names)
@@ -133,6 +136,7 @@ class TaggingMixin(StoreBase):
             Every column of ``nodes`` except the vector.
         """
         topic = validate_tag(topic_path, field="topic_path")
+        exact = validate_flag(exact, field="exact")
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         condition = "t.name = %(topic)s"
         if not exact:
@@ -161,6 +165,7 @@ class TaggingMixin(StoreBase):
         if isinstance(tags, str) or not isinstance(tags, Sequence) or not tags:
             raise ValidationError("must be a non-empty list of tags", field="tags")
         names = sorted({validate_tag(t, field="tags") for t in tags})
+        match_all = validate_flag(match_all, field="match_all")
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         frame = validate_timeframe(timeframe)
         params: dict[str, Any] = {"tags": names, "limit": limit, "n": len(names)}
