@@ -14,13 +14,14 @@ does, since ``CONCURRENTLY`` refuses to run inside a transaction block).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pandas as pd
 
+from ..analysis.summary import HygieneResult
 from ..errors import ValidationError
 from ..store import LongTermMemory
 from ..store.history import HistoryFolder, HistoryTable
+from ..tuning.advice import EfSearchAdvice
 from . import indexes, tables, vectors
 from ._common import (
     FINDING_COLUMNS,
@@ -76,7 +77,8 @@ def statistics_age(store: LongTermMemory) -> tuple[pd.Timestamp | None, float | 
 
 
 def advise(store: LongTermMemory, *, thresholds: AdvisorThresholds | None = None,
-           ef_search_advice: Any = None, hygiene: Any = None) -> pd.DataFrame:
+           ef_search_advice: EfSearchAdvice | None = None,
+           hygiene: HygieneResult | None = None) -> pd.DataFrame:
     """Check the database's health and tuning and say what to do, with the SQL to do it.
 
     Parameters
@@ -117,6 +119,13 @@ def advise(store: LongTermMemory, *, thresholds: AdvisorThresholds | None = None
         thresholds = AdvisorThresholds()
     if not isinstance(thresholds, AdvisorThresholds):
         raise ValidationError("must be an AdvisorThresholds", field="thresholds")
+    # Checked before any query: anything else fails on a missing attribute, mid-way.
+    if ef_search_advice is not None and not isinstance(ef_search_advice, EfSearchAdvice):
+        raise ValidationError("must be a result of recommend_ef_search (EfSearchAdvice), got "
+                              f"{type(ef_search_advice).__name__}", field="ef_search_advice")
+    if hygiene is not None and not isinstance(hygiene, HygieneResult):
+        raise ValidationError("must be a result of memory_hygiene (HygieneResult), got "
+                              f"{type(hygiene).__name__}", field="hygiene")
     store.index_statistics()  # flushes this process's pending counters
     since, seconds, statistics_note = statistics_age(store)
     context = Context(store, thresholds, store.fetch_frame(query_text("indexes")),

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import pandas as pd
 
 from .._sql import read_sql
-from ..store import CURSOR_PREFIX, STATEMENT_MARKER, LongTermMemory
+from ..store import CURSOR_PREFIX, STATEMENT_MARKER, LongTermMemory, quote_identifier, quote_literal
+from ..validation import validate_number
 
 __all__ = ["SEVERITIES", "FINDING_COLUMNS", "RECALL_COLUMNS", "TOOLKIT_CURSOR",
-           "AdvisorThresholds", "split_statements", "toolkit_statements"]
+           "AdvisorThresholds", "regclass",
+           "split_statements", "toolkit_statements"]
 
 SEVERITIES = ("critical", "warning", "info")
 FINDING_COLUMNS = {"check": "string", "severity": "string", "object": "string",
@@ -70,6 +72,12 @@ class AdvisorThresholds:
         Report nodes when fewer of its updates are HOT.
     hnsw_min_cached_fraction : float
         With pg_buffercache: report an HNSW index with less of it in shared buffers.
+
+    Raises
+    ------
+    ValidationError
+        Naming the attribute, for a value that is not a finite number (an integer where the
+        attribute is one), is negative, or is a share above 1.
     """
 
     unused_max_scans: int = 0
@@ -91,7 +99,21 @@ class AdvisorThresholds:
     hot_min_fraction: float = 0.5
     hnsw_min_cached_fraction: float = 0.5
 
+    def __post_init__(self) -> None:
+        # Checked here, naming the attribute: a string fails later with a TypeError or a
+        # driver error, and a NaN makes every comparison false (NaN days of statistics
+        # turned "unused?" into a list of DROPs).
+        for spec in fields(self):
+            checked = validate_number(
+                getattr(self, spec.name), field=spec.name, minimum=0,
+                integer=spec.type == "int", maximum=1 if spec.name in _FRACTIONS else None)
+            object.__setattr__(self, spec.name, checked)
 
+
+# Thresholds that are shares, from 0 to 1.
+_FRACTIONS = frozenset({"seq_scan_max_share", "cache_hit_min", "dead_min_fraction",
+                        "sequence_max_fraction", "hot_min_fraction",
+                        "hnsw_min_cached_fraction"})
 
 
 def query_text(name: str) -> str:
@@ -116,6 +138,16 @@ def age_text(seconds: float) -> str:
     return f"{seconds / 86400:.0f} days"
 
 
+def regclass(schema: str, name: str) -> str:
+    """An expression for the relation ``schema.name`` as a ``regclass``, on one line (the
+    text form of a regclass reads no ``U&`` escapes, hence quote_ident on the server)."""
+    quoted = quote_identifier(schema, name)
+    if 'U&"' not in quoted:  # no escaped control character (else, rarely, the long form)
+        return f"{quote_literal(quoted)}::regclass"
+    return (f"(quote_ident({quote_literal(schema)}) || '.' || "
+            f"quote_ident({quote_literal(name)}))::regclass")
+
+
 def split_statements(text: str) -> list[str]:
     """The statements of a finding's ``sql``, to run one at a time."""
     return [part.strip() for part in text.split(";\n") if part.strip().rstrip(";")]
@@ -135,4 +167,4 @@ class Context:
     tables: pd.DataFrame
     statistics_since: pd.Timestamp | None
     statistics_seconds: float | None
-    flagged: set[str]  # indexes already named by a more specific finding
+    flagged: set[tuple[str, str]]  # (schema, index) named by a more specific finding

@@ -49,7 +49,7 @@ def duplicate_indexes(context: Context) -> Iterator[dict[str, str]]:
                 if same and not (other["is_unique"] or other["is_primary"]) \
                         and index["index"] < other["index"]:
                     continue
-                context.flagged.add(index["index"])
+                context.flagged.add((index["schema"], index["index"]))
                 columns = ", ".join(index["key_columns"])
                 relation = "duplicates" if same else "is a prefix of"
                 yield finding(
@@ -67,7 +67,7 @@ def duplicate_indexes(context: Context) -> Iterator[dict[str, str]]:
 def invalid_indexes(context: Context) -> Iterator[dict[str, str]]:
     invalid = context.indexes[~context.indexes["is_valid"] & ~context.indexes["being_built"]]
     for _, index in invalid.iterrows():
-        context.flagged.add(index["index"])
+        context.flagged.add((index["schema"], index["index"]))
         yield finding(
             "invalid_index", "critical", f"{index['schema']}.{index['index']}",
             f"marked invalid (a failed CREATE INDEX CONCURRENTLY or REINDEX); "
@@ -82,12 +82,15 @@ def invalid_indexes(context: Context) -> Iterator[dict[str, str]]:
 def unused_candidates(context: Context) -> pd.DataFrame:
     """The indexes the unused check reports: valid, not a key, scanned at most
     ``unused_max_scans`` times, not flagged by another check; biggest first."""
-    limits = context.limits
-    candidates = context.indexes[
-        context.indexes["is_valid"] & ~context.indexes["is_unique"]
-        & ~context.indexes["is_primary"] & (context.indexes["idx_scan"] <= limits.unused_max_scans)
-        & (context.indexes["size_bytes"] >= limits.unused_min_bytes)
-        & ~context.indexes["index"].isin(context.flagged)]
+    limits, frame = context.limits, context.indexes
+    # By schema and name: an index flagged in one schema says nothing of its namesake in
+    # another.
+    flagged = pd.Series([(schema, name) in context.flagged for schema, name in
+                         zip(frame["schema"], frame["index"])], index=frame.index, dtype=bool)
+    candidates = frame[
+        frame["is_valid"] & ~frame["is_unique"] & ~frame["is_primary"]
+        & (frame["idx_scan"] <= limits.unused_max_scans)
+        & (frame["size_bytes"] >= limits.unused_min_bytes) & ~flagged]
     return candidates.sort_values(["size_bytes", "index"], ascending=[False, True])
 
 
@@ -110,8 +113,9 @@ def unused_indexes(context: Context, statistics_note: str) -> Iterator[dict[str,
             "them with their scans).",
             ["SELECT schemaname, relname, indexrelname, idx_scan, "
              "pg_size_pretty(pg_relation_size(indexrelid)) FROM pg_stat_user_indexes "
-             "WHERE indexrelname = ANY (" + quote_literal([r["index"] for _, r in
-                                                     candidates.iterrows()]) + "::text[]) "
+             "WHERE (schemaname, indexrelname) IN (" + ", ".join(
+                 f"({quote_literal(r['schema'])}, {quote_literal(r['index'])})"
+                 for _, r in candidates.iterrows()) + ") "
              "ORDER BY pg_relation_size(indexrelid) DESC"])
         return
     for _, index in candidates.iterrows():
@@ -132,7 +136,7 @@ def hot_updates(context: Context) -> Iterator[dict[str, str]]:
         return
     row = nodes.iloc[0]
     updates = int(row["n_tup_upd"])
-    if updates < limits.hot_min_updates:
+    if updates == 0 or updates < limits.hot_min_updates:  # no share of nothing
         return
     share = int(row["n_tup_hot_upd"]) / updates
     if share >= limits.hot_min_fraction:
@@ -143,7 +147,7 @@ def hot_updates(context: Context) -> Iterator[dict[str, str]]:
         lambda columns: bool(set(columns) & set(RECALL_COLUMNS)))
         & ~indexes["is_unique"] & ~indexes["is_primary"]]
     named = ", ".join(f"{r['index']} ({r['idx_scan']:,} scans)" for _, r in blocking.iterrows())
-    context.flagged.update(blocking["index"])
+    context.flagged.update(("public", name) for name in blocking["index"])
     statements = [f"DROP INDEX CONCURRENTLY IF EXISTS {quote_identifier('public', name)}"
                   for name in blocking["index"]]
     statements.append(f"ALTER TABLE {quote_identifier('public', 'nodes')} SET (fillfactor = 90)")

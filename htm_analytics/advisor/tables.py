@@ -7,13 +7,14 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from ..store import STATEMENT_MARKER, quote_identifier, quote_literal
+from ..store import STATEMENT_MARKER, quote_identifier
 from ._common import (
     TOOLKIT_CURSOR,
     Context,
     age_text,
     finding,
     query_text,
+    regclass,
     size_text,
 )
 
@@ -65,7 +66,8 @@ def sequential_scans(context: Context) -> Iterator[dict[str, str]]:
             "ANALYZE refreshes the planner's statistics first.",
             [f"ANALYZE {name}",
              "SELECT relname, seq_scan, seq_tup_read, idx_scan, n_live_tup "
-             f"FROM pg_stat_user_tables WHERE relid = {quote_literal(name)}::regclass"])
+             "FROM pg_stat_user_tables WHERE relid = "
+             f"{regclass(table['schema'], table['table'])}"])
 
 
 def dead_rows(context: Context) -> Iterator[dict[str, str]]:
@@ -119,18 +121,25 @@ def cache_hit(context: Context) -> Iterator[dict[str, str]]:
 def sequences(context: Context) -> Iterator[dict[str, str]]:
     frame = context.store.fetch_frame(query_text("sequences"))
     for _, seq in frame.iterrows():
-        fraction = int(seq["last_value"]) / int(seq["max_value"])
+        last, low, high = int(seq["last_value"]), int(seq["min_value"]), int(seq["max_value"])
+        descending = int(seq["increment_by"]) < 0
+        # The share of its range used, from the end it starts at towards the one it runs to:
+        # a descending sequence runs out at its minimum (and last / max divided by a
+        # maximum of 0).
+        fraction = (high - last if descending else last - low) / max(high - low, 1)
         if fraction <= context.limits.sequence_max_fraction:
             continue
+        limit = low if descending else high
         sequence = quote_identifier(seq["sequence_schema"], seq["sequence"])
-        statements = [f"ALTER SEQUENCE {sequence} AS bigint NO MAXVALUE"]
+        statements = [f"ALTER SEQUENCE {sequence} AS bigint "
+                      f"{'NO MINVALUE' if descending else 'NO MAXVALUE'}"]
         if seq["column_type"] in ("smallint", "integer"):
             statements.insert(0, f"ALTER TABLE {quote_identifier(seq['schema'], seq['table'])} "
                                  f"ALTER COLUMN {quote_identifier(seq['column'])} TYPE bigint")
         yield finding(
             "sequence_near_max", "critical" if fraction > 0.98 else "warning",
             f"{seq['sequence_schema']}.{seq['sequence']}",
-            f"at {int(seq['last_value']):,} of {int(seq['max_value']):,} ({fraction:.1%}) for "
+            f"at {last:,} of {limit:,} ({fraction:.1%}) for "
             f"{seq['table']}.{seq['column']} ({seq['column_type']})",
             "Widen the column and the sequence to bigint before inserts start failing (the "
             "column change rewrites the table: plan a maintenance window on big tables).",

@@ -8,31 +8,31 @@ from typing import Any
 
 import pandas as pd
 
-from ..store import (
-    DEFAULT_EF_SEARCH,
-    hnsw_graph_bytes,
-    quote_identifier,
-    quote_literal,
-)
+from ..store import DEFAULT_EF_SEARCH, hnsw_graph_bytes, quote_identifier, quote_literal
 from ..store.display import model_label
 from ..tuning.advice import compare_latency
 from ._common import (
     Context,
     finding,
     query_text,
+    regclass,
     size_text,
 )
 
 
 def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
     frame = context.store.fetch_frame(query_text("hnsw_indexes"))
-    residency: dict[str, float] = {}
+    # By schema and name: namesakes in two schemas are two indexes.
+    residency: dict[tuple[str, str], float] = {}
     if not frame.empty and context.store.fetch_frame(
             "SELECT to_regclass('pg_buffercache') IS NOT NULL").iloc[0, 0]:
         cached = context.store.fetch_frame(query_text("hnsw_residency"))
-        residency = dict(zip(cached["index"], cached["cached_pages"] / cached["pages"]))
+        residency = dict(zip(zip(cached["schema"], cached["index"]),
+                             cached["cached_pages"] / cached["pages"]))
     for _, index in frame.iterrows():
         name = quote_identifier(index["schema"], index["index"])
+        relation = regclass(index["schema"], index["index"])
+        key = (index["schema"], index["index"])
         size, buffers = int(index["size_bytes"]), int(index["shared_buffers_bytes"])
         if size > buffers:
             yield finding(
@@ -41,17 +41,16 @@ def hnsw_memory(context: Context) -> Iterator[dict[str, str]]:
                 "Searches walk the graph in random order: pages outside shared buffers come "
                 "from the OS cache or disk. Raise shared_buffers above the index size, or "
                 "index at the native dimension (smaller).",
-                [f"SELECT pg_size_pretty(pg_relation_size({quote_literal(name)}::regclass)), "
+                [f"SELECT pg_size_pretty(pg_relation_size({relation})), "
                  "current_setting('shared_buffers')"])
-        elif index["index"] in residency and residency[index["index"]] \
-                < context.limits.hnsw_min_cached_fraction:
+        elif key in residency and residency[key] < context.limits.hnsw_min_cached_fraction:
             yield finding(
                 "hnsw_cache", "info", f"{index['schema']}.{index['index']}",
-                f"{residency[index['index']]:.0%} of the {size_text(size)} index is in shared "
+                f"{residency[key]:.0%} of the {size_text(size)} index is in shared "
                 f"buffers (pg_buffercache); shared_buffers {size_text(buffers)} would hold it",
                 "The first searches after a restart read the graph from disk; prewarm it.",
                 ["CREATE EXTENSION IF NOT EXISTS pg_prewarm",
-                 f"SELECT pg_prewarm({quote_literal(name)}::regclass)"])
+                 f"SELECT pg_prewarm({relation})"])
         dimension = int(index["dimension"]) if pd.notna(index["dimension"]) else 0
         needed = int(index["indexed_rows"]) * hnsw_graph_bytes(dimension, int(index["m"]))
         if needed > int(index["maintenance_work_mem_bytes"]):

@@ -13,15 +13,25 @@ import pandas as pd
 
 from ..analysis.robots import robot_activity
 from ..analysis.tags import tag_cooccurrence, tag_hierarchy
-from ..errors import HTMError
+from ..errors import HTMError, ValidationError
 from ..frames import MemorySource, memory_source
 from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory, live_store
 from ..tuning.benchmark import benchmark_recall
+from ..validation import validate_positive_int
 from .render import html_table
 
 __all__ = ["Explorer", "search_explorer", "tag_browser", "ef_search_explorer"]
 
 _TIMEFRAMES = {"any time": None, "last 7 days": 7, "last 30 days": 30, "last 90 days": 90}
+# pgvector's range of hnsw.ef_search.
+_MAX_EF_SEARCH = 1000
+
+
+def _text(value: Any, field: str) -> str:
+    """A control's starting text: a widget would raise its own TraitError on anything else."""
+    if not isinstance(value, str):
+        raise ValidationError(f"must be a string, got {type(value).__name__}", field=field)
+    return value
 
 
 class Explorer(widgets.VBox):
@@ -58,6 +68,7 @@ def search_explorer(store: LongTermMemory, *, embedder: Any = None,
     remembers (the search fetches five times the limit, then filters).
     """
     store = live_store(store)
+    query = _text(query, "query")
     strategies = [s for s in SEARCH_STRATEGIES if embedder or s not in VECTOR_STRATEGIES]
     robots = ["any robot", *robot_activity(store)["robot"].tolist()]
     controls = {
@@ -107,6 +118,7 @@ def tag_browser(source: MemorySource, *, prefix: str = "") -> Explorer:
     """Browse the tag tree: a prefix -> its children with counts, and the tags it meets most
     often (by normalised PMI). Computed once; the widget filters the results."""
     source = memory_source(source)
+    prefix = _text(prefix, "prefix")
     hierarchy = tag_hierarchy(source)
     pairs = tag_cooccurrence(source, min_shared=2, sort_by="npmi")
     controls = {"prefix": widgets.Combobox(value=prefix, options=hierarchy["tag"].tolist(),
@@ -138,9 +150,18 @@ def ef_search_explorer(store: LongTermMemory, *, queries: int = 100, k: int = 10
                        ef_search: int = 40) -> Explorer:
     """Move ``hnsw.ef_search`` and see recall@k and latency, measured on a sample of held-out
     stored vectors each time (two repeats, with the spread of their median latency and QPS:
-    a change smaller than that is noise)."""
+    a change smaller than that is noise).
+
+    ``ef_search`` is the slider's first setting, from 1 to 1000 (pgvector's range); ``k``
+    and ``ef_search`` are checked here (:class:`~htm_analytics.ValidationError`), the
+    ``queries`` by each measurement, whose error the results pane shows."""
     store = live_store(store)
-    controls = {"ef_search": widgets.IntSlider(value=ef_search, min=1, max=400, step=1,
+    # Checked, not left to the slider: it clamps 1000 to its maximum, True to 1 and 2.5 to
+    # 2, and would measure a setting nobody asked for.
+    ef_search = validate_positive_int(ef_search, field="ef_search", maximum=_MAX_EF_SEARCH)
+    k = validate_positive_int(k, field="k", maximum=_MAX_EF_SEARCH)
+    controls = {"ef_search": widgets.IntSlider(value=ef_search, min=1,
+                                               max=max(400, ef_search), step=1,
                                                description="ef_search",
                                                continuous_update=False)}
 

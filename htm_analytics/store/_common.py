@@ -104,14 +104,36 @@ def create_index(cur: psycopg.Cursor[Any], statement: Statement) -> None:
         cur.execute(statement)
 
 
+def _has_control(text: str) -> bool:
+    return any(ord(ch) < 32 or ch == "\x7f" for ch in text)
+
+
 def quote_identifier(*parts: str) -> str:
-    """A quoted, schema-qualified name, for statements handed to the user to read and run."""
-    return sql.Identifier(*parts).as_string(None)
+    """A quoted, schema-qualified name, for statements handed to the user to read and run,
+    on one line.
+
+    A name may hold a line break: quoted as it is, ``;`` and a line break in it would read
+    as the end of a statement (a table named ``"x;<line break>DROP TABLE nodes;"`` would
+    split a suggested ``VACUUM`` in two, the second a ``DROP``). A name with a control
+    character is written ``U&"..."``, that character escaped.
+    """
+    def one(part: str) -> str:
+        if not _has_control(part):
+            return sql.Identifier(part).as_string(None)
+        body = "".join("\\\\" if ch == "\\" else '""' if ch == '"' else
+                       f"\\{ord(ch):04X}" if _has_control(ch) else ch for ch in part)
+        return f'U&"{body}"'
+    return ".".join(one(part) for part in parts)
 
 
 def quote_literal(value: Any) -> str:
-    """A value as an SQL literal, for statements handed to the user to read and run."""
-    return sql.Literal(value).as_string(None)
+    """A value as an SQL literal, for statements handed to the user to read and run, on one
+    line likewise (a string with a control character as ``E'...'``, escaped)."""
+    if isinstance(value, str) and _has_control(value):
+        body = "".join("\\\\" if ch == "\\" else "''" if ch == "'" else
+                       f"\\u{ord(ch):04X}" if _has_control(ch) else ch for ch in value)
+        return f"E'{body}'"
+    return sql.Literal(value).as_string(None).strip()  # a backslash gives " E'...'"
 
 
 def content_too_large(exc: psycopg.Error, field: str) -> ValidationError:

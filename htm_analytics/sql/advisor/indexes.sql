@@ -9,12 +9,17 @@ SELECT n.nspname AS schema,
        x.indisvalid AS is_valid,
        ARRAY(SELECT pg_get_indexdef(x.indexrelid, k, true)
              FROM generate_series(1, x.indnkeyatts) AS k ORDER BY k) AS key_columns,
+       -- the columns of its keys, expressions and predicate: the index depends on each
+       -- (a name matched in the expressions' text would be a pattern: "a(" breaks it)
        ARRAY(SELECT a.attname::text
              FROM pg_attribute a
              WHERE a.attrelid = x.indrelid AND a.attnum > 0
                AND (a.attnum = ANY (x.indkey::smallint[])
-                    OR pg_get_expr(x.indexprs, x.indrelid) ~ ('\m' || a.attname || '\M')
-                    OR pg_get_expr(x.indpred, x.indrelid) ~ ('\m' || a.attname || '\M'))
+                    OR EXISTS (SELECT 1 FROM pg_depend d
+                               WHERE d.classid = 'pg_class'::regclass
+                                 AND d.objid = x.indexrelid
+                                 AND d.refclassid = 'pg_class'::regclass
+                                 AND d.refobjid = x.indrelid AND d.refobjsubid = a.attnum))
              ORDER BY a.attnum) AS referenced_columns,
        (x.indclass::oid[])[0:x.indnkeyatts - 1]::text AS operator_classes,
        coalesce(pg_get_expr(x.indpred, x.indrelid), '') AS predicate,

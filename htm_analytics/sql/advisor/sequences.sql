@@ -1,5 +1,5 @@
--- Sequences owned by a column (serial or identity), how far they have come, and the largest
--- value the column and the sequence can hold.
+-- Sequences owned by a column (serial or identity), how far they have come, which way they
+-- go, and the largest and smallest values the column and the sequence can hold.
 SELECT sn.nspname AS sequence_schema,
        s.relname AS sequence,
        tn.nspname AS schema,
@@ -10,7 +10,12 @@ SELECT sn.nspname AS sequence_schema,
        least(ps.max_value,
              CASE a.atttypid WHEN 'int2'::regtype THEN 32767
                              WHEN 'int4'::regtype THEN 2147483647
-                             ELSE 9223372036854775807 END) AS max_value
+                             ELSE 9223372036854775807 END) AS max_value,
+       greatest(ps.min_value,
+                CASE a.atttypid WHEN 'int2'::regtype THEN -32768
+                                WHEN 'int4'::regtype THEN -2147483648
+                                ELSE -9223372036854775808 END) AS min_value,
+       ps.increment_by
 FROM pg_depend d
 JOIN pg_class s ON s.oid = d.objid AND s.relkind = 'S'
 JOIN pg_namespace sn ON sn.oid = s.relnamespace
