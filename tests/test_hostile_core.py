@@ -351,3 +351,22 @@ def test_index_usage_delta_takes_counts_or_refuses_the_reading(
     assert delta["idx_scan"].dtype == "int64"
     expected = {i: new[i] - old[i] if new[i] >= old[i] else new[i] for i in new if i in old}
     assert dict(zip(delta["index"], delta["idx_scan"])) == expected
+
+
+@FAST
+@given(name=st.sampled_from(["alpha", "neighbours", "context", "speaker_boost",
+                             "date_boost"]),
+       value=st.one_of(st.floats(min_value=0, max_value=1e6),
+                       st.floats(min_value=1e6, exclude_min=True, allow_nan=False),
+                       st.integers(min_value=0, max_value=10**400)))
+def test_a_fusion_weight_is_used_or_refused_by_name(core: LongTermMemory, name: str,
+                                                    value: float) -> None:
+    """Every weight of the default fusion up to a million scores; a larger one (1e308
+    overflowed float8 on the server, a DatabaseError) is refused naming it."""
+    try:
+        rows = core.search_vector_bm25(query="memory about postgres", embedding=[1.0, 0.5, 0.25],
+                                       limit=5, **{name: value})
+    except ValidationError as exc:
+        assert exc.field == name and value > 1e6
+    else:
+        assert value <= 1e6 and rows and all(np.isfinite(row["score"]) for row in rows)

@@ -38,11 +38,12 @@ __all__ = ["LexicalSearchMixin", "fulltext_any_statement", "search_fulltext_any_
            "VECTOR_BM25_DEPTH", "VECTOR_BM25_ALPHA", "BM25_K1", "BM25_B",
            "NEIGHBOUR_WEIGHT", "NEIGHBOUR_GAP", "CONTEXT_WEIGHT", "DATE_BOOST", "SPEAKER_BOOST",
            "LEXICAL_BUDGET", "FUZZY_NEIGHBOURS", "FUZZY_WORD_SIMILARITY", "FUZZY_BUDGET",
-           "FUZZY_SHORTLIST"]
+           "FUZZY_SHORTLIST", "MAX_WEIGHT"]
 
 # search_vector_bm25 (tuned on the corpus dev queries, docs/retrieval.md) and bounded lexical
 # candidates.
 VECTOR_BM25_ALPHA = 0.5
+MAX_WEIGHT = 1e6  # for each weight and boost of search_vector_bm25
 BM25_K1 = 0.9
 BM25_B = 0.4
 LEXICAL_BUDGET = 500
@@ -124,7 +125,8 @@ class LexicalSearchMixin(StoreBase):
         text_budget : int
             Expected lexical candidates, 1 to 100,000 (at most 10 times that are read).
         alpha : float
-            Weight of the normalised BM25 score against the cosine similarity, >= 0.
+            Weight of the normalised BM25 score against the cosine similarity, >= 0 (this
+            and the other weights and boosts at most a million).
         neighbours : float
             Share of the best neighbour's score a memory gains, >= 0 (0: no neighbours).
         neighbour_gap : datetime.timedelta
@@ -150,11 +152,13 @@ class LexicalSearchMixin(StoreBase):
         limit = validate_positive_int(limit, field="limit", maximum=MAX_LIMIT)
         depth = max(validate_positive_int(depth, field="depth", maximum=MAX_LIMIT), limit)
         text_budget = validate_positive_int(text_budget, field="text_budget", maximum=100_000)
-        alpha = validate_number(alpha, field="alpha", minimum=0)
-        neighbours = validate_number(neighbours, field="neighbours", minimum=0)
-        context = validate_number(context, field="context", minimum=0)
-        speaker_boost = validate_number(speaker_boost, field="speaker_boost", minimum=0)
-        date_boost = validate_number(date_boost, field="date_boost", minimum=0)
+        # Bounded so that the score, about (1 + neighbours) x (1 + alpha + boosts), stays
+        # far inside float8 (1e308 overflowed on the server).
+        alpha, neighbours, context, speaker_boost, date_boost = (
+            validate_number(value, field=name, minimum=0, maximum=MAX_WEIGHT)
+            for name, value in (("alpha", alpha), ("neighbours", neighbours),
+                                ("context", context), ("speaker_boost", speaker_boost),
+                                ("date_boost", date_boost)))
         neighbour_gap = validate_duration(neighbour_gap, field="neighbour_gap")
         frame = validate_timeframe(timeframe)
         target = query_vector(self, query, embedding, embedding_service)
