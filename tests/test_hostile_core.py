@@ -370,3 +370,29 @@ def test_a_fusion_weight_is_used_or_refused_by_name(core: LongTermMemory, name: 
         assert exc.field == name and value > 1e6
     else:
         assert value <= 1e6 and rows and all(np.isfinite(row["score"]) for row in rows)
+
+
+def test_numpy_numbers_are_numbers_to_memory_growth(core: LongTermMemory) -> None:
+    """As every other option takes them: numpy's integers and floats from a computation."""
+    from htm_analytics.analysis import memory_growth
+
+    plain = memory_growth(core, horizon=3, freq="W", confidence=0.9)
+    numpy = memory_growth(core, horizon=np.int64(3), freq="W", confidence=np.float32(0.9))
+    pd.testing.assert_frame_equal(plain, numpy, rtol=1e-6)
+    for arguments, field in (({"horizon": np.float64(3.0)}, "horizon"),
+                             ({"confidence": np.float64(1.0)}, "confidence"),
+                             ({"horizon": np.int64(121)}, "horizon")):
+        with pytest.raises(ValidationError) as caught:
+            memory_growth(core, **arguments)
+        assert caught.value.field == field
+
+
+def test_table_statistics_are_typed_alike_before_any_vacuum(server_url: str,
+                                                            core: LongTermMemory) -> None:
+    """A fresh database, never vacuumed nor analysed, types its dates as one that was."""
+    with temporary_database(server_url, "htm_fresh_statistics") as url, \
+            LongTermMemory(url) as fresh:
+        fresh_types = fresh.table_statistics().dtypes
+    used = core.table_statistics()
+    assert fresh_types.to_dict() == used.dtypes.to_dict()
+    assert str(fresh_types["last_autovacuum"]) == "datetime64[us, UTC]"

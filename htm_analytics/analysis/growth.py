@@ -11,6 +11,7 @@ import pandas as pd
 from ..errors import ValidationError
 from ..frames import period_unit, scope_params, split_at_infinity
 from ..store import LongTermMemory
+from ..validation import validate_number
 from ._common import live_store
 
 # scipy.stats is imported by the functions that fit, not with the module: it takes about a
@@ -62,14 +63,11 @@ def memory_growth(store: LongTermMemory, *, horizon: int = 6, freq: str = "M",
         ``attrs["untimed_memories"]`` counts them.
     """
     store = live_store(store)
-    if isinstance(horizon, bool) or not isinstance(horizon, int) or not 1 <= horizon <= 120:
-        raise ValidationError(f"must be an integer from 1 to 120, got {horizon!r}",
-                              field="horizon")
+    horizon = validate_number(horizon, field="horizon", minimum=1, maximum=120, integer=True)
     unit, pandas_freq = period_unit(freq, hourly=False)
-    if isinstance(confidence, bool) or not isinstance(confidence, float) \
-            or not 0.5 <= confidence < 1:
-        raise ValidationError(f"must be a float in [0.5, 1), got {confidence!r}",
-                              field="confidence")
+    confidence = validate_number(confidence, field="confidence", minimum=0.5)
+    if confidence >= 1:
+        raise ValidationError(f"must be below 1, got {confidence!r}", field="confidence")
     counts = store.growth_counts(unit, scope=scope_params(timeframe=timeframe, robots=robots))
     counts["period"] = pd.to_datetime(counts["period"], utc=True)
     counts["robot"] = counts["robot"].fillna(TOTAL)

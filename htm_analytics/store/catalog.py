@@ -55,6 +55,13 @@ _PACKED_TABLES = {
 }
 
 
+_TABLE_STATISTICS = {
+    "table": "string", **dict.fromkeys(
+        ["n_live_tup", "n_dead_tup", "seq_scan", "idx_scan", "n_tup_ins", "n_tup_upd",
+         "n_tup_hot_upd", "n_tup_del", "total_bytes"], "int64"),
+    **dict.fromkeys(["last_vacuum", "last_autovacuum", "last_analyze", "last_autoanalyze"],
+                    "datetime64[us, UTC]")}
+
 class CatalogMixin(StoreBase):
     """Statistics and exports (see :class:`~htm_analytics.LongTermMemory`)."""
 
@@ -195,7 +202,14 @@ class CatalogMixin(StoreBase):
             (list(_STATISTICS_TABLES),))
 
     def table_statistics(self) -> pd.DataFrame:
-        """Per-table activity counters; see :func:`htm_analytics.table_health`."""
+        """Per-table activity counters; see :func:`htm_analytics.table_health`.
+
+        Columns: ``table`` (string); ``n_live_tup``, ``n_dead_tup``, ``seq_scan``,
+        ``idx_scan``, ``n_tup_ins``, ``n_tup_upd``, ``n_tup_hot_upd``, ``n_tup_del`` and
+        ``total_bytes`` (int64); ``last_vacuum``, ``last_autovacuum``, ``last_analyze`` and
+        ``last_autoanalyze`` (datetime64[us, UTC], NaT when never: typed alike on a fresh
+        database, where every one is NULL).
+        """
         self._flush_statistics()
         return self.fetch_frame(
             """SELECT relname AS table, n_live_tup, n_dead_tup, seq_scan,
@@ -204,7 +218,7 @@ class CatalogMixin(StoreBase):
                       pg_total_relation_size(relid) AS total_bytes
                FROM pg_stat_user_tables
                WHERE schemaname = 'public' AND relname = ANY(%s::text[])
-               ORDER BY relname""", (list(_STATISTICS_TABLES),))
+               ORDER BY relname""", (list(_STATISTICS_TABLES),), dtypes=_TABLE_STATISTICS)
 
     def _flush_statistics(self) -> None:
         if self._server_version_num >= 150000:
