@@ -29,6 +29,7 @@ from ._common import MAX_LIMIT, VECTOR_BM25_DEPTH, Timeframe, bind_timeframe
 from ._dates import mentioned_dates
 from ._search_sql import fulltext_text, lexical_statistics, search_statement, tsquery_sql
 from ._vectors import query_vector, service_key
+from .cached_search import CachedSearchMixin
 from .display import SearchResults
 from .search_pool import DEFAULT_EF_SEARCH
 from .speakers import SPEAKER_ROWS, SpeakerIndex
@@ -67,7 +68,7 @@ FUZZY_BUDGET = 200
 FUZZY_SHORTLIST = 50
 
 
-class LexicalSearchMixin(StoreBase):
+class LexicalSearchMixin(CachedSearchMixin):
     """:meth:`search_vector_bm25`; the bounded forms of any-word and fuzzy search are the
     functions of this module, which :meth:`search_fulltext` and :meth:`search_fuzzy` call."""
 

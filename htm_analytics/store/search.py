@@ -19,7 +19,6 @@ from ..validation import (
     validate_positive_int,
     validate_timeframe,
 )
-from ._base import StoreBase
 from ._common import (
     MAX_LIMIT,
     SEARCH_COLUMNS,
@@ -30,6 +29,7 @@ from ._common import (
 )
 from ._search_sql import fulltext_text, hybrid_rrf_sql, hybrid_weighted_sql, tsquery_sql
 from ._vectors import distance_sql, query_vector, service_key
+from .cached_search import CachedSearchMixin
 from .display import SearchResults
 from .lexical import (
     FUZZY_WORD_SETTINGS,
@@ -74,7 +74,7 @@ def check_strategy(strategy: Any) -> SearchStrategy:
     return cast(SearchStrategy, strategy)
 
 
-class SearchMixin(StoreBase):
+class SearchMixin(CachedSearchMixin):
     """Every search, and every search by name (see :class:`~htm_analytics.LongTermMemory`)."""
 
     @share_docs
