@@ -108,7 +108,9 @@ def _pairs_and_sizes(source: MemorySource, params: dict[str, Any]
     frame, sizes = cooccurrence_counts(source, params)
     frame["pmi"] = np.log(frame["lift"])
     joint = pd.Series(-np.log(frame["shared_nodes"] / frame["total_nodes"]), index=frame.index)
-    frame["npmi"] = (frame["pmi"] / joint.where(joint > 0)).fillna(1.0)
+    # In [-1, 1] by definition; clipped, so that rounding shows no 1.0000000000000002 and
+    # perfect pairs tie (then ordered by name) rather than by the last bit.
+    frame["npmi"] = (frame["pmi"] / joint.where(joint > 0)).fillna(1.0).clip(-1.0, 1.0)
     return frame, sizes
 
 
