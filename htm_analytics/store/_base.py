@@ -280,6 +280,8 @@ class StoreBase:
     def _translated(self, exc: psycopg.Error | psycopg_pool.PoolTimeout,
                     connection: str) -> HTMError:
         """A driver or pool error as the ``HTMError`` tree (see :meth:`_translated_errors`)."""
+        if isinstance(exc, psycopg_pool.PoolClosed):  # close() while this call waited for it
+            return DatabaseError("this LongTermMemory is closed")
         if isinstance(exc, psycopg_pool.PoolTimeout):
             return DatabaseConnectionError(
                 f"no {connection} to {self.url} became free: {exc}")
@@ -303,22 +305,32 @@ class StoreBase:
         searches, which run on connections of their own, see the block's writes only once
         it has committed.
         """
+        # Recall writes flushed inside the block (one list per level): its rollback undoes
+        # them, and they must then be pending again, not lost.
+        flushed: list[Any] = []
+        levels = self._atomic.__dict__.setdefault("flushed", [])
+        levels.append(flushed)
         try:
             if getattr(self._atomic, "cursor", None) is not None:
                 with self._transaction():
                     yield
-                return
-            # An explicit transaction block, so that the calls inside are its savepoints.
-            with self._transaction() as cur, cur.connection.transaction():
-                self._atomic.cursor = cur
-                try:
-                    yield
-                finally:
-                    self._atomic.cursor = None
+            else:
+                # An explicit transaction block, so that the calls inside are its savepoints.
+                with self._transaction() as cur, cur.connection.transaction():
+                    self._atomic.cursor = cur
+                    try:
+                        yield
+                    finally:
+                        self._atomic.cursor = None
         except BaseException:
             self._forget_stored_models()  # they counted vectors the block rolled back
+            self._recall_buffer.written_undone(flushed)
             raise
+        else:
+            if len(levels) > 1:  # committed with the enclosing block, or undone with it
+                levels[-2].extend(flushed)
         finally:
+            levels.pop()
             # Searches that ran while the block was uncommitted may have cached what it
             # changed, or what it then rolled back.
             self._cache.clear()
@@ -400,6 +412,10 @@ class StoreBase:
         if size > self._pool.max_size:
             self._pool.resize(self._pool.min_size, size)
             self._search.resize(size)
+            # The pool grows when a caller asks; callers already waiting asked before the
+            # resize and would wait for a connection to come back: grow for them now.
+            if self._pool.get_stats().get("requests_waiting"):
+                self._pool.check()
         return self._pool.max_size
 
     @functools.cached_property
@@ -435,9 +451,12 @@ class StoreBase:
         """
         return self._recall_buffer.flush(self._write_recall_part)
 
-    def _write_recall_part(self, parameters: dict[str, Any]) -> None:
+    def _write_recall_part(self, part: Any) -> None:
         with self._transaction(memory_operation=True) as cur:
-            cur.execute(FLUSH_RECALL_WRITES, parameters)
+            cur.execute(FLUSH_RECALL_WRITES, part.parameters())
+        levels = getattr(self._atomic, "flushed", None)
+        if levels:  # written in this thread's atomic block: committed only with it
+            levels[-1].append(part)
 
     def _flush_before_direct_write(self) -> None:
         # A direct write of flags must not be overtaken by an older buffered one.

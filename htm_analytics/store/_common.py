@@ -79,9 +79,26 @@ def embedding_model_names(value: Any) -> tuple[str | None, str | None]:
     return (None, None) if names is None else names
 
 
+# The session's statement_timeout (query_timeout) becomes the transaction's lock_timeout,
+# unless the session already has a shorter one; both settings are read in milliseconds.
+_LIFT_STATEMENT_TIMEOUT = """
+SELECT set_config('lock_timeout', coalesce(least(nullif(l.setting::bigint, 0),
+                                                 nullif(s.setting::bigint, 0))::text, '0'),
+                  true),
+       set_config('statement_timeout', '0', true)
+FROM pg_settings l, pg_settings s
+WHERE l.name = 'lock_timeout' AND s.name = 'statement_timeout'"""
+
+
 def lift_statement_timeout(cur: psycopg.Cursor[Any]) -> None:
-    # Bulk loads and index builds are maintenance, not queries: query_timeout does not apply.
-    cur.execute("SELECT set_config('statement_timeout', '0', true)")
+    """Lift ``query_timeout`` for the rest of ``cur``'s transaction, except for lock waits.
+
+    Bulk loads and index builds are maintenance, not queries: their work may take longer
+    than ``query_timeout``. Waiting for another session's lock (an open transaction holding
+    ``nodes``) is not their work, and without a bound a load would wait for ever behind it:
+    such a wait still ends after ``query_timeout`` (SQLSTATE 55P03, a ``QueryTimeoutError``).
+    """
+    cur.execute(_LIFT_STATEMENT_TIMEOUT)
 
 
 def create_index(cur: psycopg.Cursor[Any], statement: Statement) -> None:

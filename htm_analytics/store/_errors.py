@@ -53,6 +53,16 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
             "SECONDS or HTM_QUERY_TIMEOUT; a check of every memory can take a sample "
             "instead)"
         )
+    elif isinstance(exc, pg_errors.LockNotAvailable):
+        # lock_timeout: a bulk load or index build waited for another session's lock.
+        limit = ("the lock timeout" if query_timeout is None else
+                 f"the store's query_timeout of {query_timeout / 1000:g} s")
+        result = QueryTimeoutError(
+            f"gave up waiting after {limit} for a lock another session holds: {message} "
+            "(nothing was written; look for long or idle-in-transaction sessions in "
+            "pg_stat_activity, or give the wait longer with "
+            "LongTermMemory(query_timeout=MILLISECONDS))"
+        )
     elif isinstance(exc, (pg_errors.UndefinedTable, pg_errors.UndefinedFunction,
                           pg_errors.UndefinedObject, pg_errors.UndefinedColumn)):
         result = SchemaError(

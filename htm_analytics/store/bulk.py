@@ -88,7 +88,8 @@ class BulkMixin(StoreBase):
             The default does so when the batch is larger than the table. Dropping an index
             locks ``nodes`` exclusively until the transaction ends, so other sessions can
             neither read nor write it during such a load. ``query_timeout`` does
-            not apply to bulk loads.
+            not apply to bulk loads, except to a wait for another session's lock: past it
+            the load raises ``QueryTimeoutError`` and writes nothing.
         embedding_model : (provider, model), optional
             Which model produced ``embeddings``, recorded for the new nodes (see
             :meth:`check_embedding_model`).

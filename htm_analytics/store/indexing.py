@@ -97,7 +97,7 @@ class IndexingMixin(StoreBase):
         vector's last non-zero component is the d-th).
         The seed tables and index are untouched; :meth:`search` and RRF hybrid search use the
         native index automatically for query vectors of that dimension. ``query_timeout``
-        does not apply to the build.
+        does not apply to the build, only to a wait for another session's lock.
 
         ``maintenance_work_mem`` (``"3GB"``) is the build's memory, for this transaction
         only. By default the build raises the server's setting to what the HNSW graph needs

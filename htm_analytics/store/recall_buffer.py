@@ -36,6 +36,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import DatabaseError
+
 __all__ = ["RecallBuffer", "FLUSH_RECALL_WRITES", "FLUSH_CHUNK"]
 
 FLUSH_CHUNK = 25
@@ -177,8 +179,17 @@ class RecallBuffer:
 
     def record(self, robot_id: int, at: dt.datetime, *, recalled: Sequence[int],
                held: Sequence[int], evicted: Sequence[int]) -> bool:
-        """Add one step; returns True when the buffer is full and must be flushed now."""
+        """Add one step; returns True when the buffer is full and must be flushed now.
+
+        Raises
+        ------
+        DatabaseError
+            The buffer was stopped (its store closed): a step recorded now would never be
+            written.
+        """
         with self._lock:
+            if self.stopped:
+                raise DatabaseError("this LongTermMemory is closed")
             batch = self._batch
             for node in recalled:
                 change = batch.nodes.setdefault(node, _NodeChange())
@@ -208,10 +219,18 @@ class RecallBuffer:
             batch.merge(self._batch)
             self._batch = batch
 
-    def flush(self, write: Callable[[dict[str, Any]], None]) -> int:
-        """Write everything pending with ``write(parameters of FLUSH_RECALL_WRITES)``, one
-        call per :data:`FLUSH_CHUNK` nodes; returns the steps written. On failure the parts
-        not written are put back and the error is raised."""
+    def written_undone(self, parts: Sequence[_Batch]) -> None:
+        """Take back parts whose write was undone after it returned (the transaction it
+        joined rolled back), written in this order: pending again, before what came since."""
+        for part in reversed(parts):
+            self.put_back(part)
+            self.flushed_steps -= part.steps
+
+    def flush(self, write: Callable[[_Batch], None]) -> int:
+        """Write everything pending with ``write(part)``, one call per :data:`FLUSH_CHUNK`
+        nodes (``part.parameters()`` are those of :data:`FLUSH_RECALL_WRITES`); returns the
+        steps written. On failure the parts not written are put back and the error is
+        raised."""
         with self.flush_lock:
             batch = self.take()
             if not (batch.steps or batch.nodes or batch.events or batch.robots):
@@ -220,7 +239,7 @@ class RecallBuffer:
             parts = batch.chunks(FLUSH_CHUNK)
             for k, part in enumerate(parts):
                 try:
-                    write(part.parameters())
+                    write(part)
                 except BaseException:
                     rest = _Batch()
                     for unwritten in parts[k:]:
@@ -251,8 +270,10 @@ class RecallBuffer:
                 self._thread.start()
 
     def stop(self) -> None:
-        """Stop the background thread (the caller flushes what is left)."""
-        self.stopped = True
+        """Stop the background thread and refuse new steps (the caller flushes what is
+        left: under the lock, so that a step is either refused or in what is left)."""
+        with self._lock:
+            self.stopped = True
         self.wake.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
