@@ -190,3 +190,26 @@ def test_bad_input_is_refused_before_any_write(ltm: LongTermMemory, node_id: obj
                  lambda: ltm.purge_deleted(older_than=older_than, **CONFIRM)):  # type: ignore[arg-type]
         with pytest.raises(ValidationError):
             call()
+
+
+def test_a_soft_forget_by_plain_sql_reaches_every_cache(server_url: str,
+                                                        roles: dict[str, str]) -> None:  # noqa: F811
+    """A writer that sets ``deleted_at`` on ``nodes`` alone (no ``node_tags``, as the gem's
+    forget also writes) and clears it again: a search this store had cached sees both at
+    once, not after ``cache_ttl``."""
+    with gem_written(server_url, roles) as url:
+        LongTermMemory(url, init_schema=True).close()
+        with LongTermMemory(url, writer_timezone=WRITER_ZONE, cache_ttl=3600) as store:
+            assert store.cache_scope == "database"
+            node = store.node_ids_by_content([CONTENTS[0]])[0]
+
+            def found() -> bool:
+                return node in {h["id"] for h in store.search_fulltext(
+                    query="primary database")}
+
+            assert found() and found()  # the second from the cache
+            for when in ("now()", "NULL"):
+                with psycopg.connect(url, autocommit=True) as other:
+                    other.execute(f"UPDATE nodes SET deleted_at = {when} WHERE id = %s",
+                                  (node,))
+                assert found() is (when == "NULL")
