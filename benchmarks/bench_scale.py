@@ -8,17 +8,17 @@ Usage:
 
 Each size gets a scratch database on the embedded server (or HTM_DBURL's server), dropped at
 the end unless ``--keep`` (then its URL is printed, for EXPLAIN runs on the same memory).
-The memory is the real corpus (63,666 Debian package descriptions with their MiniLM
-vectors) multiplied with seeded variations, documented in :func:`fleet_memory`. It is loaded
-with ``bulk_add`` and, in the same run, the same rows go into a plain logged table with one
-raw binary COPY and the indexes the load rebuilds, with the same build settings (the anchor a
-hand-written loader would reach, :func:`raw_copy_anchor`); ``--only load`` stops there. Then
-every analysis helper, ``advise``, the agent's searches (200 dev queries per strategy),
-``build_report``, ``export_snapshot``, ``recommend_ef_search`` and the recall sweep (exact
-ground truth included) run once, each with its wall time and the peak RSS of this process
-during the call (reset before each step through /proc/self/clear_refs; the server's memory is
-not included). With two sizes or more the growth exponent of each step is printed: the slope
-of log(seconds) over log(rows).
+The memory is the real corpus (63,666 Debian package descriptions with their MiniLM vectors)
+multiplied with seeded variations, documented in :func:`scale_data.fleet_memory`. It is
+loaded with ``bulk_add`` and, in the same run, the same rows go into a plain logged table
+with one raw binary COPY and the indexes the load rebuilds, with the same build settings
+(the anchor a hand-written loader would reach, :func:`raw_copy_anchor`); ``--only load``
+stops there. Then every analysis helper, ``advise``, the agent's searches (200 dev queries
+per strategy), ``build_report``, ``export_snapshot``, ``recommend_ef_search`` and the recall
+sweep (exact ground truth included) run once, each with its wall time and the peak RSS of
+this process during the call (reset before each step through /proc/self/clear_refs; the
+server's memory is not included). With two sizes or more the growth exponent of each step is
+printed: the slope of log(seconds) over log(rows).
 
 ``--database URL`` (once per ``--rows``, in the same order) runs the analysis steps on a
 memory kept by an earlier ``--keep`` run instead of building one: no generation, load or
@@ -32,10 +32,8 @@ as the report runs them, at every size. ``unreachable_memories`` checks a sample
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import hashlib
 import json
-import os
 import tempfile
 import time
 from collections.abc import Callable
@@ -48,76 +46,14 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
+from scale_clocks import StatementTimes, cpu_clock
+from scale_data import fleet_memory
 
 import htm_analytics as ha
-from htm_analytics.agent.datasets import read_corpus, read_dev_queries
+from htm_analytics.agent.datasets import read_dev_queries
 from htm_analytics.report import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE
 from htm_analytics.store import scratch_database
 from htm_analytics.store.connection import resolve_database_url
-
-END = dt.datetime(2026, 6, 30, 12, tzinfo=dt.UTC)
-REPEAT_SHARE = 0.15      # rows that re-remember earlier content (dedup and remember_count)
-NOISE = 0.01             # per-component noise of a variant's vector (cosine ~0.98)
-ROWS_PER_ROBOT = 50      # a fleet: 2,000 robots at 100k rows
-TEAMS = 40               # "fleet:team-NN" tags
-
-
-def fleet_memory(rows: int, seed: int = 0) -> dict[str, Any]:
-    """``rows`` remembers made from the corpus, seeded.
-
-    - Corpus rows are taken in a seeded order, cycling through the corpus; the first pass
-      keeps text and vector as they are. Later passes are variants: the text gets a line
-      naming the pass and a host ("Seen again on host h0042, pass 2."), the vector a small
-      Gaussian perturbation (sigma 0.01 per component), renormalised.
-    - 15% of rows re-remember the exact text, vector and tags of an earlier row, by a robot
-      of the fleet (so ``bulk_add`` deduplicates them and counts ``remember_count``).
-    - Robots: ``rows // 50`` of them (at least 5), Zipf-like activity (weight 1/rank^0.8).
-    - Times: over 365 days before 2026-06-30, denser towards the end, in row order.
-    - Tags: the corpus row's own tags plus ``fleet:team-NN`` of the robot's team.
-    """
-    frame, vectors = read_corpus()
-    assert vectors is not None
-    rng = np.random.default_rng(seed)
-    corpus_rows = len(frame)
-    repeat = rng.random(rows) < REPEAT_SHARE
-    repeat[0] = False
-    originals = np.flatnonzero(~repeat)
-    order = rng.permutation(corpus_rows)
-    base = np.empty(rows, dtype=np.int64)
-    variant = np.zeros(rows, dtype=np.int64)
-    base[originals] = order[np.arange(len(originals)) % corpus_rows]
-    variant[originals] = np.arange(len(originals)) // corpus_rows
-    source = np.arange(rows)
-    earlier = np.searchsorted(originals, np.flatnonzero(repeat))  # originals before each
-    source[repeat] = originals[(rng.random(repeat.sum()) * earlier).astype(np.int64)]
-    robots = max(5, rows // ROWS_PER_ROBOT)
-    weights = 1.0 / np.arange(1, robots + 1) ** 0.8
-    robot = rng.choice(robots, size=rows, p=weights / weights.sum())
-    seconds = np.sort((np.sqrt(rng.random(rows)) * 365 * 86_400).astype(np.int64))
-    start = END - dt.timedelta(days=365)
-    hosts = rng.integers(0, 10_000, rows)
-    contents: list[str] = []
-    matrix = np.empty((rows, vectors.shape[1]), dtype=np.float32)
-    tags: list[list[str]] = []
-    texts, corpus_tags = frame["content"].tolist(), frame["tags"].tolist()
-    for i in range(rows):
-        s = source[i]
-        b, v = base[s], variant[s]
-        if s != i:
-            contents.append(contents[s])
-            matrix[i] = matrix[s]
-            tags.append([*tags[s][:-1], f"fleet:team-{robot[i] % TEAMS:02d}"])
-            continue
-        text = texts[b] if v == 0 else \
-            f"{texts[b]}\nSeen again on host h{hosts[i]:04d}, pass {v}."
-        contents.append(text)
-        vector = vectors[b] if v == 0 else vectors[b] + rng.normal(0, NOISE, vectors.shape[1])
-        matrix[i] = vector / np.linalg.norm(vector)
-        tags.append([*corpus_tags[b], f"fleet:team-{robot[i] % TEAMS:02d}"])
-    return {"contents": contents, "vectors": matrix, "tags": tags,
-            "robots": [f"robot-{r:05d}" for r in robot],
-            "remembered_at": [start + dt.timedelta(seconds=int(x)) for x in seconds],
-            "distinct": len(set(contents)), "robot_count": robots}
 
 
 def _rss_peak_reset() -> None:
@@ -129,59 +65,6 @@ def _rss(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1]) * 1024
     return 0
-
-
-def _proc_stat(pid: int | str) -> list[str]:
-    text = Path(f"/proc/{pid}/stat").read_text()
-    return text[text.rindex(")") + 2:].split()  # from the state field on
-
-
-def cpu_clock(url: str) -> Callable[[], float] | None:
-    """A clock of the CPU seconds this process and the server have used, or None for a
-    server elsewhere. The server's are its postmaster's, every process it runs (backends,
-    parallel workers, checkpointer, WAL writer, I/O workers) and the ones it has reaped. On
-    a machine others share, wall times vary with their load; CPU seconds much less."""
-    with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT pg_backend_pid()").fetchone()
-        assert row is not None
-        try:
-            postmaster = int(_proc_stat(row[0])[1])
-        except OSError:
-            return None
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def seconds() -> float:
-        own = _proc_stat(postmaster)
-        ticks = sum(int(x) for x in own[11:15])  # utime, stime, cutime, cstime
-        for entry in Path("/proc").iterdir():
-            try:
-                stat = _proc_stat(entry.name) if entry.name.isdigit() else None
-            except OSError:  # gone meanwhile: counted in the postmaster's cutime
-                continue
-            if stat is not None and int(stat[1]) == postmaster:
-                ticks += int(stat[11]) + int(stat[12])
-        return ticks / tick + time.process_time()
-
-    return seconds
-
-
-class StatementTimes:
-    """A ``tracer=`` summing the seconds of each statement while ``on`` (for ``bulk_add``)."""
-
-    def __init__(self) -> None:
-        self.on = False
-        self.times: dict[str, list[float]] = {}  # statement -> [calls, seconds]
-
-    def __call__(self, text: str, params: Any, seconds: float) -> None:
-        if self.on:
-            entry = self.times.setdefault(" ".join(text.split())[:100], [0, 0.0])
-            entry[0] += 1
-            entry[1] += seconds
-
-    def report(self, top: int = 15) -> None:
-        ranked = sorted(self.times.items(), key=lambda item: -item[1][1])
-        for text, (calls, seconds) in ranked[:top]:
-            print(f"    {seconds:8.2f} s {int(calls):6d}x  {text}")
 
 
 def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str, float]],

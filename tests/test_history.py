@@ -1,6 +1,8 @@
 """collect and history: samples of a real memory through a SELECT-only role, usage between
 samples exact against the counters read directly (across pg_stat_reset), recall degraded
-for real and flagged, and the history file's schema version."""
+for real and flagged, growth and unused indexes judged over the history, the history file's
+schema version, and what collect and history refuse. The statements between samples:
+test_history_statements.py."""
 
 from __future__ import annotations
 
@@ -13,13 +15,13 @@ import pandas as pd
 import psycopg
 import pytest
 from click.testing import CliRunner
+from history_helpers import collect_read_only, finding_statements
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 
 from htm_analytics import HistoryVersionError, LongTermMemory, ValidationError, build_report
-from htm_analytics.advisor import split_statements
 from htm_analytics.advisor.collect import collect_sample
 from htm_analytics.advisor.history import (
     DriftThresholds,
@@ -33,11 +35,6 @@ from htm_analytics.store.history import HISTORY_SCHEMA_VERSION, HistoryTable, re
 INDEX_COUNTERS = """SELECT indexrelname, idx_scan, idx_tup_read FROM pg_stat_user_indexes
                     WHERE schemaname = 'public' ORDER BY indexrelname"""
 
-
-
-def _statements(text: str) -> list[str]:
-    """The statements of a finding's ``sql``, without their semicolons."""
-    return [statement.rstrip(";") for statement in split_statements(text)]
 
 def _settled(db: psycopg.Connection, url: str) -> None:
     """Wait until the sessions of ``url``'s role have ended: a backend flushes its statistics
@@ -64,11 +61,6 @@ def _direct(db: psycopg.Connection) -> dict[str, tuple[int, int]]:
     return {name: (scans, read) for name, scans, read in db.execute(INDEX_COUNTERS)}
 
 
-def _collect(url: str, path) -> dict:
-    with LongTermMemory(url, read_only=True) as store:
-        return collect_sample(store, path, recall_queries=40)
-
-
 def _evictions(db: psycopg.Connection) -> int:
     return db.execute("SELECT dealloc FROM pg_stat_statements_info").fetchone()[0]
 
@@ -76,7 +68,7 @@ def _evictions(db: psycopg.Connection) -> int:
 def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_statistics):
     path = tmp_path / "history.duckdb"
     evicted = _evictions(db) if statement_statistics.recorded else None
-    first = _collect(history_reader_url, path)
+    first = collect_read_only(history_reader_url, path)
     # pg_stat_statements' evictions as the server counted them (others' statements may
     # evict entries meanwhile); None where it does not record statements.
     recorded = first["samples"]["statements_evicted"].iloc[0]
@@ -96,7 +88,7 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_s
     _settled(db, history_reader_url)
     _workload(db, 3)
     before_second = _direct(db)
-    second = _collect(history_reader_url, path)
+    second = collect_read_only(history_reader_url, path)
     stored = {r["index_name"]: (r["idx_scan"], r["idx_tup_read"])
               for r in second["sample_indexes"].to_dict("records")}
     assert stored == before_second  # the sample holds the counters as they were
@@ -105,7 +97,7 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_s
     db.execute("SELECT pg_stat_reset()")
     _workload(db, 5)
     before_third = _direct(db)
-    _collect(history_reader_url, path)
+    collect_read_only(history_reader_url, path)
 
     frames = history(path)
     usage = frames.index_usage.set_index(["sample_id", "index_name"])
@@ -145,7 +137,7 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_s
     assert [f["check"] for f in document["findings"]
             if f["check"] != "statements_evicted"] == ["recall_drift"]
     # The rebuild it suggests is of the index the sample searched, schema-qualified.
-    assert _statements(document["findings"][0]["sql"]) == [
+    assert finding_statements(document["findings"][0]["sql"]) == [
         "SHOW hnsw.ef_search", 'REINDEX INDEX CONCURRENTLY "public"."idx_nodes_embedding"']
     assert document["findings"][0]["object"] == "public.idx_nodes_embedding"
     frames = history(path)
@@ -179,7 +171,7 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_s
 
 def test_history_schema_version(tmp_path, history_reader_url):
     path = tmp_path / "history.duckdb"
-    _collect(history_reader_url, path)
+    collect_read_only(history_reader_url, path)
     assert len(read_history(path)["samples"]) == 1
     with duckdb.connect(str(path)) as con:
         con.execute("UPDATE history_meta SET value = ? WHERE key = 'schema_version'",
@@ -264,11 +256,11 @@ def test_unused_indexes_and_fast_growth_are_verdicts_over_the_history(
         found = drift()
         return set(found.loc[found["check"] == "unused_index", "object"])
 
-    _collect(history_reader_url, path)
+    collect_read_only(history_reader_url, path)
     _scan_created_at(db)
-    _collect(history_reader_url, path)
+    collect_read_only(history_reader_url, path)
     assert not unused()  # one period: too few for a verdict
-    _collect(history_reader_url, path)
+    collect_read_only(history_reader_url, path)
     # Unused: the non-unique indexes whose cumulative scans did not move over both periods.
     raw = read_history(path)["sample_indexes"]
     raw = raw[~raw["is_unique"]].set_index(["index_name", "sample_id"])["idx_scan"].unstack()
@@ -282,7 +274,7 @@ def test_unused_indexes_and_fast_growth_are_verdicts_over_the_history(
         robot = store.register_robot("grower")
         for i in range(150):
             store.add(content=f"new memory {i}", robot_id=robot, embedding=rng.normal(size=16))
-    _collect(history_reader_url, path)
+    collect_read_only(history_reader_url, path)
     found = drift().set_index("check")
     # Not scanned in either of the last two periods: now unused.
     assert "public.idx_nodes_created_at" in unused()
@@ -291,7 +283,7 @@ def test_unused_indexes_and_fast_growth_are_verdicts_over_the_history(
     assert growth["evidence"].iloc[0].startswith("150 memories in the last period")
     assert "270 where the trend said 120" in growth["evidence"].iloc[0]
 
-    _collect(history_reader_url, path)  # a period that added nothing
+    collect_read_only(history_reader_url, path)  # a period that added nothing
     assert "fast_growth" not in set(drift()["check"])
 
 
@@ -308,128 +300,18 @@ def test_steady_growth_is_not_flagged(history_reader_url, database_url, tmp_path
 
     with LongTermMemory(database_url) as store:
         robot = store.register_robot("steady")
-        first = _collect(history_reader_url, path)["samples"]["collected_at"].iloc[0]
+        first = collect_read_only(history_reader_url, path)["samples"]["collected_at"].iloc[0]
         grow(store, robot)
-        second = _collect(history_reader_url, path)["samples"]["collected_at"].iloc[0]
+        second = collect_read_only(history_reader_url, path)["samples"]["collected_at"].iloc[0]
         grow(store, robot)
         time.sleep((second - first).total_seconds())  # the second period lasts longer
-        _collect(history_reader_url, path)
+        collect_read_only(history_reader_url, path)
     frames = history(path)
     assert frames.growth.query("table_name == 'nodes'")["row_count"].tolist() == [120, 270, 420]
     assert "fast_growth" not in set(drift_findings(frames)["check"])
     # The same periods judged by a stricter factor: the last one's rate is flagged.
     strict = DriftThresholds(growth_factor=0.1)
     assert "fast_growth" in set(drift_findings(frames, strict)["check"])
-
-
-def test_evictions_between_samples_are_told_per_period(history_reader_url, tmp_path):
-    """pg_stat_statements full: its evictions between two samples (or since its reset, when
-    the count went back) flag the period's statements and give an info finding; samples
-    that do not say (a server before PostgreSQL 14, a history before version 5) flag
-    nothing."""
-    path = tmp_path / "history.duckdb"
-    for _ in range(4):
-        _collect(history_reader_url, path)
-
-    def evictions(*counts: int | None) -> tuple[pd.DataFrame, pd.DataFrame]:
-        with duckdb.connect(str(path)) as con:
-            for sample_id, count in enumerate(counts, start=1):
-                con.execute("UPDATE samples SET statements_evicted = ? WHERE sample_id = ?",
-                            [count, sample_id])
-        frames = history(path)
-        found = drift_findings(frames)
-        return frames, found[found["check"] == "statements_evicted"]
-
-    frames, found = evictions(None, 5, 5, 12)
-    assert frames.samples["entries_evicted"].tolist() == [False, False, False, True]
-    assert frames.samples["statements_evicted"].tolist() == [None, 5, 5, 12]
-    periods = frames.statements.groupby("sample_id")["entries_evicted"].agg(["all", "any"])
-    assert periods.loc[4].all() and not periods.drop(4)["any"].any()
-    assert found[["severity", "object"]].values.tolist() == [["info", "pg_stat_statements"]]
-    assert found["evidence"].iloc[0].startswith(
-        "evicted its least-used entries 7 times since sample 3 (")
-    assert _statements(found["sql"].iloc[0]) == [
-        "SHOW pg_stat_statements.max", "SELECT dealloc, stats_reset FROM pg_stat_statements_info"]
-    # Reset in between (the count went back): its evictions since the reset.
-    frames, found = evictions(None, 5, 12, 3)
-    assert frames.samples["entries_evicted"].tolist() == [False, False, True, True]
-    assert "entries 3 times since sample 3" in found["evidence"].iloc[0]
-    # None in the last period, or a last sample that does not say: nothing to tell.
-    for counts in [(1, 5, 12, 12), (1, 5, 12, None), (None,) * 4]:
-        frames, found = evictions(*counts)
-        assert found.empty and not frames.samples["entries_evicted"].iloc[-1]
-
-
-def test_history_statements_carry_their_text_and_tell_the_toolkits_own(history_reader_url,
-                                                                       tmp_path,
-                                                                       statement_statistics):
-    if not statement_statistics.recorded:
-        pytest.skip("the test server does not preload pg_stat_statements")
-    path = tmp_path / "history.duckdb"
-    application = "SELECT name FROM robots WHERE id = $1"
-
-    def workload(calls: int) -> None:
-        with psycopg.connect(history_reader_url, autocommit=True) as conn:
-            for _ in range(calls):
-                conn.execute("SELECT name FROM robots WHERE id = %s", [1]).fetchall()
-
-    def evictions() -> int:
-        with psycopg.connect(history_reader_url) as conn:
-            return conn.execute("SELECT dealloc FROM pg_stat_statements_info").fetchone()[0]
-
-    evicted = evictions()
-    with LongTermMemory(history_reader_url, read_only=True) as store:
-        workload(2)
-        collect_sample(store, path, recall_queries=5, statements=1000)
-        workload(3)
-        collect_sample(store, path, recall_queries=5, statements=1000)
-    # A server full of other tests' statements (pg_stat_statements.max) evicts entries,
-    # whose counts then start again: the counts are exact only when none went meanwhile.
-    exact = evictions() == evicted
-    statements = history(path).statements
-    assert list(statements.columns[:5]) == ["sample_id", "collected_at", "queryid", "query",
-                                            "toolkit"]
-    assert statements["query"].notna().all() and statements["toolkit"].dtype == bool
-    by_text = statements.set_index("query")
-    assert by_text.loc[application, "calls"] == 3 or not exact
-    assert not by_text.loc[application, "toolkit"]
-    # collect's own reading of the index statistics is one of the toolkit's analyses
-    own = statements[statements["query"].str.contains("FROM pg_stat_user_indexes")]
-    assert len(own) == 1 and own["toolkit"].all()
-    assert own["calls"].iloc[0] == 1 or not exact
-    assert by_text["toolkit"].sum() < len(by_text)
-
-
-def test_a_statement_started_since_the_last_sample_shows_its_whole_count(
-        history_reader_url, db, tmp_path, statement_statistics):
-    # pg_stat_statements 1.11 (PostgreSQL 17) dates each entry (stats_since): a statement
-    # first run after the previous sample is counted in its first period instead of being
-    # left out, and one whose counters started again is counted from zero.
-    if not statement_statistics.dated:
-        pytest.skip("this server's pg_stat_statements does not record or date its entries")
-    path = tmp_path / "history.duckdb"
-    again = "SELECT name FROM robots WHERE id = $1"
-    new = "SELECT count(*) FROM tags WHERE id = $1"
-
-    def run(statement: str, calls: int) -> None:
-        with psycopg.connect(history_reader_url, autocommit=True) as conn:
-            for _ in range(calls):
-                conn.execute(statement.replace("$1", "%s"), [1]).fetchall()
-
-    with LongTermMemory(history_reader_url, read_only=True) as store:
-        run(again, 2)
-        collect_sample(store, path, recall_queries=5, statements=1000)
-        queryid = db.execute(
-            "SELECT queryid FROM pg_stat_statements WHERE query = %s AND dbid = "
-            "(SELECT oid FROM pg_database WHERE datname = current_database())",
-            [again]).fetchone()[0]
-        db.execute("SELECT pg_stat_statements_reset(0, 0, %s)", [queryid])
-        run(again, 5)
-        run(new, 4)
-        collect_sample(store, path, recall_queries=5, statements=1000)
-    statements = history(path).statements.set_index("query")
-    assert statements.loc[new, ["calls", "counters_reset"]].tolist() == [4, False]
-    assert statements.loc[again, ["calls", "counters_reset"]].tolist() == [5, True]
 
 
 URL = "postgresql://reader@localhost/memory"

@@ -173,7 +173,7 @@ def test_vector_bm25_scores(store: ha.LongTermMemory, labelled: pd.DataFrame) ->
     frame, vectors = read_corpus(rows=1200)
     by_id = dict(zip(store.node_ids_by_content(frame["content"].tolist()), vectors))
     for row in labelled.head(5).itertuples():
-        # Without the conversation terms (test_conversations.py checks those exactly).
+        # Without the conversation terms (test_conversations_recall.py checks those exactly).
         rows = store.search_vector_bm25(query=row.query, embedding=row.vector, limit=10,
                                         neighbours=0, speaker_boost=0, date_boost=0)
         scores = [r["score"] for r in rows]
