@@ -35,9 +35,7 @@ from ..validation import validate_number
 from ._common import LOG_EVENTS, StoredModel
 from ._errors import translate_database_error
 from .cache import QueryCache
-from .cache_generation import (
-    has_shared_generation,
-)
+from .cache_generation import has_shared_generation
 from .connection import mask_url, resolve_database_url
 from .recall_buffer import FLUSH_RECALL_WRITES, RecallBuffer
 from .schema import native_index_dimensions, set_up_schema
@@ -52,8 +50,6 @@ __all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
 
 WRITER_TIMEZONE_VARIABLE = "HTM_WRITER_TIMEZONE"
 """The environment variable naming the time zone of ``timestamp without time zone`` columns."""
-
-Rows = list[dict[str, Any]]
 
 # work_mem for one transaction: the larger of the session's and the one asked for.
 _RAISE_WORK_MEM = """
