@@ -141,6 +141,18 @@ def test_no_layer_imports_another_layers_private_names() -> None:
     assert not found, found
 
 
+MAX_MODULE_LINES = 500  # the house rule: a longer module is split by theme
+
+
+def test_no_module_is_over_the_size_rule() -> None:
+    """The package's, the tests' and the benchmarks' modules stay short enough to read."""
+    long = {str(path.relative_to(ROOT)): lines
+            for folder in ("htm_analytics", "tests", "benchmarks", "scripts")
+            for path in (ROOT / folder).rglob("*.py")
+            if (lines := len(path.read_text().splitlines())) > MAX_MODULE_LINES}
+    assert not long, long
+
+
 def test_the_layering_test_sees_what_it_checks() -> None:
     """The checks above are only as good as the import graph: it must hold the imports
     made in functions and under TYPE_CHECKING, and edges between sibling modules."""
