@@ -43,7 +43,9 @@ def robot_overlap(source: MemorySource, *, timeframe: Any = None,
         something in scope, the diagonal included (a full matrix in long form:
         ``df.pivot(index="robot1", columns="robot2", values="jaccard")``), sorted by
         ``robot1``, ``robot2``. With either: each unordered pair of distinct robots at most
-        once (``robot1 < robot2``), most shared first, pairs sharing nothing left out.
+        once (``robot1 < robot2`` by code point), most shared first (then by names), pairs
+        sharing nothing left out. A robot is its name: robots registered under one name
+        are one robot here, and robots without a name are left out.
         Columns:
 
         - ``robot1``, ``robot2`` (string);
@@ -97,7 +99,7 @@ def robot_activity(source: MemorySource, *, timeframe: Any = None,
     Returns
     -------
     pandas.DataFrame
-        One row per robot, most nodes first (then by name):
+        One row per robot, most nodes first (then by name, then by id: names may repeat):
 
         - ``robot_id`` (int64), ``robot`` (string);
         - ``nodes`` (int64): memories it remembers (created in ``timeframe``);
@@ -115,7 +117,8 @@ def robot_activity(source: MemorySource, *, timeframe: Any = None,
         {"robot_id": "int64", "robot": "string", "nodes": "int64", "remembers": "int64",
          "shared_nodes": "int64", **dict.fromkeys(times, "datetime64[us, UTC]")})
     frame["shared_fraction"] = frame["shared_nodes"] / frame["nodes"].where(frame["nodes"] > 0)
-    frame = frame.sort_values(["nodes", "robot"], ascending=[False, True])
+    # The id breaks ties between robots of one name, which each engine returns in its order.
+    frame = frame.sort_values(["nodes", "robot", "robot_id"], ascending=[False, True, True])
     columns = ["robot_id", "robot", "nodes", "remembers", "shared_nodes", "shared_fraction",
                *times]
     return frame[columns].reset_index(drop=True).astype({"shared_fraction": "float64"})

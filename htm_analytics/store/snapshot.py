@@ -29,7 +29,7 @@ from ..frames import (
     to_duckdb_query,
 )
 from ._errors import one_line
-from .catalog import MEMORY_TABLES
+from .catalog import _PACKED_TABLES, MEMORY_TABLES
 from .file_paths import examining, path_text, writing
 from .memory import LongTermMemory, live_store
 from .packed_rows import LATEST_MICROSECONDS
@@ -136,7 +136,8 @@ def _write(store: LongTermMemory, work: Path, as_database: bool) -> None:
         for table, chunk in read_ahead(store.iter_tables_chunks(MEMORY_TABLES)):
             if "embedding" in chunk:
                 chunk["embedding"] = _arrow_vectors(chunk["embedding"])
-            _with_duckdb_infinities(chunk)
+            if table not in _PACKED_TABLES:  # packed links carry DuckDB's infinities already
+                _with_duckdb_infinities(chunk)
             con.register("chunk", chunk)
             con.execute(f"INSERT INTO {table} SELECT * FROM chunk")  # our table names
             con.unregister("chunk")
@@ -158,7 +159,10 @@ def _write(store: LongTermMemory, work: Path, as_database: bool) -> None:
 
 def _with_duckdb_infinities(chunk: pd.DataFrame) -> None:
     """PostgreSQL's infinite timestamps, which the store reads as Python's extreme datetimes
-    (store.timestamps), written as DuckDB's infinities, as the packed links keep them."""
+    (store.timestamps), written as DuckDB's infinities, as the packed links keep them.
+
+    Not for the packed links themselves: they tell an infinity from a time at those extremes
+    (``9999-12-31 23:59:59.999999``, a finite time there), which must stay finite."""
     for column in chunk.select_dtypes("datetimetz").columns:
         times = chunk[column]
         latest, earliest = times == TIME_INFINITY, times == TIME_MINUS_INFINITY

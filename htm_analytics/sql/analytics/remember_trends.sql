@@ -20,7 +20,9 @@ grouped AS (
     ) st ON st.node_id = m.node_id
     WHERE %(by)s::text IS DISTINCT FROM 'tag' OR st.topic IS NOT NULL
 )
-SELECT date_trunc(%(unit)s::text, occurred_at) AS period,
+-- Periods of UTC, whatever the session's time zone (a gem's local-time database reads in
+-- its writer's): as DuckDB's snapshot cuts them.
+SELECT date_trunc(%(unit)s::text, occurred_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC' AS period,
        grp AS "group",
        sum(weight)::bigint AS remembers,
        count(*) FILTER (WHERE node_rank = 1) AS new_memories,

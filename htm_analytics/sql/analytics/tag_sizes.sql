@@ -27,7 +27,12 @@ node_topics AS (
     SELECT DISTINCT node_id, topic_id FROM tagged WHERE %(level)s::integer IS NOT NULL
 ),
 counts AS (
-    SELECT nt.topic_id, date_trunc(%(unit)s::text, s.created_at) AS period, count(*) AS nodes
+    -- Periods of UTC, whatever the session's time zone (a gem's local-time database reads in
+    -- its writer's): as DuckDB's snapshot cuts them.
+    SELECT nt.topic_id,
+           date_trunc(%(unit)s::text, s.created_at AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+               AS period,
+           count(*) AS nodes
     FROM node_topics nt
     LEFT JOIN scoped_nodes s ON %(unit)s::text IS NOT NULL AND s.id = nt.node_id
     GROUP BY 1, 2
