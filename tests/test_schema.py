@@ -283,3 +283,37 @@ def test_search_vectors_follow_every_writer(ltm: LongTermMemory, db: psycopg.Con
     db.execute(migration.encode())
     db.execute(migration.encode())
     assert db.execute("SELECT node_id FROM node_search_vectors").fetchall() == [(node,)]
+
+
+def test_init_db_run_twice_at_once_succeeds_both_times(server_url: str) -> None:
+    """Two ``init-db`` at the same moment: the second used to fail creating
+    pg_stat_statements (a duplicate in pg_extension) after the migrations' lock let it go."""
+    import threading
+
+    from fixtures_db import temporary_database
+
+    from htm_analytics.store.schema import set_up_schema
+
+    for round_ in range(4):
+        with temporary_database(server_url, f"htm_init_race{round_}", template=None) as url:
+            start: threading.Barrier = threading.Barrier(3)
+            errors: list[Exception] = []
+
+            def init(url: str, start: threading.Barrier, errors: list[Exception]) -> None:
+                try:
+                    with psycopg.connect(url, autocommit=True) as conn:
+                        start.wait()
+                        set_up_schema(conn)
+                except Exception as exc:  # kept for the assertion
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=init, args=(url, start, errors))
+                       for _ in range(3)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            assert errors == []
+            with psycopg.connect(url) as conn:
+                assert conn.execute("SELECT count(*) FROM pg_extension WHERE extname = "
+                                    "'pg_stat_statements'").fetchone() == (1,)

@@ -98,6 +98,9 @@ def create_statement_statistics(conn: psycopg.Connection[Any]) -> bool:
     databases call it: reads never create anything.
     """
     with conn.transaction():
+        # Under the migrations' lock: two init-db at once would both create it, and the
+        # second fail on pg_extension's unique name.
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ADVISORY_LOCK_MIGRATIONS,))
         row = conn.execute(
             """SELECT current_setting('shared_preload_libraries')
                           ~ '(^|[ ,])pg_stat_statements([ ,]|$)',
