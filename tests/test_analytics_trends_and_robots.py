@@ -370,3 +370,25 @@ def test_scoped_queries_write_the_scope_test_once() -> None:
         text = (folder / f"{name}.sql").read_text()
         assert "IN (SELECT id FROM scoped_nodes)" not in text, name
         assert "{" not in load_analytics_query(name), name
+
+
+def test_a_fill_of_centuries_is_refused_before_it_is_built(server_url: str) -> None:
+    """One remember dated year 2 (a writer's placeholder) beside this year's: every hour in
+    between for two robots is 35 million rows, refused naming fill_gaps; coarser periods,
+    or no filling, still answer. (Year 1's January is where -infinity reads: not used.)"""
+    with temporary_database(server_url, "htm_centuries") as url, LongTermMemory(url) as store:
+        store.bulk_add(["an old one", "a new one", "another"], robots=["a", "b", "a"],
+                       remembered_at=[dt.datetime(2026, 1, 5, tzinfo=dt.UTC)] * 3)
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute("UPDATE memory_events SET occurred_at = '0002-06-01 00:00+00' "
+                         "WHERE node_id = (SELECT id FROM nodes WHERE content = 'an old one')")
+            conn.execute("UPDATE robot_nodes SET first_remembered_at = '0002-06-01 00:00+00',"
+                         " last_remembered_at = '0002-06-01 00:00+00' WHERE node_id = "
+                         "(SELECT id FROM nodes WHERE content = 'an old one')")
+        with pytest.raises(ValidationError) as caught:
+            ha.remember_trends(store, freq="h", by="robot")
+        assert caught.value.field == "fill_gaps" and "fill_gaps=False" in str(caught.value)
+        sparse = ha.remember_trends(store, freq="h", by="robot", fill_gaps=False)
+        assert sparse["remembers"].sum() == 3 and len(sparse) == 3
+        yearly = ha.remember_trends(store, freq="Y", by="robot")
+        assert len(yearly) == 2025 * 2 and yearly["remembers"].sum() == 3
