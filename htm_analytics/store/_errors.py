@@ -44,9 +44,10 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
     if url:
         message, url = mask_secrets(message, url), mask_url(url)
     result: HTMError
+    store_limit = None if query_timeout is None else \
+        f"the store's query_timeout of {query_timeout / 1000:g} s"
     if isinstance(exc, pg_errors.QueryCanceled):
-        limit = ("the statement timeout" if query_timeout is None else
-                 f"the store's query_timeout of {query_timeout / 1000:g} s")
+        limit = store_limit or "the statement timeout"
         result = QueryTimeoutError(
             f"query cancelled after exceeding {limit}: {message} (give statements longer "
             "with LongTermMemory(query_timeout=MILLISECONDS), htm-analytics --query-timeout "
@@ -55,10 +56,9 @@ def translate_database_error(exc: psycopg.Error, *, url: str | None = None,
         )
     elif isinstance(exc, pg_errors.LockNotAvailable):
         # lock_timeout: a bulk load or index build waited for another session's lock.
-        limit = ("the lock timeout" if query_timeout is None else
-                 f"the store's query_timeout of {query_timeout / 1000:g} s")
         result = QueryTimeoutError(
-            f"gave up waiting after {limit} for a lock another session holds: {message} "
+            f"gave up waiting after {store_limit or 'the lock timeout'} for a lock another "
+            f"session holds: {message} "
             "(nothing was written; look for long or idle-in-transaction sessions in "
             "pg_stat_activity, or give the wait longer with "
             "LongTermMemory(query_timeout=MILLISECONDS))"
