@@ -63,7 +63,8 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
     %(timeframe)s
     %(robots)s
     sort_by : {'shared_nodes', 'jaccard', 'lift', 'pmi', 'npmi'}
-        Strongest pairs first by this measure (ties: by tag names).
+        Strongest pairs first by this measure (ties: the pair on more memories first, then
+        by tag names).
     limit : int, optional
         Keep only the first ``limit`` pairs.
 
@@ -79,8 +80,8 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
         - ``jaccard`` (float64): shared / (nodes1 + nodes2 - shared);
         - ``lift`` (float64): shared * N / (nodes1 * nodes2), 1 when independent;
         - ``pmi`` (float64): ln(lift);
-        - ``npmi`` (float64): pmi / -ln(shared / N), in [-1, 1]; 1 when the pair covers
-          every node.
+        - ``npmi`` (float64): pmi / -ln(shared / N), in [-1, 1]; 1 when the two tags always
+          go together (and when the pair covers every node, where the ratio is 0 / 0).
     """
     source = memory_source(source)
     params = _cooccurrence_params(min_shared, level, prefix, timeframe, robots)
@@ -88,7 +89,11 @@ def tag_cooccurrence(source: MemorySource, *, min_shared: int = 2, level: int | 
         raise ValidationError(f"must be one of {', '.join(_MEASURES)}, got {sort_by!r}",
                               field="sort_by")
     frame, _ = _pairs_and_sizes(source, params)
-    frame = frame.sort_values([sort_by, "topic1", "topic2"], ascending=[False, True, True])
+    # Ties (NPMI 1 for every pair of tags that always go together): the pair on more memories
+    # first, then by name.
+    keys = list(dict.fromkeys([sort_by, "shared_nodes"]))
+    frame = frame.sort_values([*keys, "topic1", "topic2"],
+                              ascending=[False] * len(keys) + [True, True])
     if limit is not None:
         frame = frame.head(validate_positive_int(limit, field="limit"))
     return frame.reset_index(drop=True).astype(COOCCURRENCE_DTYPES)
