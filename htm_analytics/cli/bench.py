@@ -80,8 +80,9 @@ def bench_recall(ctx: click.Context, queries: int, k: int, ef_search: str, repea
     from ..tuning.benchmark import benchmark_recall
 
     filters: list[dict[str, str] | None] = [None]
-    filters += [{"tag": tag}] if tag else []
-    filters += [{"robot": robot}] if robot else []
+    # An empty --tag or --robot is refused by the library, not dropped without a word.
+    filters += [{"tag": tag}] if tag is not None else []
+    filters += [{"robot": robot}] if robot is not None else []
     modes = [None if m == "off" else m for m in iterative_scan] or [None]
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
         frame = benchmark_recall(store, queries=queries, k=k, ef_search=_int_list(ef_search),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
@@ -15,6 +16,22 @@ __all__ = ["eval_group"]
 @cli.group("eval")
 def eval_group() -> None:
     """Measure search quality on labelled queries."""
+
+
+def _embedder(name: str | None) -> Any:
+    """The embedding provider named by ``--embedder``; an unknown name is a usage error."""
+    from ..agent.embeddings import get_embedder
+    from ..errors import ValidationError
+
+    if name is None:
+        return None
+    try:
+        return get_embedder(name)
+    except ValidationError as exc:
+        if exc.field != "name":
+            raise
+        raise click.BadParameter(str(exc).removeprefix("name: "),
+                                 param_hint="--embedder") from None
 
 
 @eval_group.command("retrieval")
@@ -37,15 +54,16 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str | None, k: int
                    embedder: str | None, repeats: int, show: str, fmt: str) -> None:
     """Recall@1/5/k, MRR@k, nDCG@k and p50/p95 latency per strategy for the labelled
     queries in PATH (JSON Lines or .csv: query, relevant node ids, optional vector)."""
-    from ..agent.embeddings import get_embedder
     from ..tuning.evaluation import EVALUATED_STRATEGIES, evaluate_retrieval, read_labelled_queries
 
-    names = strategies.split(",") if strategies else list(EVALUATED_STRATEGIES)
+    # Given but empty ("" or ","): refused by the library, not read as "every strategy".
+    names = list(EVALUATED_STRATEGIES) if strategies is None else \
+        [s.strip() for s in strategies.split(",") if s.strip()]
     queries = read_labelled_queries(path)
+    service = _embedder(embedder)
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
-        result = evaluate_retrieval(
-            store, queries, k=k, strategies=[s.strip() for s in names],
-            embedding_service=get_embedder(embedder) if embedder else None, repeats=repeats)
+        result = evaluate_retrieval(store, queries, k=k, strategies=names,
+                                    embedding_service=service, repeats=repeats)
     if result.missing_relevant:
         missing = result.missing_relevant
         click.echo(f"note: {len(missing):,} relevant ids name no memory here ("

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import time
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from .._plotting import axes_or_new, checked_plot, fraction_limits
 from ..errors import ValidationError
 from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory, live_store
 from ..validation import (
+    MAX_BIGINT,
     real_matrix,
     real_vector,
     validate_id,
@@ -33,6 +36,7 @@ __all__ = ["EVALUATED_STRATEGIES", "RetrievalEvaluation", "evaluate_retrieval",
            "read_labelled_queries", "plot_retrieval", "retrieval_quality",
            "plot_retrieval_quality"]
 
+MAX_GRADE = 1000  # of a graded judgement, either way
 # Fuzzy matching answers a different question (typos), so it is measured only on request.
 EVALUATED_STRATEGIES = tuple(s for s in SEARCH_STRATEGIES if s != "fuzzy")
 
@@ -64,8 +68,8 @@ class RetrievalEvaluation:
         One row per pair of strategies and metric (``mrr_at_{k}`` and ``recall_at_{k}``):
         ``strategy_a``, ``strategy_b``, ``metric`` (string), ``mean_a``, ``mean_b``,
         ``difference`` (a - b), ``p_value`` (paired two-sided t-test over queries),
-        ``p_value_holm`` (Holm-corrected over all rows) (float64) and ``significant``
-        (bool: ``p_value_holm < 0.05``).
+        ``p_value_holm`` (Holm-corrected over all rows) (float64; both NaN with a single
+        query, where no test is possible) and ``significant`` (bool: ``p_value_holm < 0.05``).
     missing_relevant : tuple of int
         Relevant ids that name no memory here (forgotten, or a typo): no search can return
         them, so they count as not found.
@@ -77,15 +81,35 @@ class RetrievalEvaluation:
     missing_relevant: tuple[int, ...] = ()
 
 
+def _json(value: str, row: int, field: str, expected: str) -> Any:
+    try:
+        return json.loads(value)
+    except (ValueError, RecursionError):  # bad JSON, over 4,300 digits, nested too deep
+        raise ValidationError(f"row {row}: {expected}, got {value[:80]!r}",
+                              field=field) from None
+
+
+def _whole(value: Any, row: int, what: str, low: int, high: int) -> int:
+    """``value`` (an int, integral float or their text; no bool) from ``low`` to ``high``."""
+    number: Any = value
+    if isinstance(value, str):
+        try:
+            number = int(value)
+        except ValueError:  # "12.0" is 12, as in JSON
+            number = _json(value, row, "relevant", f"{what} must be an integer")
+    integral = isinstance(number, (int, np.integer)) or (
+        isinstance(number, (float, np.floating)) and float(number).is_integer())
+    if isinstance(number, (bool, np.bool_)) or not integral or not low <= number <= high:
+        raise ValidationError(f"row {row}: {value!r:.40} is not {what} (an integer from {low} "
+                              f"to {high})", field="relevant")
+    return int(number)
+
+
 def _relevance(value: Any, row: int) -> dict[str, int]:
     """One query's relevant node ids as ``{id: grade}``: an id, a list of ids, or a mapping."""
     if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError:
-            raise ValidationError(f"row {row}: relevant ids must be an id, a JSON list or an "
-                                  f"object of id: grade, got {value!r}",
-                                  field="relevant") from None
+        value = _json(value, row, "relevant", "relevant ids must be an id, a JSON list or an "
+                      "object of id: grade")
     if isinstance(value, Mapping):
         pairs = list(value.items())
     elif isinstance(value, (list, tuple, np.ndarray, pd.Series)):
@@ -94,20 +118,24 @@ def _relevance(value: Any, row: int) -> dict[str, int]:
         pairs = [(value, 1)]
     graded: dict[str, int] = {}
     for node, grade in pairs:
-        if isinstance(node, (bool, np.bool_)) or isinstance(grade, (bool, np.bool_)):
-            raise ValidationError(f"row {row}: {node!r}: {grade!r} is not a node id and an "
-                                  "integer grade", field="relevant")
-        try:
-            node_id, level = int(node), int(grade)
-        except (TypeError, ValueError):
-            raise ValidationError(f"row {row}: {node!r}: {grade!r} is not a node id and an "
-                                  "integer grade", field="relevant") from None
-        if (isinstance(node, float) and not float(node).is_integer()) or node_id < 1:
-            raise ValidationError(f"row {row}: {node!r} is not a node id", field="relevant")
-        graded[str(node_id)] = level
+        # Capped: trec_eval wraps grades past a C int, and allocates per grade up to the top.
+        graded[str(_whole(node, row, "a node id", 1, MAX_BIGINT))] = \
+            _whole(grade, row, "an integer grade", -MAX_GRADE, MAX_GRADE)
     if not any(level > 0 for level in graded.values()):
         raise ValidationError(f"row {row}: no relevant node (grade > 0)", field="relevant")
     return graded
+
+
+def _query_texts(values: Iterable[Any]) -> list[str]:
+    """The query texts; a missing one is refused, not searched for as ``"None"``."""
+    texts = []
+    for row, text in enumerate(values):
+        try:
+            texts.append(str(text.encode("utf-8").decode("utf-8")))
+        except (AttributeError, UnicodeEncodeError):  # not text, or a lone surrogate in it
+            raise ValidationError(f"row {row}: must be UTF-8 text, got {text!r:.40}",
+                                  field="query") from None
+    return texts
 
 
 def _query_vectors(queries: pd.DataFrame) -> list[np.ndarray | None]:
@@ -116,7 +144,8 @@ def _query_vectors(queries: pd.DataFrame) -> list[np.ndarray | None]:
     vectors: list[np.ndarray | None] = []
     for row, value in enumerate(queries["vector"]):
         if isinstance(value, str):
-            value = json.loads(value) if value.strip() else None
+            value = _json(value, row, "vector", "a vector must be a JSON list of numbers") \
+                if value.strip() else None
         if value is None or (np.ndim(value) == 0 and pd.isna(value)):
             vectors.append(None)
             continue
@@ -125,6 +154,22 @@ def _query_vectors(queries: pd.DataFrame) -> list[np.ndarray | None]:
             raise ValidationError(f"row {row}: not a finite 1-d vector", field="vector")
         vectors.append(vector.astype(np.float32))
     return vectors
+
+
+def _strategies(strategies: Any) -> list[str]:
+    """Known strategy names, each once, in the order given."""
+    if isinstance(strategies, str):
+        strategies = [strategies]
+    try:
+        names = list(dict.fromkeys(strategies))
+    except TypeError:  # not iterable, or holding lists
+        raise ValidationError(f"must be a list of names from {SEARCH_STRATEGIES}, got "
+                              f"{strategies!r:.60}", field="strategies") from None
+    unknown = [name for name in names if name not in SEARCH_STRATEGIES]
+    if unknown or not names:
+        said = f"unknown strategies {unknown}" if unknown else "names no strategy"
+        raise ValidationError(f"{said}; use {SEARCH_STRATEGIES}", field="strategies")
+    return names
 
 
 def _metric_names(k: int) -> dict[str, Any]:
@@ -136,16 +181,19 @@ def _metric_names(k: int) -> dict[str, Any]:
 
 
 def _holm(p_values: np.ndarray) -> np.ndarray:
-    """Holm-Bonferroni adjusted p-values (step-down, monotone, capped at 1)."""
-    order = np.argsort(p_values)
-    scaled = p_values[order] * (len(p_values) - np.arange(len(p_values)))
-    adjusted = np.empty_like(p_values)
+    """Holm-Bonferroni adjusted p-values (step-down, monotone, at most 1); NaN stays NaN."""
+    adjusted = np.full_like(p_values, np.nan)
+    tested = np.flatnonzero(~np.isnan(p_values))
+    order = tested[np.argsort(p_values[tested])]
+    scaled = p_values[order] * (len(order) - np.arange(len(order)))
     adjusted[order] = np.minimum(np.maximum.accumulate(scaled), 1.0)
     return adjusted
 
 
 def _paired_p_value(a: np.ndarray, b: np.ndarray) -> float:
     differences = a - b
+    if len(differences) < 2:
+        return float("nan")  # one query: no variance, so no test (not p = 0)
     if not differences.any():
         return 1.0  # identical on every query
     if np.ptp(differences) == 0:
@@ -184,7 +232,8 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
     store : LongTermMemory
     queries : pandas.DataFrame
         ``query`` (str), ``relevant`` (a node id, a list of node ids, or a mapping of node id
-        to an integer grade for graded relevance; JSON text of those is accepted) and
+        to an integer grade from -1000 to 1000 for graded relevance, where grades of 0 or less
+        count as not relevant; JSON text of those is accepted) and
         optionally ``vector`` (the query's embedding, from the model of the stored vectors).
     strategies : sequence of str
         Names from :data:`SEARCH_STRATEGIES` (see :meth:`LongTermMemory.search_by_strategy`).
@@ -213,15 +262,12 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
     if not isinstance(queries, pd.DataFrame) or not {"query", "relevant"} <= set(queries):
         raise ValidationError("must be a DataFrame with 'query' and 'relevant' columns",
                               field="queries")
+    if queries.columns.duplicated().any():  # queries["query"] would be a frame
+        raise ValidationError("names a column twice", field="queries")
     if not len(queries):
         raise ValidationError("holds no queries", field="queries")
-    strategies = list(dict.fromkeys([strategies] if isinstance(strategies, str)
-                                    else strategies))
-    unknown = set(strategies) - set(SEARCH_STRATEGIES)
-    if unknown or not strategies:
-        raise ValidationError(f"unknown strategies {sorted(unknown)}; use {SEARCH_STRATEGIES}",
-                              field="strategies")
-    texts = [str(t) for t in queries["query"]]
+    strategies = _strategies(strategies)
+    texts = _query_texts(queries["query"])
     qrels = [ir_measures.Qrel(str(i), node, grade)
              for i, value in enumerate(queries["relevant"])
              for node, grade in _relevance(value, i).items()]
@@ -295,32 +341,71 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
                                significance=significance, missing_relevant=tuple(missing))
 
 
-def read_labelled_queries(path: str | Path) -> pd.DataFrame:
+def _read_json_lines(path: Path) -> pd.DataFrame:
+    records = []
+    # utf-8-sig: a byte order mark (as Windows editors write) is no part of the first line.
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            raise ValidationError(f"{path} line {number} is not JSON: "
+                                  f"{getattr(exc, 'msg', exc)}", field="path") from None
+        if not isinstance(record, dict):
+            raise ValidationError(f"{path} line {number} is not a JSON object", field="path")
+        records.append(record)
+    return pd.DataFrame(records, dtype=object)  # object: no pyarrow strings to choke on
+
+
+def read_labelled_queries(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read labelled queries for :func:`evaluate_retrieval` from JSON Lines or CSV.
 
     Each record has ``query`` (text), ``relevant`` (a node id, a list of node ids, or an
     object of node id to integer grade) and optionally ``vector`` (a list of floats). In CSV,
     ``relevant`` and ``vector`` hold the same values as JSON text (``12``, ``[12, 40]``,
     ``{"12": 2, "40": 1}``, ``[0.1, 0.2]``). Files ending in ``.csv`` are CSV, others JSONL.
+    Both are UTF-8, with or without a byte order mark; blank JSONL lines are skipped.
 
     Returns
     -------
     pandas.DataFrame
         ``query`` (string), ``relevant`` (object) and, when present, ``vector`` (object).
+
+    Raises
+    ------
+    ValidationError
+        A file that cannot be read or parsed, or holds no queries (``field="path"``); a query
+        that is not text (``field="query"``).
     """
+    if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
+        raise ValidationError(f"must be a file name, got {path!r:.60}", field="path")
     path = Path(path)
     try:
         if path.suffix.lower() == ".csv":
-            frame = pd.read_csv(path, dtype={"query": "string", "relevant": "string",
-                                             "vector": "string"}, keep_default_na=False)
+            with warnings.catch_warnings():
+                # index_col=False: a first row longer than the header is not taken as an index
+                # (which would shift every value); pandas warns instead, made an error here.
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                frame = pd.read_csv(path, keep_default_na=False, index_col=False, dtype=dict.
+                                    fromkeys(("query", "relevant", "vector"), "string"))
         else:
-            frame = pd.read_json(path, lines=True, dtype=False)
-    except (OSError, ValueError) as exc:
-        raise ValidationError(f"cannot read {path}: {exc}", field="path") from exc
-    missing = {"query", "relevant"} - set(frame)
-    if missing:
+            frame = _read_json_lines(path)
+    except ValidationError:  # a ValueError too, already worded
+        raise
+    except pd.errors.EmptyDataError:  # not even a header
+        frame = pd.DataFrame()
+    except pd.errors.ParserWarning:
+        raise ValidationError(f"cannot read {path}: a row has more fields than the header",
+                              field="path") from None
+    except (OSError, ValueError) as exc:  # ValueError: UnicodeDecodeError, pandas' errors
+        raise ValidationError(f"cannot read {path}: {' '.join(str(exc).split())}",
+                              field="path") from exc
+    if not len(frame):
+        raise ValidationError(f"{path} holds no queries", field="path")
+    if missing := {"query", "relevant"} - set(frame):
         raise ValidationError(f"{path} has no {sorted(missing)} column", field="path")
-    frame["query"] = frame["query"].astype("string")
+    frame["query"] = pd.Series(_query_texts(frame["query"]), index=frame.index, dtype="string")
     return frame
 
 
@@ -371,8 +456,8 @@ def retrieval_quality(store: LongTermMemory, queries: Sequence[str], query_vecto
     if len(queries) != len(vectors) or len(queries) != len(relevant):
         raise ValidationError("queries, query_vectors and relevant must have the same length",
                               field="queries")
-    frame = pd.DataFrame({"query": list(queries), "relevant": [int(r) for r in relevant],
-                          "vector": list(vectors)})
+    frame = pd.DataFrame({"query": pd.Series(list(queries), dtype=object),  # not pyarrow's
+                          "relevant": [int(r) for r in relevant], "vector": list(vectors)})
     summary = evaluate_retrieval(store, frame, strategies=strategies, k=k,
                                  repeats=repeats).summary
     return summary.rename(columns={f"recall_at_{k}": "recall_at_k", f"mrr_at_{k}": "mrr"})[
