@@ -16,6 +16,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from cli_helpers import run_main
 from click.testing import CliRunner
 from fixtures_db import embedded_test_dir, temporary_database
 from psycopg.conninfo import make_conninfo
@@ -24,17 +25,6 @@ from test_peers_ghostkg import build_ghostkg
 import htm_analytics.cli as cli_package
 from htm_analytics import LongTermMemory, SchemaError, ValidationError
 from htm_analytics.cli import cli
-
-
-def _run_main(args: list[str], monkeypatch: pytest.MonkeyPatch,
-              capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    """``htm-analytics ARGS`` through the real entry point: (exit code, stdout, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["htm-analytics", *args])
-    with pytest.raises(SystemExit) as info:
-        cli_package.main()
-        raise SystemExit(0)
-    captured = capsys.readouterr()
-    return int(info.value.code or 0), captured.out, captured.err
 
 
 def test_status_on_an_empty_database_reports_the_server(empty_database_url: str) -> None:
@@ -103,7 +93,7 @@ def server_without_pgvector() -> Iterator[str]:
 def test_init_db_without_pgvector_says_how_to_get_it(
         server_without_pgvector: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run_main(["--db", server_without_pgvector, "init-db"], monkeypatch, capsys)
+    code, _, err = run_main(["--db", server_without_pgvector, "init-db"], monkeypatch, capsys)
     assert code == 1
     error = err.splitlines()[-1]
     assert error.startswith("Error: pgvector is not installed on the server of")
@@ -117,7 +107,7 @@ def test_init_db_without_pgvector_says_how_to_get_it(
 def test_a_demo_that_cannot_load_leaves_no_database(
         server_without_pgvector: str, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _run_main(["--db", server_without_pgvector, "demo", "--out",
+    code, _, err = run_main(["--db", server_without_pgvector, "demo", "--out",
                               str(Path(tempfile.gettempdir()) / "never.html")],
                              monkeypatch, capsys)
     assert code == 1 and "pgvector is not installed on the server" in err
@@ -193,7 +183,7 @@ def test_snapshot_options_and_paths_agree(ltm: LongTermMemory, database_url: str
     wrong = runner.invoke(cli, ["report", "--snapshot", "memory.duckdb"])
     assert wrong.exit_code != 0 and "--snapshot memory" in wrong.output
     assert "PATH.duckdb" not in (cli.commands["snapshot"].help or "")
-    code, _, err = _run_main(["--db", database_url, "snapshot", "memory"], monkeypatch, capsys)
+    code, _, err = run_main(["--db", database_url, "snapshot", "memory"], monkeypatch, capsys)
     assert code != 0 and "--overwrite" in err and "overwrite=True" not in err
     report = runner.invoke(cli, ["report", "--snapshot", "memory", "--out", "r.html"])
     assert report.exit_code == 0, report.output
@@ -218,7 +208,7 @@ def test_eval_without_vectors_names_the_cli_option(memory_url: str, tmp_path: Pa
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     queries = tmp_path / "queries.jsonl"
     queries.write_text(json.dumps({"query": "a question", "relevant": [1]}) + "\n")
-    code, _, err = _run_main(["--db", memory_url, "eval", "retrieval", str(queries),
+    code, _, err = run_main(["--db", memory_url, "eval", "retrieval", str(queries),
                               "--strategies", "vector"], monkeypatch, capsys)
     assert code == 1 and "--embedder" in err and "embedding_service" not in err
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 from functools import partial
 from pathlib import Path
 
@@ -15,12 +14,12 @@ import duckdb
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from cli_helpers import run_main
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
-import htm_analytics.cli as cli_package
 from htm_analytics import HistoryVersionError, LongTermMemory, NotAHistoryError, ValidationError
 from htm_analytics.advisor import (
     HistoryFolder,
@@ -324,16 +323,6 @@ def _blank_sample() -> dict[str, pd.DataFrame]:
     return sample
 
 
-def _run_main(args: list[str], monkeypatch: pytest.MonkeyPatch,
-              capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """``htm-analytics ARGS`` through the real entry point: (exit code, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["htm-analytics", *args])
-    with pytest.raises(SystemExit) as info:
-        cli_package.main()
-        raise SystemExit(0)
-    return int(info.value.code or 0), capsys.readouterr().err
-
-
 def _refused(call, match: str) -> NotAHistoryError:
     """The error ``call()`` raises: not a history, naming the field history, in one line."""
     with pytest.raises(NotAHistoryError, match=match) as raised:
@@ -443,7 +432,7 @@ def test_a_corrupt_history_meta_is_one_line(tmp_path, monkeypatch, capsys):
     _refused(lambda: history(folder), "cannot read .*history_meta.parquet")
     _refused(lambda: append_sample(HistoryFolder(folder), _blank_sample()),
              "cannot read .*history_meta.parquet")
-    code, err = _run_main(["history", "--history", str(folder)], monkeypatch, capsys)
+    code, _, err = run_main(["history", "--history", str(folder)], monkeypatch, capsys)
     assert code == 1 and err.startswith("Error: history: cannot read ")
     assert err.count("\n") == 1 and "LINE 1" not in err
 
@@ -472,5 +461,5 @@ def test_a_path_the_system_cannot_use_is_refused_by_name(tmp_path, monkeypatch, 
     for command in (["history", "--history", long_file],
                     ["--db", "postgresql://nobody@127.0.0.1:9/none", "collect", "--history",
                      long_file]):
-        code, err = _run_main(command, monkeypatch, capsys)
+        code, _, err = run_main(command, monkeypatch, capsys)
         assert code == 1 and err.startswith("Error: history: ") and err.count("\n") == 1, err

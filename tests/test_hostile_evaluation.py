@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,12 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pytest
+from cli_helpers import run_main
 from fixtures_db import temporary_database
 from hostile_helpers import counts
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import htm_analytics.cli as cli_package
 from htm_analytics import LongTermMemory, ValidationError
 from htm_analytics.tuning.evaluation import (
     evaluate_retrieval,
@@ -248,16 +247,6 @@ def test_a_path_that_is_no_file_name_is_refused(path: Any) -> None:
     assert error.value.field == "path"
 
 
-def _main(args: list[str], monkeypatch: pytest.MonkeyPatch,
-          capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """``htm-analytics ARGS`` through the real entry point: (exit code, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["htm-analytics", *args])
-    with pytest.raises(SystemExit) as info:
-        cli_package.main()
-        raise SystemExit(0)
-    return int(info.value.code or 0), capsys.readouterr().err
-
-
 def test_cli_refuses_bad_files_in_one_line(url: str, store: LongTermMemory, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -268,7 +257,7 @@ def test_cli_refuses_bad_files_in_one_line(url: str, store: LongTermMemory, tmp_
              "grade.jsonl": '{"query": "memory", "relevant": {"1": 1e30}}\n'}  # SystemError
     for name, content in files.items():
         (tmp_path / name).write_text(content)
-        code, err = _main(["--db", url, "eval", "retrieval", str(tmp_path / name),
+        code, _, err = run_main(["--db", url, "eval", "retrieval", str(tmp_path / name),
                            "--strategies", "fulltext_any"], monkeypatch, capsys)
         assert code == 1, (name, err)
         assert err.splitlines()[-1].startswith("Error: ") and "Traceback" not in err
@@ -287,7 +276,8 @@ def test_cli_eval_options(url: str, store: LongTermMemory, tmp_path: Path, args:
                           capsys: pytest.CaptureFixture[str]) -> None:
     good = tmp_path / "good.jsonl"
     good.write_text(json.dumps({"query": "memory", "relevant": [1]}) + "\n")
-    got, err = _main(["--db", url, "eval", "retrieval", str(good), *args], monkeypatch, capsys)
+    got, _, err = run_main(["--db", url, "eval", "retrieval", str(good), *args],
+                           monkeypatch, capsys)
     assert got == code and said in err and "name:" not in err, err
 
 
@@ -295,7 +285,7 @@ def test_bench_refuses_an_empty_tag(url: str, store: LongTermMemory, tmp_path: P
                                     monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
     """``--tag ""`` measured the unfiltered searches only, without a word."""
-    code, err = _main(["--db", url, "bench", "recall", "--queries", "3", "--repeats", "1",
+    code, _, err = run_main(["--db", url, "bench", "recall", "--queries", "3", "--repeats", "1",
                        "--tag", "", "--out", str(tmp_path / "bench.csv")], monkeypatch, capsys)
     assert code == 1 and "'' is not a valid tag" in err
     assert not (tmp_path / "bench.csv").exists()

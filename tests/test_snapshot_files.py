@@ -10,18 +10,17 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
+from cli_helpers import run_main
 from fixtures_db import temporary_database
 
 import htm_analytics as ha
 from htm_analytics import HTMError, LongTermMemory, Snapshot, ValidationError, export_snapshot
-from htm_analytics.cli._app import main
 from htm_analytics.report.build import Report
 from htm_analytics.store import snapshot as snapshot_module
 from htm_analytics.store.file_paths import output_path, writable_folder
@@ -64,16 +63,6 @@ def _refused(where: Path | str, match: str) -> ValidationError:
     return raised.value
 
 
-def _run_main(args: list[str], monkeypatch: pytest.MonkeyPatch,
-              capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    """``htm-analytics ARGS`` through the real entry point: (exit code, stderr)."""
-    monkeypatch.setattr(sys, "argv", ["htm-analytics", *args])
-    with pytest.raises(SystemExit) as info:
-        main()
-        raise SystemExit(0)
-    return int(info.value.code or 0), capsys.readouterr().err
-
-
 def _one_error_line(err: str) -> str:
     """The report command's error: its last line (after ``snapshot: PATH``), no traceback."""
     lines = err.splitlines()
@@ -96,7 +85,7 @@ def test_a_duckdb_file_of_other_tables_is_refused_when_opened(
     with duckdb.connect(str(other)) as con:
         con.execute("CREATE TABLE t (x INTEGER)")
     _refused(other, "not a snapshot")
-    code, err = _run_main(["report", "--snapshot", str(other), "--out",
+    code, _, err = run_main(["report", "--snapshot", str(other), "--out",
                            str(tmp_path / "r.html")], monkeypatch, capsys)
     assert code == 1 and _one_error_line(err).startswith("Error: path: "), err
     assert "not a snapshot" in err
@@ -128,7 +117,7 @@ def test_a_corrupt_parquet_file_is_refused_when_opened(
         capsys: pytest.CaptureFixture[str]) -> None:
     (folder_copy / "tags.parquet").write_bytes(os.urandom(100))
     _refused(folder_copy, "tags.parquet")
-    code, err = _run_main(["report", "--snapshot", str(folder_copy), "--out",
+    code, _, err = run_main(["report", "--snapshot", str(folder_copy), "--out",
                            str(tmp_path / "r.html")], monkeypatch, capsys)
     assert code == 1 and "tags.parquet" in _one_error_line(err), err
 
@@ -246,7 +235,7 @@ def test_output_paths_refuse_what_the_system_cannot_use(tmp_path: Path, where: s
 def test_the_report_command_refuses_a_long_output(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         snapshots: dict[str, Path]) -> None:
-    code, err = _run_main(["report", "--snapshot", str(snapshots["duckdb"]), "--out",
+    code, _, err = run_main(["report", "--snapshot", str(snapshots["duckdb"]), "--out",
                            str(tmp_path / f"{_LONG}.html")], monkeypatch, capsys)
     assert code == 2 and "too long" in err and "Traceback" not in err, err
     # A snapshot to read, or to write, under such a name: a usage error naming the option.
@@ -254,7 +243,7 @@ def test_the_report_command_refuses_a_long_output(
                           "--snapshot"),
                          (["--db", "postgresql://nobody@/none", "snapshot",
                            str(tmp_path / f"{_LONG}.duckdb")], "PATH")):
-        code, err = _run_main(args, monkeypatch, capsys)
+        code, _, err = run_main(args, monkeypatch, capsys)
         assert code == 2 and f"Invalid value for {option}" in err and "too long" in err, err
 
 
