@@ -10,15 +10,16 @@ Each size gets a scratch database on the embedded server (or HTM_DBURL's server)
 the end unless ``--keep`` (then its URL is printed, for EXPLAIN runs on the same memory).
 The memory is the real corpus (63,666 Debian package descriptions with their MiniLM vectors)
 multiplied with seeded variations, documented in :func:`scale_data.fleet_memory`. It is
-loaded with ``bulk_add`` and, in the same run, the same rows go into a plain logged table
-with one raw binary COPY and the indexes the load rebuilds, with the same build settings
-(the anchor a hand-written loader would reach, :func:`raw_copy_anchor`); ``--only load``
-stops there. Then every analysis helper, ``advise``, the agent's searches (200 dev queries
-per strategy), ``build_report``, ``export_snapshot``, ``recommend_ef_search`` and the recall
-sweep (exact ground truth included) run once, each with its wall time and the peak RSS of
-this process during the call (reset before each step through /proc/self/clear_refs; the
-server's memory is not included). With two sizes or more the growth exponent of each step is
-printed: the slope of log(seconds) over log(rows).
+loaded with ``bulk_add`` and, in the same run, by two hand-written loaders with raw binary
+COPY and the same index builds and settings (:mod:`scale_anchors`): the distinct rows into
+one plain logged table (``anchor``), and the whole memory into HTM's own tables of a new
+database (``tables anchor``: robots, tags, links, event log, the same end state as
+``bulk_add``'s); ``--only load`` stops there. Then every analysis helper, ``advise``, the
+agent's searches (200 dev queries per strategy), ``build_report``, ``export_snapshot``,
+``recommend_ef_search`` and the recall sweep (exact ground truth included) run once, each
+with its wall time and the peak RSS of this process during the call (reset before each step
+through /proc/self/clear_refs; the server's memory is not included). With two sizes or more
+the growth exponent of each step is printed: the slope of log(seconds) over log(rows).
 
 ``--database URL`` (once per ``--rows``, in the same order) runs the analysis steps on a
 memory kept by an earlier ``--keep`` run instead of building one: no generation, load or
@@ -32,7 +33,6 @@ as the report runs them, at every size. ``unreachable_memories`` checks a sample
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import tempfile
 import time
@@ -43,9 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
-from pgvector.psycopg import register_vector
-from psycopg import sql
+from scale_anchors import htm_tables_anchor, raw_copy_anchor
 from scale_clocks import StatementTimes, cpu_clock
 from scale_data import fleet_memory
 
@@ -87,60 +85,6 @@ def measure(name: str, function: Callable[[], Any], results: dict[str, dict[str,
     print(f"  {label or name:34} {seconds:9.2f} s  +{peak / 2**20:8.0f} MiB{server}",
           flush=True)
     return value
-
-
-def raw_copy_anchor(url: str, memory: dict[str, Any], results: dict[str, dict[str, float]],
-                    *, logged: bool = True, cpu: Callable[[], float] | None = None,
-                    build_memory: str = "1GB") -> None:
-    """The same distinct rows into a plain table with one binary COPY, then the indexes a
-    deferred ``bulk_add`` rebuilds: HNSW on the padded vector, the full-text expression
-    index, trigram, and GIN on a stored tsvector (``node_search_vectors``'s, here a
-    generated column filled during the COPY). The builds get the settings the store's get:
-    ``build_memory`` of ``maintenance_work_mem`` and as many workers as the server allows.
-
-    ``logged``: a table written through the WAL, as ``nodes`` is (every user's table is);
-    else an UNLOGGED table, which writes no WAL for its rows and indexes (the anchor of the
-    earlier figures, a lower bound no durable load reaches).
-    """
-    seen: set[str] = set()
-    label = "anchor" if logged else "unlogged anchor"
-    with psycopg.connect(url, autocommit=True) as conn:
-        register_vector(conn)
-        conn.add_notice_handler(lambda notice: print(f"    {notice.message_primary}"))
-        conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(build_memory)))
-        # the build workers the store's builds get (create_index): vectors live in TOAST, so
-        # the heap alone would leave a 10k-row build without one
-        conn.execute("SET min_parallel_table_scan_size = 0")
-        conn.execute(sql.SQL("""CREATE {} TABLE anchor (id bigserial PRIMARY KEY, content text,
-                        content_hash varchar(64) UNIQUE, embedding vector(2000),
-                        created_at timestamptz, content_tsv tsvector
-                        GENERATED ALWAYS AS (to_tsvector('english', content)) STORED)""").format(
-            sql.SQL("" if logged else "UNLOGGED")))
-        padding = np.zeros(2000 - memory["vectors"].shape[1], dtype=np.float32)
-
-        def copy() -> None:
-            with conn.cursor() as cur, cur.copy(
-                    "COPY anchor (content, content_hash, embedding, created_at) FROM STDIN "
-                    "WITH (FORMAT BINARY)") as out:
-                out.set_types(["text", "varchar", "vector", "timestamptz"])
-                for text, vector, at in zip(memory["contents"], memory["vectors"],
-                                            memory["remembered_at"]):
-                    if text in seen:
-                        continue
-                    seen.add(text)
-                    out.write_row((text, hashlib.sha256(text.encode()).hexdigest(),
-                                   np.concatenate([vector, padding]), at))
-
-        measure(f"{label}: binary COPY", copy, results, cpu)
-        measure(f"{label}: HNSW build (padded)", lambda: conn.execute(
-            "CREATE INDEX ON anchor USING hnsw (embedding vector_cosine_ops) "
-            "WITH (m = 16, ef_construction = 64)"), results, cpu)
-        measure(f"{label}: full-text + trigram GIN", lambda: (
-            conn.execute("CREATE INDEX ON anchor USING gin "
-                         "(to_tsvector('english', content))"),
-            conn.execute("CREATE INDEX ON anchor USING gin (content gin_trgm_ops)"),
-            conn.execute("CREATE INDEX ON anchor USING gin (content_tsv)")), results, cpu)
-        conn.execute("DROP TABLE anchor")
 
 
 FULL_HYGIENE_ROWS = 100_000  # above: only the sampled hygiene checks (see the docstring)
@@ -317,10 +261,17 @@ def load_steps(server_url: str, url: str, store: ha.LongTermMemory, memory: dict
             **option), into, cpu)
 
     def anchors(into: dict[str, dict[str, float]]) -> None:
-        for logged in (True, False) if unlogged_anchor else (True,):
-            raw_copy_anchor(url, memory, into, logged=logged, cpu=cpu,
+        raw_copy_anchor(url, memory, into, measure, cpu=cpu, build_memory=build_memory or "1GB")
+        if unlogged_anchor:
+            raw_copy_anchor(url, memory, into, measure, logged=False, cpu=cpu,
                             build_memory=build_memory or "1GB")
-            label = "anchor" if logged else "unlogged anchor"
+        with scratch_database(server_url, "htm_bench_anchor") as fresh:
+            ha.LongTermMemory(fresh, init_schema=True, cache_size=0).close()
+            htm_tables_anchor(fresh, memory, into, measure, cpu=cpu_clock(fresh),
+                              build_memory=build_memory or "1GB")
+        for label in ("anchor", "unlogged anchor", "tables anchor"):
+            if not any(k.startswith(f"{label}:") for k in into):
+                continue
             steps = [into[k] for k in into if k.startswith(f"{label}:")]
             into[f"{label}: total"] = {key: sum(r[key] for r in steps) for key in steps[0]}
             into[f"{label}: total"]["peak_mib"] = max(r["peak_mib"] for r in steps)
@@ -452,7 +403,9 @@ def main() -> None:
         if "anchor: total" not in measured[size]:
             continue
         bulk = measured[size]["bulk_add (with index rebuild)"]["seconds"]
-        for label in ("anchor", "unlogged anchor"):
+        for label, what in (("anchor", "raw COPY into one table"),
+                            ("unlogged anchor", "raw COPY into one unlogged table"),
+                            ("tables anchor", "a hand-written COPY into HTM's tables")):
             anchor = measured[size].get(f"{label}: total")
             if anchor is None:
                 continue
@@ -461,7 +414,7 @@ def main() -> None:
                 bulk_cpu = measured[size]["bulk_add (with index rebuild)"]["cpu"]
                 cpu = f", {anchor['cpu'] / bulk_cpu:.2f}x in CPU seconds"
             print(f"{size:,} rows: bulk_add loads at {anchor['seconds'] / bulk:.2f}x the "
-                  f"{label}'s rate (raw COPY + the same indexes){cpu}")
+                  f"{label}'s rate ({what} + the same indexes){cpu}")
     print("\n" + growth_table(sizes, measured))
     if args.json:
         Path(args.json).write_text(json.dumps(measured, indent=1))
