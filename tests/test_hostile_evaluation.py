@@ -281,6 +281,18 @@ def test_cli_eval_options(url: str, store: LongTermMemory, tmp_path: Path, args:
     assert got == code and said in err and "name:" not in err, err
 
 
+@pytest.mark.parametrize("command", [["eval", "conversations"], ["mcp"]])
+def test_cli_unknown_embedder_is_a_usage_error(url: str, tmp_path: Path, command: list[str],
+                                               monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """Both said "name: unknown embedding provider", the library's field, not the option."""
+    (tmp_path / "turns.jsonl").write_text("{}\n")
+    path = [str(tmp_path / "turns.jsonl")] if command[0] == "eval" else []
+    code, _, err = run_main(["--db", url, *command, *path, "--embedder", "telepathy"],
+                            monkeypatch, capsys)
+    assert code == 2 and "Invalid value for --embedder" in err and "name:" not in err, err
+
+
 def test_bench_refuses_an_empty_tag(url: str, store: LongTermMemory, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:

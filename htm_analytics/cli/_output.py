@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["CHART_SUFFIXES", "DateOrTime", "NumberRange", "ROBOTS_KEY", "checked_output",
-           "emit", "refuse_unused", "emit_document", "human_bytes", "note_unknown_robots",
-           "output_options", "scope_options", "workers_option"]
+           "embedder_named", "emit", "refuse_unused", "emit_document", "human_bytes",
+           "note_unknown_robots", "output_options", "scope_options", "workers_option"]
 
 
 class NumberRange(click.FloatRange):
@@ -367,3 +367,19 @@ def _cut(text: pd.DataFrame, cuttable: list[Any], text_width: int) -> pd.DataFra
         if long.any():
             shown[name] = values.where(~long, values.str.slice(0, text_width - 1) + "…")
     return shown
+
+
+def embedder_named(name: str | None) -> Any:
+    """The embedding provider named by ``--embedder``; an unknown name is a usage error."""
+    from ..agent.embeddings import get_embedder
+    from ..errors import ValidationError
+
+    if name is None:
+        return None
+    try:
+        return get_embedder(name)
+    except ValidationError as exc:
+        if exc.field != "name":
+            raise
+        raise click.BadParameter(str(exc).removeprefix("name: "),
+                                 param_hint="--embedder") from None

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import click
 
 from ._app import _open_store, cli
-from ._output import CHART_SUFFIXES, checked_output, emit, output_options
+from ._output import CHART_SUFFIXES, checked_output, embedder_named, emit, output_options
 
 __all__ = ["eval_group"]
 
@@ -16,22 +15,6 @@ __all__ = ["eval_group"]
 @cli.group("eval")
 def eval_group() -> None:
     """Measure search quality on labelled queries."""
-
-
-def _embedder(name: str | None) -> Any:
-    """The embedding provider named by ``--embedder``; an unknown name is a usage error."""
-    from ..agent.embeddings import get_embedder
-    from ..errors import ValidationError
-
-    if name is None:
-        return None
-    try:
-        return get_embedder(name)
-    except ValidationError as exc:
-        if exc.field != "name":
-            raise
-        raise click.BadParameter(str(exc).removeprefix("name: "),
-                                 param_hint="--embedder") from None
 
 
 @eval_group.command("retrieval")
@@ -60,7 +43,7 @@ def eval_retrieval(ctx: click.Context, path: str, strategies: str | None, k: int
     names = list(EVALUATED_STRATEGIES) if strategies is None else \
         [s.strip() for s in strategies.split(",") if s.strip()]
     queries = read_labelled_queries(path)
-    service = _embedder(embedder)
+    service = embedder_named(embedder)
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
         result = evaluate_retrieval(store, queries, k=k, strategies=names,
                                     embedding_service=service, repeats=repeats)
@@ -122,7 +105,6 @@ def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | No
     databases on the server and score every strategy on the evidence turns:
     recall_any/recall_all@k, nDCG@k, MRR@k and latency per question category; abstention
     questions apart. Ctrl-C stops and drops the scratch database."""
-    from ..agent.embeddings import get_embedder
     from ..tuning.conversations import evaluate_conversations, plot_conversations
 
     if plot_path:  # refused before the run, not after it
@@ -130,7 +112,7 @@ def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | No
     result = evaluate_conversations(
         path, format=benchmark_format, k=k,
         strategies=[s.strip() for s in strategies.split(",") if s.strip()],
-        embedding_service=get_embedder(embedder) if embedder else None,
+        embedding_service=embedder_named(embedder),
         scope=scope,  # type: ignore[arg-type]
         conversations=list(only) or None, speaker_prefix=speaker_prefix,
         server_url=ctx.obj.get("db"), keep=keep)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ._app import _open_store, cli
+from ._output import embedder_named
 
 __all__ = ["mcp"]
 
@@ -28,9 +29,7 @@ def mcp(ctx: click.Context, embedder: str | None, max_rows: int, max_chars: int)
         raise click.ClickException(
             f"the MCP server needs the mcp package: pip install 'htm-analytics[mcp]' ({exc})"
         ) from exc
-    from ..agent.embeddings import get_embedder
-
-    service = get_embedder(embedder) if embedder else None
+    service = embedder_named(embedder)
     with _open_store(ctx, read_only=True, pool_size=2) as store:
         click.echo(f"htm-analytics MCP server on {store.url} (read-only), over stdio",
                    err=True)
