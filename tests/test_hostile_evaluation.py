@@ -293,6 +293,17 @@ def test_cli_unknown_embedder_is_a_usage_error(url: str, tmp_path: Path, command
     assert code == 2 and "Invalid value for --embedder" in err and "name:" not in err, err
 
 
+@pytest.mark.parametrize("command", ["recall", "build"])
+@pytest.mark.parametrize("out", ["bench.txt", "."])
+def test_bench_out_is_checked_as_the_option(url: str, tmp_path: Path, command: str, out: str,
+                                            monkeypatch: pytest.MonkeyPatch,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A bad --out said "output:", the library's field, after connecting."""
+    code, _, err = run_main(["--db", url, "bench", command, "--out", str(tmp_path / out)],
+                            monkeypatch, capsys)
+    assert code == 2 and "Invalid value for --out" in err and "output:" not in err, err
+
+
 def test_bench_refuses_an_empty_tag(url: str, store: LongTermMemory, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ._app import _open_store, cli
-from ._output import emit, output_options
+from ._output import checked_output, emit, output_options
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,6 +33,9 @@ def _int_list(text: str) -> list[int]:
 _SUMMARY = ["variant", "filter", "iterative_scan", "ef_search", "recall_mean", "recall_p5",
             "latency_p50_ms", "latency_p50_spread_ms", "latency_p95_ms", "qps", "qps_spread",
             "returned_mean", "used_index", "build_seconds", "index_bytes"]
+
+
+_TABLE_SUFFIXES = (".csv", ".parquet")  # what the benchmarks save
 
 
 def _emit_benchmark(frame: pd.DataFrame, fmt: str, out: str) -> None:
@@ -84,6 +87,7 @@ def bench_recall(ctx: click.Context, queries: int, k: int, ef_search: str, repea
     filters += [{"tag": tag}] if tag is not None else []
     filters += [{"robot": robot}] if robot is not None else []
     modes = [None if m == "off" else m for m in iterative_scan] or [None]
+    checked_output(out, "--out", suffixes=_TABLE_SUFFIXES)
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
         frame = benchmark_recall(store, queries=queries, k=k, ef_search=_int_list(ef_search),
                                  repeats=repeats, filters=filters, iterative_scan=modes,
@@ -106,6 +110,7 @@ def bench_build(ctx: click.Context, m: str, ef_construction: str, queries: int,
     """Build HNSW variants on a copy of the vectors: build time, size, recall curve."""
     from ..tuning.benchmark import benchmark_index_build
 
+    checked_output(out, "--out", suffixes=_TABLE_SUFFIXES)
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
         frame = benchmark_index_build(store, m=_int_list(m),
                                       ef_construction=_int_list(ef_construction),
