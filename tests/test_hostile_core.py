@@ -314,6 +314,21 @@ def test_tag_graph_plot_of_tags_without_memories_does_not_divide_by_zero() -> No
     assert isinstance(plot_tag_graph(graph), matplotlib.axes.Axes)
 
 
+def test_tag_graph_plot_of_mixed_node_names_draws() -> None:
+    """Names of several types (a graph built by hand) raised TypeError while sorting ties."""
+    import networkx as nx
+
+    graph = nx.Graph(weight="jaccard")
+    graph.add_edge(1, "b", weight=0.5)
+    graph.add_edge(2.5, "c", weight=0.5)
+    graph.add_edge("b", "c", weight=0.5)
+    nx.set_node_attributes(graph, 3, "nodes")
+    nx.set_node_attributes(graph, {1: 0, "b": 1, 2.5: "x", "c": 0}, "community")
+    ax = plot_tag_graph(graph)
+    assert sorted(text.get_text() for text in ax.texts) == ["1", "2.5", "b", "c"]
+    plt.close(ax.figure)
+
+
 def test_index_usage_plot_refuses_an_axes_that_is_not_one() -> None:
     frame = pd.DataFrame({"table": ["nodes"], "index": ["nodes_pkey"], "idx_scan": [3]})
     with pytest.raises(ValidationError) as raised:

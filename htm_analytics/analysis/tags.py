@@ -295,6 +295,14 @@ def plot_tag_cooccurrence(df: pd.DataFrame, *, ax: Any = None, measure: str = "n
     return ax
 
 
+def _name_order(name: Any) -> tuple[int, Any]:
+    """A sort key for node names of any types (a hand-built graph may mix numbers and
+    text, which do not compare): numbers first, by value, then the rest as text."""
+    if isinstance(name, int | float) and not isinstance(name, bool):
+        return (0, name)
+    return (1, str(name))
+
+
 def tag_graph_view(graph: nx.Graph, *, max_nodes: int = 30,
                    edges_per_tag: int = 3) -> nx.Graph:
     """The part of a :func:`tag_graph` that :func:`plot_tag_graph` draws: the ``max_nodes``
@@ -311,16 +319,20 @@ def tag_graph_view(graph: nx.Graph, *, max_nodes: int = 30,
     edges_per_tag = validate_positive_int(edges_per_tag, field="edges_per_tag")
     positive = [(a, b, d) for a, b, d in graph.edges(data=True) if d.get("weight", 0.0) > 0]
     connected = sorted({n for a, b, _ in positive for n in (a, b)},
-                       key=lambda n: (-graph.nodes[n].get("nodes", 0), n))[:max_nodes]
+                       key=lambda n: (-graph.nodes[n].get("nodes", 0), _name_order(n))
+                       )[:max_nodes]
     chosen = set(connected)
-    strongest: set[tuple[str, str]] = set()
+    strongest: set[tuple[Any, Any]] = set()
     for tag in connected:
-        ties = sorted(((d.get("weight", 0.0), *sorted((a, b))) for a, b, d in positive
-                       if tag in (a, b) and a in chosen and b in chosen), reverse=True)
+        ties = sorted(((d.get("weight", 0.0), *sorted((a, b), key=_name_order))
+                       for a, b, d in positive if tag in (a, b) and a in chosen and b in chosen),
+                      key=lambda tie: (tie[0], _name_order(tie[1]), _name_order(tie[2])),
+                      reverse=True)
         strongest.update((a, b) for _, a, b in ties[:edges_per_tag])
     shown = nx.Graph(**graph.graph)
     shown.add_nodes_from((n, graph.nodes[n]) for n in connected)
-    shown.add_edges_from((a, b, graph.edges[a, b]) for a, b in sorted(strongest))
+    shown.add_edges_from((a, b, graph.edges[a, b]) for a, b in
+                         sorted(strongest, key=lambda e: (_name_order(e[0]), _name_order(e[1]))))
     shown.remove_nodes_from([n for n in list(shown) if shown.degree(n) == 0])
     return shown
 
@@ -358,12 +370,14 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
     node_size = 40 + 500 * np.sqrt(sizes / max(sizes.max(), 1.0))  # sizes of 0: no 0/0
     communities = [shown.nodes[n].get("community", 0) for n in shown]
     cmap = matplotlib.colormaps[kwargs.pop("cmap", "tab10")]
-    palette = {c: cmap(i % cmap.N) for i, c in enumerate(sorted(set(communities)))}
+    palette = {c: cmap(i % cmap.N)
+               for i, c in enumerate(sorted(set(communities), key=_name_order))}
     widths = [0.5 + 2.5 * d.get("weight", 0.0) for _, _, d in shown.edges(data=True)]
     nx.draw_networkx_edges(shown, position, ax=ax, width=widths, alpha=0.35)
     nx.draw_networkx_nodes(shown, position, ax=ax, node_size=node_size,
                            node_color=[palette[c] for c in communities], **kwargs)
-    named = set(sorted(shown, key=lambda n: (-shown.nodes[n].get("nodes", 0), n))[:labels])
+    named = set(sorted(shown, key=lambda n: (-shown.nodes[n].get("nodes", 0), _name_order(n))
+                       )[:labels])
     for node, (x, y) in position.items():
         if node not in named:
             continue
@@ -373,7 +387,7 @@ def plot_tag_graph(graph: nx.Graph, *, ax: Any = None, max_nodes: int = 30,
     handles = []
     for community, colour in palette.items():
         members = [n for n in shown if shown.nodes[n].get("community", 0) == community]
-        leader = max(members, key=lambda n: (shown.nodes[n].get("nodes", 0), n))
+        leader = max(members, key=lambda n: (shown.nodes[n].get("nodes", 0), _name_order(n)))
         handles.append(matplotlib.lines.Line2D(
             [], [], marker="o", linestyle="", color=colour,
             label=f"{leader} and {len(members) - 1} more" if len(members) > 1 else leader))
