@@ -263,6 +263,11 @@ def test_explorers_check_their_arguments(ltm: LongTermMemory) -> None:
         with pytest.raises(ValidationError) as info:
             ef_search_explorer(ltm, queries=4, **{name: value})
         assert info.value.field == name
+    # A bad number of queries only showed in the results pane, each time the slider moved.
+    for value in ("x", 0, -3, 2.5, True):
+        with pytest.raises(ValidationError) as info:
+            ef_search_explorer(ltm, queries=value)
+        assert info.value.field == "queries"
     explorer = ef_search_explorer(ltm, queries=4, k=3, ef_search=np.int64(1000))
     assert explorer.controls["ef_search"].value == 1000
     assert "<td>1000</td>" in explorer.results.value

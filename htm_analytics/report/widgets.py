@@ -152,10 +152,12 @@ def ef_search_explorer(store: LongTermMemory, *, queries: int = 100, k: int = 10
     stored vectors each time (two repeats, with the spread of their median latency and QPS:
     a change smaller than that is noise).
 
-    ``ef_search`` is the slider's first setting, from 1 to 1000 (pgvector's range); ``k``
-    and ``ef_search`` are checked here (:class:`~htm_analytics.ValidationError`), the
-    ``queries`` by each measurement, whose error the results pane shows."""
+    ``ef_search`` is the slider's first setting, from 1 to 1000 (pgvector's range);
+    ``queries``, ``k`` and ``ef_search`` are checked here
+    (:class:`~htm_analytics.ValidationError`); a measurement's own error (a memory with too
+    few vectors) shows in the results pane."""
     store = live_store(store)
+    queries = validate_positive_int(queries, field="queries")
     # Checked, not left to the slider: it clamps 1000 to its maximum, True to 1 and 2.5 to
     # 2, and would measure a setting nobody asked for.
     ef_search = validate_positive_int(ef_search, field="ef_search", maximum=_MAX_EF_SEARCH)
