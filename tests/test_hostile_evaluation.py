@@ -214,7 +214,11 @@ FILES: dict[str, tuple[bytes | str, str | None]] = {
     "blank-lines.jsonl": ("\n" + json.dumps({"query": "memory", "relevant": [1]}) + "\n\n", None),
     "longer-row.csv": ("query,relevant\nmemory,1,2\n", "path"),  # was read shifted: query '1'
     "not-objects.jsonl": ("[1, 2]\n3\n", "path"),  # was a TypeError
-    "array.json": (json.dumps([{"query": "memory", "relevant": 1}]), "path"),
+    "array.json": (json.dumps([{"query": "memory", "relevant": 1}]), None),
+    "array-of-numbers.json": ("[1, 2]", "path"),
+    "broken-array.json": ('[{"query": "memory",\n', "path"),
+    "deep-array.json": ("[" * 5000, "path"),
+    "not-parquet.parquet": ("query,relevant\nmemory,1\n", "path"),
     "empty.csv": ("", "path"), "empty.jsonl": ("", "path"), "header.csv": ("query,relevant\n",
                                                                            "path"),
     "latin-1.csv": ("query,relevant\ncaf\xe9,1\n".encode("latin-1"), "path"),

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -123,9 +125,24 @@ def test_cli_reads_jsonl_and_csv(memory_url: str, store: ha.LongTermMemory,
                              for r in sample.itertuples()))
     csv = tmp_path / "queries.csv"
     sample[["query", "relevant"]].to_csv(csv, index=False)
+    array = tmp_path / "queries.json"
+    array.write_text(json.dumps([{"query": r.query, "relevant": {str(r.relevant): 1}}
+                                 for r in sample.itertuples()]))
+    parquet = tmp_path / "queries.parquet"
+    # ids as integers, lists and maps of grades; vectors as lists of floats
+    pq.write_table(pa.table({
+        "query": sample["query"].tolist(),
+        "relevant": pa.array([[(int(r), 1)] for r in sample["relevant"]],
+                             type=pa.map_(pa.int64(), pa.int32())),
+        "vector": [list(map(float, v)) for v in sample["vector"]]}), parquet)
+    listed = tmp_path / "listed.parquet"
+    pd.DataFrame({"query": sample["query"], "relevant": [[int(r)] for r in sample["relevant"]]}
+                 ).to_parquet(listed)
     expected = _expected(store, sample, "fulltext_any", 10)
     runner = CliRunner()
-    for path, strategies in ((jsonl, "vector,fulltext_any"), (csv, "fulltext_any")):
+    for path, strategies in ((jsonl, "vector,fulltext_any"), (csv, "fulltext_any"),
+                             (array, "fulltext_any"), (parquet, "vector,fulltext_any"),
+                             (listed, "fulltext_any")):
         result = runner.invoke(cli, ["--db", memory_url, "eval", "retrieval", str(path),
                                      "--strategies", strategies, "--json"])
         assert result.exit_code == 0, result.output

@@ -36,7 +36,8 @@ def eval_group() -> None:
 def eval_retrieval(ctx: click.Context, path: str, strategies: str | None, k: int,
                    embedder: str | None, repeats: int, show: str, fmt: str) -> None:
     """Recall@1/5/k, MRR@k, nDCG@k and p50/p95 latency per strategy for the labelled
-    queries in PATH (JSON Lines or .csv: query, relevant node ids, optional vector)."""
+    queries in PATH (JSON Lines, a JSON array, .csv or .parquet: query, relevant node ids,
+    optional vector)."""
     from ..tuning.evaluation import EVALUATED_STRATEGIES, evaluate_retrieval, read_labelled_queries
 
     # Given but empty ("" or ","): refused by the library, not read as "every strategy".

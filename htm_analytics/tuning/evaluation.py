@@ -7,13 +7,9 @@ significance from ``scipy.stats``; this module only runs the searches and shapes
 from __future__ import annotations
 
 import itertools
-import json
-import os
 import time
-import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import ir_measures
@@ -24,19 +20,22 @@ from .._plotting import axes_or_new, checked_plot, fraction_limits
 from ..errors import ValidationError
 from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory, live_store
 from ..validation import (
-    MAX_BIGINT,
     real_matrix,
-    real_vector,
     validate_id,
     validate_list,
     validate_positive_int,
+)
+from .labelled_queries import (
+    query_texts,
+    query_vectors,
+    read_labelled_queries,
+    relevance,
 )
 
 __all__ = ["EVALUATED_STRATEGIES", "RetrievalEvaluation", "evaluate_retrieval",
            "read_labelled_queries", "plot_retrieval", "retrieval_quality",
            "plot_retrieval_quality"]
 
-MAX_GRADE = 1000  # of a graded judgement, either way
 # Fuzzy matching answers a different question (typos), so it is measured only on request.
 EVALUATED_STRATEGIES = tuple(s for s in SEARCH_STRATEGIES if s != "fuzzy")
 
@@ -79,81 +78,6 @@ class RetrievalEvaluation:
     per_query: pd.DataFrame
     significance: pd.DataFrame
     missing_relevant: tuple[int, ...] = ()
-
-
-def _json(value: str, row: int, field: str, expected: str) -> Any:
-    try:
-        return json.loads(value)
-    except (ValueError, RecursionError):  # bad JSON, over 4,300 digits, nested too deep
-        raise ValidationError(f"row {row}: {expected}, got {value[:80]!r}",
-                              field=field) from None
-
-
-def _whole(value: Any, row: int, what: str, low: int, high: int) -> int:
-    """``value`` (an int, integral float or their text; no bool) from ``low`` to ``high``."""
-    number: Any = value
-    if isinstance(value, str):
-        try:
-            number = int(value)
-        except ValueError:  # "12.0" is 12, as in JSON
-            number = _json(value, row, "relevant", f"{what} must be an integer")
-    integral = isinstance(number, (int, np.integer)) or (
-        isinstance(number, (float, np.floating)) and float(number).is_integer())
-    if isinstance(number, (bool, np.bool_)) or not integral or not low <= number <= high:
-        raise ValidationError(f"row {row}: {value!r:.40} is not {what} (an integer from {low} "
-                              f"to {high})", field="relevant")
-    return int(number)
-
-
-def _relevance(value: Any, row: int) -> dict[str, int]:
-    """One query's relevant node ids as ``{id: grade}``: an id, a list of ids, or a mapping."""
-    if isinstance(value, str):
-        value = _json(value, row, "relevant", "relevant ids must be an id, a JSON list or an "
-                      "object of id: grade")
-    if isinstance(value, Mapping):
-        pairs = list(value.items())
-    elif isinstance(value, (list, tuple, np.ndarray, pd.Series)):
-        pairs = [(v, 1) for v in value]
-    else:
-        pairs = [(value, 1)]
-    graded: dict[str, int] = {}
-    for node, grade in pairs:
-        # Capped: trec_eval wraps grades past a C int, and allocates per grade up to the top.
-        graded[str(_whole(node, row, "a node id", 1, MAX_BIGINT))] = \
-            _whole(grade, row, "an integer grade", -MAX_GRADE, MAX_GRADE)
-    if not any(level > 0 for level in graded.values()):
-        raise ValidationError(f"row {row}: no relevant node (grade > 0)", field="relevant")
-    return graded
-
-
-def _query_texts(values: Iterable[Any]) -> list[str]:
-    """The query texts; a missing one is refused, not searched for as ``"None"``."""
-    texts = []
-    for row, text in enumerate(values):
-        try:
-            texts.append(str(text.encode("utf-8").decode("utf-8")))
-        except (AttributeError, UnicodeEncodeError):  # not text, or a lone surrogate in it
-            raise ValidationError(f"row {row}: must be UTF-8 text, got {text!r:.40}",
-                                  field="query") from None
-    return texts
-
-
-def _query_vectors(queries: pd.DataFrame) -> list[np.ndarray | None]:
-    if "vector" not in queries:
-        return [None] * len(queries)
-    vectors: list[np.ndarray | None] = []
-    for row, value in enumerate(queries["vector"]):
-        if isinstance(value, str):
-            value = _json(value, row, "vector", "a vector must be a JSON list of numbers") \
-                if value.strip() else None
-        if value is None or (np.ndim(value) == 0 and pd.isna(value)):
-            vectors.append(None)
-            continue
-        vector = real_vector(value, field=f"vector[{row}]")
-        if not len(vector) or not np.isfinite(vector).all():
-            raise ValidationError(f"row {row}: not a finite 1-d vector", field="vector")
-        vectors.append(vector.astype(np.float32))
-    return vectors
 
 
 def _strategies(strategies: Any) -> list[str]:
@@ -267,15 +191,15 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
     if not len(queries):
         raise ValidationError("holds no queries", field="queries")
     strategies = _strategies(strategies)
-    texts = _query_texts(queries["query"])
+    texts = query_texts(queries["query"])
     qrels = [ir_measures.Qrel(str(i), node, grade)
              for i, value in enumerate(queries["relevant"])
-             for node, grade in _relevance(value, i).items()]
+             for node, grade in relevance(value, i).items()]
     relevant = {(q.query_id, q.doc_id) for q in qrels if q.relevance > 0}
     labelled = sorted({int(q.doc_id) for q in qrels})
     # Relevant, but no search can return them: they count as not found; said, not hidden.
     missing = sorted(set(labelled) - store.existing_node_ids(labelled))
-    vectors = _query_vectors(queries)
+    vectors = query_vectors(queries)
     if any(v is None for v in vectors) and embedding_service is None \
             and VECTOR_STRATEGIES & set(strategies):
         raise ValidationError(f"{sorted(VECTOR_STRATEGIES & set(strategies))} need a vector for "
@@ -339,74 +263,6 @@ def evaluate_retrieval(store: LongTermMemory, queries: pd.DataFrame, *,
                                  [f"mrr_at_{k}", f"recall_at_{k}"])
     return RetrievalEvaluation(summary=summary, per_query=per_query,
                                significance=significance, missing_relevant=tuple(missing))
-
-
-def _read_json_lines(path: Path) -> pd.DataFrame:
-    records = []
-    # utf-8-sig: a byte order mark (as Windows editors write) is no part of the first line.
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").split("\n"), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise ValidationError(f"{path} line {number} is not JSON: "
-                                  f"{getattr(exc, 'msg', exc)}", field="path") from None
-        if not isinstance(record, dict):
-            raise ValidationError(f"{path} line {number} is not a JSON object", field="path")
-        records.append(record)
-    return pd.DataFrame(records, dtype=object)  # object: no pyarrow strings to choke on
-
-
-def read_labelled_queries(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read labelled queries for :func:`evaluate_retrieval` from JSON Lines or CSV.
-
-    Each record has ``query`` (text), ``relevant`` (a node id, a list of node ids, or an
-    object of node id to integer grade) and optionally ``vector`` (a list of floats). In CSV,
-    ``relevant`` and ``vector`` hold the same values as JSON text (``12``, ``[12, 40]``,
-    ``{"12": 2, "40": 1}``, ``[0.1, 0.2]``). Files ending in ``.csv`` are CSV, others JSONL.
-    Both are UTF-8, with or without a byte order mark; blank JSONL lines are skipped.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``query`` (string), ``relevant`` (object) and, when present, ``vector`` (object).
-
-    Raises
-    ------
-    ValidationError
-        A file that cannot be read or parsed, or holds no queries (``field="path"``); a query
-        that is not text (``field="query"``).
-    """
-    if not isinstance(path, (str, os.PathLike)) or not isinstance(os.fspath(path), str):
-        raise ValidationError(f"must be a file name, got {path!r:.60}", field="path")
-    path = Path(path)
-    try:
-        if path.suffix.lower() == ".csv":
-            with warnings.catch_warnings():
-                # index_col=False: a first row longer than the header is not taken as an index
-                # (which would shift every value); pandas warns instead, made an error here.
-                warnings.simplefilter("error", pd.errors.ParserWarning)
-                frame = pd.read_csv(path, keep_default_na=False, index_col=False, dtype=dict.
-                                    fromkeys(("query", "relevant", "vector"), "string"))
-        else:
-            frame = _read_json_lines(path)
-    except ValidationError:  # a ValueError too, already worded
-        raise
-    except pd.errors.EmptyDataError:  # not even a header
-        frame = pd.DataFrame()
-    except pd.errors.ParserWarning:
-        raise ValidationError(f"cannot read {path}: a row has more fields than the header",
-                              field="path") from None
-    except (OSError, ValueError) as exc:  # ValueError: UnicodeDecodeError, pandas' errors
-        raise ValidationError(f"cannot read {path}: {' '.join(str(exc).split())}",
-                              field="path") from exc
-    if not len(frame):
-        raise ValidationError(f"{path} holds no queries", field="path")
-    if missing := {"query", "relevant"} - set(frame):
-        raise ValidationError(f"{path} has no {sorted(missing)} column", field="path")
-    frame["query"] = pd.Series(_query_texts(frame["query"]), index=frame.index, dtype="string")
-    return frame
 
 
 @checked_plot
