@@ -11,6 +11,7 @@ memory with raw binary COPY and the same index builds.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -84,28 +85,40 @@ _SEARCH_INDEXES = ["idx_nodes_embedding", "idx_nodes_content_gin", "idx_nodes_co
                    "idx_node_search_vectors_content_tsv"]
 
 
-def _links(memory: dict[str, Any]) -> dict[str, pd.DataFrame]:
-    """The rows of each table, in time order: the distinct contents (each at its first
-    remember), every remember, and each (memory, tag) pair at its first remember, with the
-    tags' ancestors, as ``bulk_add`` attaches them."""
+def _links(memory: dict[str, Any]) -> dict[str, Any]:
+    """The rows of each table, in time order (of equal times, the first given): the
+    distinct contents (each at its first remember), every remember, and each (memory, tag)
+    pair at its first remember, with the tags' ancestors, as ``bulk_add`` attaches them.
+    Contents and tags become integer codes first, so that the pairs are found in arrays."""
     remembers = pd.DataFrame({"content": memory["contents"], "robot": memory["robots"],
                               "at": pd.to_datetime(memory["remembered_at"], utc=True)})
     remembers = remembers.sort_values("at", kind="stable")
-    firsts = remembers.drop_duplicates("content")
-    node_of = pd.Series(np.arange(len(firsts)), index=firsts["content"])
-    remembers["node"] = node_of[remembers["content"]].to_numpy()
-    tags = pd.DataFrame({"row": remembers.index.to_numpy(),
-                         "tag": [memory["tags"][i] for i in remembers.index]}
-                        ).explode("tag").dropna()
-    ancestors = tags["tag"].str.split(":")
-    tags = pd.DataFrame({
-        "row": np.repeat(tags["row"].to_numpy(), ancestors.map(len)),
-        "tag": [":".join(parts[:depth]) for parts in ancestors
-                for depth in range(1, len(parts) + 1)]})
-    tags["node"] = remembers.loc[tags["row"], "node"].to_numpy()
-    tags["at"] = remembers.loc[tags["row"], "at"].to_numpy()
-    return {"firsts": firsts, "remembers": remembers,
-            "tags": tags.drop_duplicates(["node", "tag"])}
+    node = pd.factorize(remembers["content"])[0]  # numbered in order of first remember
+    remembers["node"] = node
+    firsts = remembers.iloc[np.unique(node, return_index=True)[1]].copy()
+    lists = [memory["tags"][row] for row in remembers.index]
+    tag, given = pd.factorize(pd.Series(list(itertools.chain.from_iterable(lists)),
+                                        dtype=object))
+    code: dict[str, int] = {}
+    lineage = []  # each given tag's ancestors and itself, as codes into names
+    for name in given:
+        parts = name.split(":")
+        lineage.append([code.setdefault(":".join(parts[:depth]), len(code))
+                        for depth in range(1, len(parts) + 1)])
+    names = list(code)
+    sizes = np.array([len(chain) for chain in lineage], dtype=np.int64)
+    starts = np.cumsum(sizes) - sizes
+    flat = np.fromiter(itertools.chain.from_iterable(lineage), dtype=np.int64)
+    position = np.repeat(np.arange(len(lists)), [len(row) for row in lists])
+    repeats = sizes[tag]
+    position = np.repeat(position, repeats)
+    offset = np.arange(repeats.sum()) - np.repeat(np.cumsum(repeats) - repeats, repeats)
+    linked = flat[np.repeat(starts[tag], repeats) + offset]
+    # np.unique gives each pair's first occurrence: its earliest remember
+    first = np.sort(np.unique(node[position] * len(names) + linked, return_index=True)[1])
+    tags = pd.DataFrame({"node": node[position[first]], "tag": linked[first],
+                         "at": remembers["at"].array[position[first]]})
+    return {"firsts": firsts, "remembers": remembers, "tags": tags, "tag_names": names}
 
 
 def htm_tables_anchor(url: str, memory: dict[str, Any],
@@ -128,7 +141,7 @@ def htm_tables_anchor(url: str, memory: dict[str, Any],
                     "set_config('min_parallel_table_scan_size', '0', true), "
                     "set_config('htm_analytics.events_written', 'on', true)",
                     (build_memory,))
-        rows: dict[str, pd.DataFrame] = {}
+        rows: dict[str, Any] = {}
         definitions: list[str] = []
 
         def drop_indexes() -> None:
@@ -156,7 +169,7 @@ def htm_tables_anchor(url: str, memory: dict[str, Any],
 
 
 def _copy_nodes(cur: psycopg.Cursor[Any], memory: dict[str, Any],
-                rows: dict[str, pd.DataFrame]) -> None:
+                rows: dict[str, Any]) -> None:
     firsts = rows["firsts"]
     ids = [row[0] for row in cur.execute(
         "SELECT nextval(pg_get_serial_sequence('public.nodes', 'id')) "
@@ -182,7 +195,7 @@ def _copy_nodes(cur: psycopg.Cursor[Any], memory: dict[str, Any],
             copy.write_row((node, *MODEL, dimension))
 
 
-def _copy_links(cur: psycopg.Cursor[Any], rows: dict[str, pd.DataFrame]) -> None:
+def _copy_links(cur: psycopg.Cursor[Any], rows: dict[str, Any]) -> None:
     remembers, tags = rows["remembers"], rows["tags"]
     node_ids = rows["firsts"]["id"].to_numpy()
     remembers["node_id"] = node_ids[remembers["node"].to_numpy()]
@@ -210,12 +223,14 @@ def _copy_links(cur: psycopg.Cursor[Any], rows: dict[str, pd.DataFrame]) -> None
             copy.write_row((at, "remember", robot, node))
     with cur.copy("COPY tags (name) FROM STDIN (FORMAT BINARY)") as copy:
         copy.set_types(["text"])
-        for name in sorted(set(tags["tag"])):
+        for name in sorted(rows["tag_names"]):
             copy.write_row((name,))
     tag_id = dict(cur.execute("SELECT name, id FROM tags"))
+    tag_ids = np.array([tag_id[name] for name in rows["tag_names"]], dtype=np.int64)
     with cur.copy("COPY node_tags (node_id, tag_id, created_at) FROM STDIN "
                   "(FORMAT BINARY)") as copy:
         copy.set_types(["int8", "int8", "timestamptz"])
         for node, tag, at in zip(node_ids[tags["node"].to_numpy()].tolist(),
-                                 tags["tag"].map(tag_id).tolist(), tags["at"].tolist()):
+                                 tag_ids[tags["tag"].to_numpy()].tolist(),
+                                 tags["at"].tolist()):
             copy.write_row((node, tag, at))

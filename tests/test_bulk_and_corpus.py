@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,24 @@ def test_bulk_add_deduplicates_like_add(ltm: LongTermMemory, db: psycopg.Connect
     assert ltm.get_node_tags(int(result["node_id"][0])) == ["x", "x:y"]
     assert db.execute("SELECT count(*) FROM memory_events WHERE kind = 'remember'"
                       ).fetchone() == (5,)
+
+
+@pytest.mark.parametrize("dimension", [None, 1, 384, 1999, 2000])
+def test_bulk_add_pads_vectors_to_the_seed_column(ltm: LongTermMemory, db: psycopg.Connection,
+                                                  dimension: int | None) -> None:
+    """Each vector is stored whole, then zeros up to 2000; none at 2000, NULL without."""
+    rng = np.random.default_rng(2)
+    vectors = None if dimension is None else rng.normal(size=(3, dimension)).astype(np.float32)
+    ltm.bulk_add(["one", "two", "three"], robots="r", embeddings=vectors, defer_indexes=True)
+    stored = db.execute("SELECT embedding::text, embedding_dimension FROM nodes ORDER BY id"
+                        ).fetchall()
+    if vectors is None:
+        assert stored == [(None, None)] * 3
+        return
+    for (text, stored_dimension), vector in zip(stored, vectors):
+        values = np.array(json.loads(text), dtype=np.float32)
+        assert stored_dimension == dimension and len(values) == 2000
+        assert np.array_equal(values[:dimension], vector) and not values[dimension:].any()
 
 
 def test_bulk_add_links_each_tag_at_its_first_remember(ltm: LongTermMemory,
