@@ -11,7 +11,13 @@ import pytest
 
 import htm_analytics.report.demo as demo_module
 from htm_analytics import HTMError, LongTermMemory, ValidationError
-from htm_analytics.store import database_exists, drop_database, with_database
+from htm_analytics.store import (
+    claimed_database,
+    create_database,
+    database_exists,
+    drop_database,
+    with_database,
+)
 
 
 def _databases(server_url: str, prefix: str) -> list[str]:
@@ -99,6 +105,21 @@ def test_builds_of_killed_runs_are_dropped(server_url: str, demo_name: str,
         conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
             psycopg.sql.Identifier(abandoned)))
     demo_module.demo_database_url(server_url, database=demo_name)
+    assert _databases(server_url, demo_name) == [demo_name]
+
+
+def test_a_build_under_way_is_left_alone(server_url: str, demo_name: str,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two demo runs at once: the second dropped the first one's build as a killed run's
+    whenever no session was connected to it (between its load and its swap)."""
+    monkeypatch.setattr(demo_module, "load_demo", _small_load)
+    running = demo_module._build_prefix(demo_name) + "cafecafe"
+    with claimed_database(server_url, running):
+        create_database(server_url, running)
+        demo_module.demo_database_url(server_url, database=demo_name)
+        assert sorted(_databases(server_url, demo_name)) == [demo_name, running]
+    # that run gone (its claim with it), the next build drops what it left
+    demo_module.demo_database_url(server_url, database=demo_name, fresh=True)
     assert _databases(server_url, demo_name) == [demo_name]
 
 

@@ -18,6 +18,7 @@ from ..agent.datasets import read_demo, remember_history
 from ..errors import EmbeddingError, NotFoundError, SchemaError
 from ..store import (
     LongTermMemory,
+    claimed_database,
     create_database,
     database_exists,
     drop_database,
@@ -91,14 +92,16 @@ def _build_demo_database(server: str, database: str) -> str:
     prefix = _build_prefix(database)
     drop_unused_databases(server, prefix)  # builds of runs that were killed
     build = f"{prefix}{uuid.uuid4().hex[:8]}"
-    url = create_database(server, build)
-    try:
-        with LongTermMemory(url, init_schema=True) as store:
-            load_demo(store)
-        return replace_database(server, build, database)
-    except BaseException:  # Ctrl-C included: the old database was never touched
-        drop_database(server, build)
-        raise
+    # claimed: another run's clean-up above must not take it for a killed run's
+    with claimed_database(server, build):
+        url = create_database(server, build)
+        try:
+            with LongTermMemory(url, init_schema=True) as store:
+                load_demo(store)
+            return replace_database(server, build, database)
+        except BaseException:  # Ctrl-C included: the old database was never touched
+            drop_database(server, build)
+            raise
 
 
 def demo_queries(store: LongTermMemory, *, limit: int | None = None

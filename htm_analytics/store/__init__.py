@@ -28,6 +28,7 @@ from .connection import (
     resolve_database_url,
 )
 from .databases import (
+    claimed_database,
     create_database,
     database_exists,
     database_name,
@@ -83,6 +84,7 @@ __all__ = [
     "ensure_database",
     "replace_database",
     "drop_unused_databases",
+    "claimed_database",
     "scratch_database",
     "with_database",
     "QueryCache",

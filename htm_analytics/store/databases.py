@@ -20,8 +20,8 @@ from ._common import Statement
 from ._errors import translate_database_error
 
 __all__ = ["with_database", "database_name", "database_exists", "create_database",
-           "ensure_database", "drop_database", "replace_database", "drop_unused_databases",
-           "scratch_database"]
+           "ensure_database", "drop_database", "replace_database", "claimed_database",
+           "drop_unused_databases", "scratch_database"]
 
 # How long a swap waits for the sessions it ends to go, in milliseconds, and how often it tries.
 _TERMINATE_WAIT_MS = 5_000
@@ -130,18 +130,53 @@ def replace_database(server_url: str, source: str, target: str) -> str:
     return with_database(server_url, target)
 
 
+# A claim on a database being built: a session advisory lock on (this class, its name).
+_CLAIM = "SELECT {}(hashtext('htm_analytics.database'), hashtext(%s))"
+
+
+@contextmanager
+def claimed_database(server_url: str, name: str) -> Iterator[None]:
+    """Claim the database ``name`` while the block runs (a session advisory lock, held on a
+    connection to the server URL's database): :func:`drop_unused_databases` leaves it
+    alone, even at a moment when no session is connected to it. The claim ends with the
+    block, or with the process."""
+    try:
+        conn = psycopg.connect(server_url, autocommit=True, connect_timeout=10)
+    except psycopg.Error as exc:
+        raise translate_database_error(exc, url=server_url) from exc
+    with conn:
+        try:
+            conn.execute(sql.SQL(_CLAIM).format(sql.SQL("pg_advisory_lock")), (name,))
+        except psycopg.Error as exc:
+            raise translate_database_error(exc, url=server_url) from exc
+        yield
+
+
 def drop_unused_databases(server_url: str, prefix: str) -> list[str]:
-    """Drop the databases whose name starts with ``prefix`` and that no session uses (left
-    by a process killed while building one); return their names."""
+    """Drop the databases whose name starts with ``prefix``, that no session uses and no
+    process claims (:func:`claimed_database`): left by a process killed while building one.
+    Return their names."""
     rows = _admin(server_url, """SELECT datname FROM pg_database d
                                  WHERE left(datname, length(%s)) = %s
                                    AND NOT EXISTS (SELECT 1 FROM pg_stat_activity a
                                                    WHERE a.datname = d.datname)""",
                   (prefix, prefix))
-    names = [str(row[0]) for row in rows]
-    for name in names:
-        drop_database(server_url, name)
-    return names
+    dropped = []
+    try:
+        with psycopg.connect(server_url, autocommit=True, connect_timeout=10) as conn:
+            for name in (str(row[0]) for row in rows):
+                claim = sql.SQL(_CLAIM).format(sql.SQL("pg_try_advisory_lock"))
+                if not conn.execute(claim, (name,)).fetchone()[0]:  # type: ignore[index]
+                    continue  # a build under way, between two of its sessions
+                try:
+                    drop_database(server_url, name)
+                finally:
+                    conn.execute(sql.SQL(_CLAIM).format(sql.SQL("pg_advisory_unlock")),
+                                 (name,))
+                dropped.append(name)
+    except psycopg.Error as exc:
+        raise translate_database_error(exc, url=server_url) from exc
+    return dropped
 
 
 @contextmanager
