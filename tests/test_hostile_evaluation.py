@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from cli_helpers import run_main
 from fixtures_db import temporary_database
@@ -30,6 +32,7 @@ from htm_analytics.tuning.evaluation import (
     read_labelled_queries,
     retrieval_quality,
 )
+from htm_analytics.tuning.labelled_queries import relevance
 
 # Two memories share a vector and every content holds "memory": ties in both searches.
 VECTORS = [[1, 0, 0, 0], [0.9, 0.1, 0, 0], [0.9, 0.1, 0, 0], [0, 1, 0, 0], [0, 0.8, 0.6, 0],
@@ -325,3 +328,43 @@ def test_retrieval_quality_refuses_bad_query_texts(store: LongTermMemory, query:
         retrieval_quality(store, [query], np.array([QUERY_VECTORS[0]]), [1],
                           strategies=("vector",))
     assert error.value.field == "query"
+
+
+_IDS = st.integers(-(2**63), 2**63 - 1)
+_GRADES = st.integers(-(2**31), 2**31 - 1)
+# Parquet columns of each type relevant ids may come in: an id, a list, a map of grades
+_PARQUET_RELEVANT = st.sampled_from([
+    (pa.int64(), _IDS),
+    (pa.list_(pa.int64()), st.lists(_IDS, max_size=3)),
+    (pa.map_(pa.int64(), pa.int32()), st.lists(st.tuples(_IDS, _GRADES), max_size=3,
+                                               unique_by=lambda pair: pair[0])),
+    (pa.string(), st.text(max_size=20))])
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), rows=st.integers(1, 4), as_array=st.booleans())
+def test_any_typed_relevant_column_is_read_or_refused_by_row(
+        tmp_path: Path, data: st.DataObject, rows: int, as_array: bool) -> None:
+    """Parquet (typed columns) and JSON arrays: each row's ids and grades are taken, or
+    refused with ValidationError naming the field, never another exception."""
+    kind, values = data.draw(_PARQUET_RELEVANT)
+    relevant = [data.draw(values) for _ in range(rows)]
+    if as_array:
+        path = tmp_path / "queries.json"
+        path.write_text(json.dumps([{"query": "memory", "relevant": dict(value)
+                                     if kind == pa.map_(pa.int64(), pa.int32()) else value}
+                                    for value in relevant]))
+    else:
+        path = tmp_path / "queries.parquet"
+        pq.write_table(pa.table({"query": ["memory"] * rows,
+                                 "relevant": pa.array(relevant, type=kind)}), path)
+    frame = read_labelled_queries(path)
+    for row, value in enumerate(frame["relevant"]):
+        try:
+            graded = relevance(value, row)
+        except ValidationError as error:
+            assert error.field == "relevant"
+            continue
+        assert graded and all(1 <= int(node) < 2**63 and -1000 <= grade <= 1000
+                              for node, grade in graded.items())
