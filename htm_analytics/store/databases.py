@@ -162,10 +162,10 @@ def drop_unused_databases(server_url: str, prefix: str) -> list[str]:
                                                    WHERE a.datname = d.datname)""",
                   (prefix, prefix))
     dropped = []
+    claim = sql.SQL(_CLAIM).format(sql.SQL("pg_try_advisory_lock"))
     try:
         with psycopg.connect(server_url, autocommit=True, connect_timeout=10) as conn:
             for name in (str(row[0]) for row in rows):
-                claim = sql.SQL(_CLAIM).format(sql.SQL("pg_try_advisory_lock"))
                 if not conn.execute(claim, (name,)).fetchone()[0]:  # type: ignore[index]
                     continue  # a build under way, between two of its sessions
                 try:
