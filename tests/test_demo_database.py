@@ -164,3 +164,41 @@ def test_a_demo_refuses_where_it_cannot_write_before_building(
                                  queries=queries, echo=lambda _: None)
         assert raised.value.field == field
     assert _databases(server_url, demo_name) == []
+
+
+def test_a_second_demo_run_waits_for_the_first(server_url: str, demo_name: str, tmp_path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs at once: the second's swap ended the first's report sessions ("terminating
+    connection due to administrator command"). The second now waits, and says so."""
+    import threading
+    import time
+
+    loaded = threading.Event()
+
+    def load(store: LongTermMemory, **_: object) -> None:
+        loaded.set()
+        raise RuntimeError("loaded")
+
+    monkeypatch.setattr(demo_module, "load_demo", load)
+    said: list[str] = []
+    ended: list[BaseException] = []
+
+    def second_run() -> None:
+        try:
+            demo_module.run_demo(tmp_path / "r.html", server_url=server_url,
+                                 database=demo_name, echo=said.append)
+        except BaseException as exc:
+            ended.append(exc)
+
+    with claimed_database(server_url, demo_name):  # the first run, still reporting
+        thread = threading.Thread(target=second_run)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not said and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert said == [f"another demo run is using {demo_name}: waiting for it to finish"]
+        time.sleep(0.5)
+        assert not loaded.is_set()
+    thread.join(60)
+    assert loaded.is_set() and [str(e) for e in ended] == ["loaded"]
+    assert _databases(server_url, demo_name) == []

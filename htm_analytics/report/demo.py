@@ -128,18 +128,24 @@ def run_demo(out: str | os.PathLike[str] = "report.html", *, server_url: str | N
     out = output_path(out, field="out")  # before minutes of loading, not after
     queries = validate_positive_int(queries, field="queries")
     started = time.perf_counter()
-    try:
-        url = demo_database_url(server_url, fresh=True, database=database)
-    except KeyboardInterrupt:
-        echo(f"\ninterrupted while loading: {database} is as it was before this run")
-        raise
-    echo(f"demo memory loaded into {mask_url(url)} in {time.perf_counter() - started:.1f} s")
-    from .build import build_report
+    server = resolve_database_url(server_url)
+    # One run at a time per demo database: a second run's swap would end the first's
+    # report sessions.
+    with claimed_database(server, database, on_wait=lambda: echo(
+            f"another demo run is using {database}: waiting for it to finish")):
+        try:
+            url = demo_database_url(server, fresh=True, database=database)
+        except KeyboardInterrupt:
+            echo(f"\ninterrupted while loading: {database} is as it was before this run")
+            raise
+        echo(f"demo memory loaded into {mask_url(url)} in "
+             f"{time.perf_counter() - started:.1f} s")
+        from .build import build_report
 
-    with LongTermMemory(url) as store:
-        echo(store.table_counts().to_string(index=False))
-        report = build_report(store, title="htm_analytics demo: the memory of five robots",
-                              labelled_queries=demo_queries(store, limit=queries))
+        with LongTermMemory(url) as store:
+            echo(store.table_counts().to_string(index=False))
+            report = build_report(store, title="htm_analytics demo: the memory of five robots",
+                                  labelled_queries=demo_queries(store, limit=queries))
     path = report.write_html(out)
     echo(f"report written to {path} ({time.perf_counter() - started:.1f} s in all)")
     echo(f'explore it further: htm-analytics --db "{mask_url(url)}" tags (or robots, trends, '

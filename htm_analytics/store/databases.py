@@ -8,7 +8,7 @@ always quoted identifiers, never interpolated text.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import psycopg
@@ -135,18 +135,25 @@ _CLAIM = "SELECT {}(hashtext('htm_analytics.database'), hashtext(%s))"
 
 
 @contextmanager
-def claimed_database(server_url: str, name: str) -> Iterator[None]:
+def claimed_database(server_url: str, name: str, *,
+                     on_wait: Callable[[], object] | None = None) -> Iterator[None]:
     """Claim the database ``name`` while the block runs (a session advisory lock, held on a
     connection to the server URL's database): :func:`drop_unused_databases` leaves it
-    alone, even at a moment when no session is connected to it. The claim ends with the
-    block, or with the process."""
+    alone, even at a moment when no session is connected to it, and another claim of the
+    same name waits for this one. The claim ends with the block, or with the process.
+    ``on_wait`` is called first when another process holds the claim."""
     try:
         conn = psycopg.connect(server_url, autocommit=True, connect_timeout=10)
     except psycopg.Error as exc:
         raise translate_database_error(exc, url=server_url) from exc
     with conn:
         try:
-            conn.execute(sql.SQL(_CLAIM).format(sql.SQL("pg_advisory_lock")), (name,))
+            taken = conn.execute(sql.SQL(_CLAIM).format(sql.SQL("pg_try_advisory_lock")),
+                                 (name,)).fetchone()
+            if not (taken and taken[0]):
+                if on_wait is not None:
+                    on_wait()
+                conn.execute(sql.SQL(_CLAIM).format(sql.SQL("pg_advisory_lock")), (name,))
         except psycopg.Error as exc:
             raise translate_database_error(exc, url=server_url) from exc
         yield
