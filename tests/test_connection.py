@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -162,3 +163,31 @@ def test_the_store_s_sessions_compile_nothing(ltm) -> None:
     searches' plans took longer than running them (a default search on PostgreSQL 15 from
     Debian: 4-15 ms with JIT, 3 ms without)."""
     assert ltm._fetch("SELECT current_setting('jit') AS jit")[0]["jit"] == "off"
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_new_connection_is_set_up_outside_any_transaction(
+        database_url: str, tmp_path: Path, read_only: bool) -> None:
+    """The pool sets up the connections it opens (or reopens, after one was lost) in its own
+    thread, while the store works: a setup in a transaction showed, for a round trip, as an
+    'idle in transaction' session to the store's own checks and to the server's monitoring.
+    Every ReadyForQuery the server sends during the setup says idle ('I'), never 'T'."""
+    with LongTermMemory(database_url, read_only=read_only) as store, \
+            psycopg.connect(database_url, context=store._adapters) as conn:
+        trace = tmp_path / "libpq.trace"
+        with trace.open("w") as out:
+            conn.pgconn.trace(out.fileno())
+            store._configure_connection(conn)
+            conn.pgconn.untrace()
+        statuses = [line.split()[-1] for line in trace.read_text().splitlines()
+                    if "ReadyForQuery" in line]
+        assert statuses and set(statuses) == {"I"}, statuses
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert not conn.autocommit  # as the pool hands connections out
+        assert conn.execute("SELECT current_setting('jit')").fetchone() == ("off",)
+        read_only_setting = conn.execute(
+            "SELECT current_setting('default_transaction_read_only')").fetchone()
+        assert read_only_setting == ("on" if read_only else "off",)
+        vector = conn.execute("SELECT '[1,2]'::vector").fetchone()[0]
+        assert vector.to_numpy().dtype == np.float32 and vector.to_list() == [1.0, 2.0]
+        assert conn.execute("SELECT 'infinity'::timestamptz").fetchone()[0].year == 9999

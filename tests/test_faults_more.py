@@ -56,11 +56,18 @@ def sessions(url: str, condition: str) -> list[int]:
             f"AND pid <> pg_backend_pid() AND {condition}").fetchall()]
 
 
-def lock_waiters(url: str) -> list[int]:
-    # Client backends only: an autovacuum worker analysing the rows just seeded also waits
-    # for the test's lock, and was taken for the call under test (which then ran only after
-    # the restart, and succeeded).
-    return sessions(url, "wait_event_type = 'Lock' AND backend_type = 'client backend'")
+def lock_waiters(url: str, table: str = "nodes") -> list[int]:
+    """Pids of the client sessions waiting for a lock on ``table`` (the test's ``locked``).
+
+    Only that wait: an autovacuum worker analysing the rows just seeded also waits for the
+    test's lock, and any wait of another kind (an advisory lock, a row) is not the call
+    under test; taken for it, the restart came first and the call then succeeded."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return [row[0] for row in conn.execute(
+            "SELECT DISTINCT a.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            "WHERE NOT l.granted AND l.relation = to_regclass(%s) "
+            "AND a.backend_type = 'client backend' AND a.datname = current_database()",
+            (table,)).fetchall()]
 
 
 def idle_in_transaction(url: str) -> list[int]:
@@ -142,9 +149,10 @@ def test_a_call_whose_backend_is_killed_fails_typed_and_leaves_nothing(
     with LongTermMemory(database_url) as store:
         run = calls_of(store, seeded(store))[call]
         before = state(database_url)
-        with locked(database_url, "robot_nodes" if call == "bulk_add_deferred" else "nodes"):
+        table = "robot_nodes" if call == "bulk_add_deferred" else "nodes"
+        with locked(database_url, table):
             thread, out = in_thread(run)
-            backend = wait_for(lambda: lock_waiters(database_url))[0]
+            backend = wait_for(lambda: lock_waiters(database_url, table))[0]
             with psycopg.connect(database_url, autocommit=True) as conn:
                 conn.execute("SELECT pg_terminate_backend(%s)", (backend,))
             thread.join(20)
@@ -212,13 +220,14 @@ def test_a_restart_in_the_middle_of_a_call(own_server: tuple[str, Any],  # noqa:
             with pytest.raises(DatabaseConnectionError):
                 list(stream)
         else:
-            with locked(url, "robot_nodes" if call == "bulk_add_deferred" else "nodes"):
+            table = "robot_nodes" if call == "bulk_add_deferred" else "nodes"
+            with locked(url, table):
                 if call == "recall":  # a flush of buffered steps waits for the lock
                     store.recall_buffer.flush_interval = 0.05
                     store.buffer_working_memory(robot, recalled=ids[:3], held=ids[:3])
                 else:
                     thread, out = in_thread(calls_of(store, robot)[call])
-                wait_for(lambda: lock_waiters(url))
+                wait_for(lambda: lock_waiters(url, table))
                 restart(server)  # ends the lock's session too
             if call != "recall":
                 thread.join(20)

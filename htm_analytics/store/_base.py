@@ -19,7 +19,6 @@ from typing import Any, Self
 import pandas as pd
 import psycopg
 import psycopg_pool
-from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import dict_row, tuple_row
 
@@ -34,6 +33,7 @@ from ..frames import analytics_work_mem, coerce_frame, load_analytics_query
 from ..validation import validate_number
 from ._common import LOG_EVENTS, StoredModel
 from ._errors import translate_database_error
+from .adapters import session_adapters
 from .cache import QueryCache
 from .cache_generation import has_shared_generation
 from .connection import mask_url, resolve_database_url
@@ -43,7 +43,6 @@ from .schema_info import FORGET_EVENTS_VERSION, SchemaInfo, detect_schema, prefi
 from .search_pool import SearchConnections, idle_check_hooks, returning
 from .server import missing_schema_error, read_overview
 from .speakers import SpeakerIndex
-from .timestamps import register_infinite_timestamps
 from .tracing import Tracer, tracing_cursor_classes
 
 __all__ = ["StoreBase", "WRITER_TIMEZONE_VARIABLE"]
@@ -125,7 +124,8 @@ class StoreBase:
         check, self._note_returned = idle_check_hooks()
         self._pool = psycopg_pool.ConnectionPool(
             self._url, min_size=1, max_size=pool_size or 5,
-            configure=self._configure_connection, check=check, open=False,
+            kwargs={"context": self._adapters}, configure=self._configure_connection,
+            check=check, open=False,
             name="htm_analytics")
         try:
             self._pool.open(wait=True, timeout=30)
@@ -135,7 +135,7 @@ class StoreBase:
                 f"could not open a connection pool to {self.url}: {exc}") from exc
         # Searches run on connections of their own (opened at the first search).
         self._search = SearchConnections(self._url, self._configure_search_connection,
-                                         self._pool.max_size)
+                                         self._pool.max_size, self._adapters)
         self._recall_buffer = RecallBuffer()
         self._cache = QueryCache(cache_size, cache_ttl)
         self._atomic = threading.local()  # the cursor of this thread's atomic() block
@@ -182,6 +182,7 @@ class StoreBase:
                 result["migrations_applied"] = applied
                 self._native_dimensions = set(native_index_dimensions(conn))
                 self._has_shared_generation = has_shared_generation(conn)
+                self._adapters = session_adapters(conn)
                 return result
         except psycopg.Error as exc:
             raise translate_database_error(exc, url=self._url) from exc
@@ -216,9 +217,11 @@ class StoreBase:
 
     def _configure_connection(self, conn: psycopg.Connection[Any],
                               cursor_classes: tuple[type, type] | None = None) -> None:
+        # One statement, in autocommit: the pool runs this in its own thread while the store
+        # works, and a setup in a transaction shows meanwhile as 'idle in transaction'. The
+        # types' loaders come with the connection (``context``), looked up once per store.
         conn.cursor_factory, conn.server_cursor_factory = cursor_classes or self._cursor_classes
-        register_vector(conn)
-        register_infinite_timestamps(conn)
+        autocommit, conn.autocommit = conn.autocommit, True
         # UTC, except where the HTM tables keep local time without a zone: there the session
         # runs in the writer's zone, so that what the store writes (CURRENT_TIMESTAMP into
         # such a column) is the same local time as the writer's, and reads convert both.
@@ -229,11 +232,12 @@ class StoreBase:
         # compiling them took longer than running them (docs/benchmarks.md).
         conn.execute("SELECT set_config('statement_timeout', %s, false),"
                      "       set_config('TimeZone', %s, false),"
-                     "       set_config('jit', 'off', false)",
-                     (str(self.query_timeout), zone))
-        if self.read_only:  # never turned off here: a role's or server's setting stays
-            conn.execute("SELECT set_config('default_transaction_read_only', 'on', false)")
-        conn.commit()
+                     "       set_config('jit', 'off', false),"
+                     # never turned off here: a role's or server's setting stays
+                     "       CASE WHEN %s THEN set_config("
+                     "           'default_transaction_read_only', 'on', false) END",
+                     (str(self.query_timeout), zone, self.read_only))
+        conn.autocommit = autocommit
 
     @contextmanager
     def _transaction(self, *, memory_operation: bool = False

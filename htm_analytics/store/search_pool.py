@@ -34,6 +34,7 @@ from typing import Any
 import psycopg
 import psycopg_pool
 from psycopg import pq, sql
+from psycopg.adapt import AdaptersMap
 from psycopg.rows import dict_row
 
 from ..errors import DatabaseError
@@ -121,11 +122,14 @@ class SearchConnections:
         The store's own set-up of a new connection (cursor class, timeouts, vectors).
     max_size : int
         Most connections.
+    context : psycopg.adapt.AdaptersMap, optional
+        The adapters new connections start from.
     """
 
     def __init__(self, url: str, configure: Callable[[psycopg.Connection[Any]], None],
-                 max_size: int) -> None:
+                 max_size: int, context: AdaptersMap | None = None) -> None:
         self._url = url
+        self._context = context
         self._configure = configure
         self._max_size = max_size
         self._idle: list[_Session] = []  # the most recently returned last
@@ -180,7 +184,7 @@ class SearchConnections:
         """A new connection, set up (its place already counted in ``_open``)."""
         conn: psycopg.Connection[Any] | None = None
         try:
-            conn = psycopg.connect(self._url, autocommit=True)
+            conn = psycopg.connect(self._url, autocommit=True, context=self._context)
             self._configure(conn)
             conn.execute(_SESSION_SETTINGS, (str(SESSION_EF_SEARCH),))
             return _Session(conn, SESSION_EF_SEARCH)
