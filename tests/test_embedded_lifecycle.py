@@ -105,6 +105,8 @@ def test_a_data_directory_too_long_for_a_socket_is_still_found_by_its_url(root: 
     try:
         assert embedded_dir_of(result["url"]) == data_dir.resolve()
         assert _no_server(data_dir)
+        assert delete_embedded_server(data_dir) > 0  # `server clean`
+        assert not socket_dir.exists()  # its socket's directory goes with it
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
 

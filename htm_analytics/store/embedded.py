@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatabaseConnectionError, HTMError
+from .embedded_failures import failure_reason, start_failure
 
 __all__ = ["embedded_data_dir", "EmbeddedServerStatus", "embedded_server_status",
            "reclaim_stale_handles", "refresh_after_restart", "stop_embedded_server",
@@ -247,7 +248,7 @@ def stop_embedded_server(data_dir: Path | None = None, *, force: bool = False) -
         except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
             raise DatabaseConnectionError(
                 f"could not stop the embedded server in {status.data_dir}: "
-                f"{_failure_reason(status.data_dir, exc)}; see {status.data_dir / 'log'}"
+                f"{failure_reason(status.data_dir, exc)}; see {status.data_dir / 'log'}"
             ) from None
         if (status.data_dir / HANDLES_FILE).is_file():
             _write_handles(status.data_dir, [])
@@ -265,6 +266,9 @@ def delete_embedded_server(data_dir: Path | None = None, *, force: bool = False)
     stop_embedded_server(directory, force=force)
     size = _size(directory)
     shutil.rmtree(directory)
+    pointer = _outside_socket_dir(directory) / SOCKET_POINTER  # the socket's own directory
+    if pointer.is_symlink() and Path(os.readlink(pointer)) == directory:
+        shutil.rmtree(pointer.parent)
     return size
 
 
@@ -329,7 +333,7 @@ def open_embedded_server(data_dir: Path) -> tuple[Any, bool]:
         instances.pop(data_dir, None)  # half made: the next attempt starts afresh
         if isinstance(exc, HTMError):
             raise
-        raise DatabaseConnectionError(_start_failure(data_dir, exc)) from None
+        raise DatabaseConnectionError(start_failure(data_dir, exc)) from None
     return server, fresh
 
 
@@ -343,7 +347,7 @@ def rejoin_embedded_server(server: Any) -> None:
     except HTMError:
         raise
     except Exception as exc:  # the wheel raises subprocess and OS errors
-        raise DatabaseConnectionError(_start_failure(server.pgdata, exc)) from None
+        raise DatabaseConnectionError(start_failure(server.pgdata, exc)) from None
 
 
 def _refuse_foreign_directory(data_dir: Path) -> None:
@@ -395,31 +399,9 @@ def _refuse_other_version(data_dir: Path) -> None:
             "set HTM_DBURL to that server), or set HTM_EMBEDDED_DIR to a new directory")
 
 
-def _log_reason(data_dir: Path) -> str | None:
-    """The server log's last FATAL or PANIC line (why it did not start), if any."""
-    try:
-        lines = (data_dir / "log").read_text(errors="replace").splitlines()[-40:]
-    except OSError:
-        return None
-    found = [line for line in lines if re.search(r"\b(FATAL|PANIC):|^postgres: ", line)]
-    return re.sub(r"^.*?\b(FATAL|PANIC):\s*", "", found[-1]).strip() if found else None
-
-
-def _failure_reason(data_dir: Path, exc: BaseException) -> str:
-    if isinstance(exc, subprocess.TimeoutExpired):
-        return f"it did not answer within {exc.timeout:.0f} s"
-    if reason := _log_reason(data_dir):
-        return reason
-    if isinstance(exc, subprocess.CalledProcessError):
-        program = Path(str(exc.cmd[0] if isinstance(exc.cmd, list) else exc.cmd)).name
-        return f"{program} failed (exit status {exc.returncode})"
-    return str(getattr(exc, "strerror", None) or exc) or type(exc).__name__
-
-
-def _start_failure(data_dir: Path, exc: BaseException) -> str:
-    return (f"could not start the embedded PostgreSQL in {data_dir}: "
-            f"{_failure_reason(data_dir, exc)}. See {data_dir / 'log'}; set HTM_EMBEDDED_DIR "
-            "to another directory, or HTM_DBURL to use your own server")
+def _outside_socket_dir(data_dir: Path) -> Path:
+    key = hashlib.sha256(str(data_dir).encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return Path(_server_class().runtime_path) / f"htm-{key}"
 
 
 def _socket_dir(data_dir: Path, system_user: str | None) -> Path:
@@ -428,8 +410,7 @@ def _socket_dir(data_dir: Path, system_user: str | None) -> Path:
     if len(str(data_dir / _SOCKET_NAME).encode("utf-8", "surrogateescape")) \
             <= _SOCKET_PATH_LIMIT:
         return data_dir
-    key = hashlib.sha256(str(data_dir).encode("utf-8", "surrogateescape")).hexdigest()[:12]
-    directory = Path(_server_class().runtime_path) / f"htm-{key}"
+    directory = _outside_socket_dir(data_dir)
     if len(str(directory / _SOCKET_NAME).encode()) > _SOCKET_PATH_LIMIT \
             or _UNSAFE_IN_PATH.search(str(directory)):
         raise DatabaseConnectionError(
@@ -466,7 +447,7 @@ def _start_postmaster(server: Any) -> Any:
         if info is not None and info.status == "ready":
             return info
         if time.monotonic() > deadline:
-            raise DatabaseConnectionError(_start_failure(
+            raise DatabaseConnectionError(start_failure(
                 server.pgdata, subprocess.TimeoutExpired("pg_ctl", 30)))
         time.sleep(0.2)
 
