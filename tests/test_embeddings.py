@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
@@ -180,6 +181,40 @@ def test_provider_choice_from_arguments_and_environment(monkeypatch: pytest.Monk
         get_embedder("word2vec")
     with pytest.raises(ValidationError, match="bad options"):
         get_embedder("hashing", colour="red")
+
+
+@pytest.mark.parametrize("name", ["", 0, [], {}, False, b"hashing", " hashing"])
+def test_a_name_that_is_none_of_the_providers_is_refused(name: object) -> None:
+    """Only None stands for the default provider: an empty or falsy name is no name."""
+    with pytest.raises(ValidationError) as raised:
+        get_embedder(name)  # type: ignore[arg-type]
+    assert raised.value.field == "name"
+
+
+@settings(max_examples=200, deadline=None)
+@given(url=st.one_of(st.text(max_size=30), st.none(), st.integers(), st.binary(max_size=5),
+                     st.from_regex(r"(https?|ftp|)(://)?[a-z0-9.:\[\]@%-]{0,15}(/[^/]{0,6})?",
+                                   fullmatch=True)),
+       provider=st.sampled_from(["ollama", "openai"]))
+def test_a_base_url_is_an_http_url_or_is_refused_by_name(url: object, provider: str) -> None:
+    """``get_embedder("ollama", base_url="not a url")`` once built an embedder whose first
+    call raised urllib's ValueError: a URL that cannot be requested is refused when the
+    embedder is made, naming ``base_url``; one that is kept can be requested."""
+    try:
+        embedder = get_embedder(provider, base_url=url)
+    except ValidationError as exc:
+        assert exc.field == "base_url", exc
+        return
+    assert isinstance(url, str) and embedder.base_url == url.rstrip("/")
+    request = urllib.request.Request(f"{embedder.base_url}/embeddings")
+    assert request.type in ("http", "https") and request.host
+    request.host.encode("ascii")  # what http.client sends
+
+
+def test_a_base_url_that_is_no_url_is_refused_when_the_embedder_is_made() -> None:
+    for provider in ("ollama", "openai"):
+        with pytest.raises(ValidationError, match="http:// or https:// URL"):
+            get_embedder(provider, base_url="not a url")
 
 
 def test_sentence_transformers_is_optional() -> None:

@@ -438,3 +438,22 @@ def test_small_helpers_name_their_bad_arguments(store, htm_store):
         with pytest.raises(ValidationError) as raised:
             call()
         assert raised.value.field == field.split()[0], (field, raised.value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=st.one_of(hostile_text, anything))
+def test_content_hash_and_mask_url_take_text_or_name_it(value):
+    """Two helpers of ``htm_analytics.__all__``: a digest of any text with UTF-8, a masked
+    copy of any string; anything else is a ValidationError naming the argument."""
+    digest = outcome(lambda: ha.content_hash(value), {"content"})
+    assert (digest is not None) == (isinstance(value, str) and _has_utf8(value))
+    masked = outcome(lambda: ha.mask_url(value), {"url"})
+    assert (masked is not None) == isinstance(value, str)
+
+
+def _has_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

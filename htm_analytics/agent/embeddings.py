@@ -20,6 +20,7 @@ import os
 import re
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -103,6 +104,24 @@ class HashingEmbedder:
         return f"HashingEmbedder(dimensions={self.dimensions})"
 
 
+def _base_url(value: Any) -> str:
+    """``value`` without its trailing slashes if it is an ``http://`` or ``https://`` URL with
+    a host (and a port from 0 to 65535, if any), in printable ASCII (as a request line is
+    sent: a host name in its punycode, a path percent-encoded)."""
+    problem = "must be an http:// or https:// URL with a host, in printable ASCII"
+    if isinstance(value, str) and all("!" <= c <= "~" for c in value):
+        try:
+            parts = urllib.parse.urlsplit(value)
+            parts.port  # noqa: B018 - raises ValueError for a port out of range
+        except ValueError as exc:
+            problem = f"is not a URL ({exc})"
+        else:
+            if parts.scheme in ("http", "https") and parts.hostname:
+                return value.rstrip("/")
+    shown = mask_url(value) if isinstance(value, str) else value
+    raise ValidationError(f"{problem}, got {shown!r:.80}", field="base_url")
+
+
 class _HTTPEmbedder:
     """Batching, timeouts and retries shared by the HTTP providers."""
 
@@ -110,7 +129,7 @@ class _HTTPEmbedder:
 
     def __init__(self, *, base_url: str, model: str, dimensions: int | None, timeout: float,
                  retries: int, batch_size: int, headers: dict[str, str] | None = None) -> None:
-        self.base_url = base_url.rstrip("/")
+        self.base_url = _base_url(base_url)
         self.model = model
         self.dimensions: int = dimensions or 0
         self.timeout = timeout
@@ -284,13 +303,23 @@ def get_embedder(name: str | None = None, **options: Any) -> Embedder:
     ``name`` defaults to ``HTM_EMBEDDING__PROVIDER``, else ``hashing``. ``HTM_EMBEDDING__MODEL``
     and ``HTM_EMBEDDING__DIMENSIONS`` fill ``model`` and ``dimensions`` when not given.
 
+    Raises
+    ------
+    ValidationError
+        ``name`` not one of :data:`PROVIDERS` (None is the default; an empty string is no
+        name), ``options`` the provider does not take, a bad
+        ``HTM_EMBEDDING__DIMENSIONS``, or a ``base_url`` that is no http(s) URL.
+    EmbeddingError
+        The provider's package or model is missing.
+
     Examples
     --------
     >>> get_embedder("hashing", dimensions=256).embed("hello").shape
     (256,)
     >>> get_embedder("ollama", base_url="http://gpu-box:11434", timeout=10)  # doctest: +SKIP
     """
-    name = name or os.environ.get("HTM_EMBEDDING__PROVIDER") or "hashing"
+    if name is None:
+        name = os.environ.get("HTM_EMBEDDING__PROVIDER") or "hashing"
     if not isinstance(name, str) or name not in PROVIDERS:
         raise ValidationError(f"unknown embedding provider {name!r:.80}; choose from "
                               f"{', '.join(PROVIDERS)}", field="name")

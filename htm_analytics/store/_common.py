@@ -53,8 +53,19 @@ SELECT %(kind)s, %(robot_id)s, unnest(%(node_ids)s::bigint[])"""
 
 
 def content_hash(content: str) -> str:
-    """SHA-256 hex digest of ``content`` (UTF-8), the key of content deduplication."""
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+    """SHA-256 hex digest of ``content`` (UTF-8), the key of content deduplication.
+
+    Raises :class:`~htm_analytics.ValidationError` (``content``) for a non-string or a text
+    with a lone surrogate, which has no UTF-8.
+    """
+    if not isinstance(content, str):
+        raise ValidationError(f"must be a string, got {type(content).__name__}", field="content")
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"contains a lone surrogate (at {exc.start}), which is not valid "
+                              "UTF-8", field="content") from None
+    return hashlib.sha256(data).hexdigest()
 
 
 def bind_timeframe(params: dict[str, Any],

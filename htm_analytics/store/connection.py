@@ -86,8 +86,11 @@ def mask_url(url: str) -> str:
 
     Works for URLs (``postgresql://user:secret@host/db``, misspelt schemes too), passwords in
     a URL's query (``?password=secret``) and libpq keyword strings (``host=... password=secret``,
-    quoted or not, spaces included).
+    quoted or not, spaces included). Raises :class:`~htm_analytics.ValidationError`
+    (``url``) for anything but a string.
     """
+    if not isinstance(url, str):
+        raise ValidationError(f"must be a string, got {type(url).__name__}", field="url")
     masked = _URL_PASSWORD.sub(r"\1***@", url)
     return _KEYWORD_PASSWORD.sub(r"\1***", masked)
 
