@@ -9,6 +9,7 @@ arrays a range of node ids at a time (``analytics_pages``) for a helper that com
 from __future__ import annotations
 
 import functools
+import importlib.resources
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -21,9 +22,9 @@ from .errors import ValidationError
 from .validation import validate_names, validate_positive_int, validate_tag, validate_timeframe
 
 __all__ = ["MemorySource", "memory_source", "NODE_PAGE", "load_analytics_query",
-           "analytics_work_mem", "coerce_frame", "node_id_pages", "to_duckdb_query",
-           "period_unit", "scope_params", "split_at_infinity", "TIME_INFINITY",
-           "TIME_MINUS_INFINITY"]
+           "analytics_query_names", "analytics_work_mem", "coerce_frame", "node_id_pages",
+           "to_duckdb_query", "period_unit", "scope_params", "split_at_infinity",
+           "TIME_INFINITY", "TIME_MINUS_INFINITY"]
 
 _MARKER = re.compile(r"\{(scoped|remember_events)\}")
 # `{in_scope:rn.node_id}`: the column's node is in scope. Without a scope the test folds away
@@ -83,8 +84,32 @@ def node_id_pages(low: Any, high: Any, nodes: Any, page_nodes: int | None = None
 
 
 @functools.cache
+def analytics_query_names() -> frozenset[str]:
+    """The names of the shipped analytics queries: the ``sql/analytics/*.sql`` files, not the
+    shared fragments (``_*.sql``) they include."""
+    folder = importlib.resources.files("htm_analytics").joinpath("sql", "analytics")
+    return frozenset(entry.name.removesuffix(".sql") for entry in folder.iterdir()
+                     if entry.name.endswith(".sql") and not entry.name.startswith("_"))
+
+
+def _query_name(name: Any) -> str:
+    """``name`` if it names a shipped analytics query (never a path to another file)."""
+    if not isinstance(name, str) or name not in analytics_query_names():
+        raise ValidationError(f"is no analytics query, got {name!r:.80}; choose from "
+                              f"{', '.join(sorted(analytics_query_names()))}", field="name")
+    return name
+
+
 def load_analytics_query(name: str) -> str:
-    """The text of ``sql/analytics/<name>.sql`` with its shared fragments included."""
+    """The text of ``sql/analytics/<name>.sql`` with its shared fragments included.
+
+    Raises :class:`~htm_analytics.ValidationError` (``name``) unless ``name`` is one of
+    :func:`analytics_query_names`."""
+    return _load_analytics_query(_query_name(name))
+
+
+@functools.cache
+def _load_analytics_query(name: str) -> str:
     fragments = {"scoped": "_scoped_nodes", "remember_events": "_remember_events"}
     query = _MARKER.sub(
         lambda m: _strip_comments(read_sql("analytics", f"{fragments[m.group(1)]}.sql")).strip(),
@@ -92,12 +117,11 @@ def load_analytics_query(name: str) -> str:
     return _IN_SCOPE.sub(lambda m: _IN_SCOPE_TEST.format(m.group(1)), query)
 
 
-@functools.cache
 def analytics_work_mem(name: str) -> str | None:
     """The ``work_mem`` that ``sql/analytics/<name>.sql`` asks for in a ``-- work_mem: 256MB``
     comment line (PostgreSQL only: the store sets it for that statement's transaction, never
     below the server's own), or None."""
-    match = _WORK_MEM.search(read_sql("analytics", f"{name}.sql"))
+    match = _WORK_MEM.search(read_sql("analytics", f"{_query_name(name)}.sql"))
     return match.group(1) if match else None
 
 

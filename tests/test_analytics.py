@@ -5,6 +5,7 @@ plots. The trend and robot helpers: test_analytics_trends_and_robots.py."""
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,8 @@ import pandas as pd
 import pytest
 from analytics_helpers import raw_tables
 from fixtures_db import END
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 from pandas.testing import assert_frame_equal
 
 import htm_analytics as ha
@@ -221,6 +224,41 @@ def test_snapshot_answers_like_the_live_store(store: LongTermMemory, snapshot: S
     assert_frame_equal(offline, live, check_exact=False, rtol=1e-12)
     assert offline.attrs == live.attrs
 
+
+
+SQL_FOLDER = Path(ha.__file__).parent / "sql" / "analytics"
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.one_of(st.text(max_size=12), st.none(), st.integers(), st.lists(st.text()),
+                      st.sampled_from(["node_id_range", "_scoped_nodes", "tag_names.sql",
+                                       "../analytics/tag_names", "../hygiene/sample_ids"])))
+@example(name="a\x00")
+@example(name="x" * 100_000)
+def test_only_the_shipped_analytics_queries_run(store: LongTermMemory, snapshot: Snapshot,
+                                                name: object) -> None:
+    """``analytics_frame`` runs a query of sql/analytics by its name, nothing else: another
+    name, a path or a shared fragment is a ValidationError naming it."""
+    shipped = {path.stem for path in SQL_FOLDER.glob("*.sql") if not path.stem.startswith("_")}
+    for source in (store, snapshot):
+        if isinstance(name, str) and name in shipped:
+            assert name != "node_id_range" or len(source.analytics_frame(name, {}, {})) == 1
+            continue
+        with pytest.raises(ValidationError) as raised:
+            source.analytics_frame(name, {}, {})  # type: ignore[arg-type]
+        assert raised.value.field == "name"
+
+
+def test_a_query_out_of_the_folder_is_not_run(store: LongTermMemory, snapshot: Snapshot,
+                                              tmp_path: Path) -> None:
+    (tmp_path / "evil.sql").write_text("SELECT current_user AS who")
+    name = os.path.relpath(tmp_path / "evil", SQL_FOLDER)
+    for source in (store, snapshot):
+        with pytest.raises(ValidationError, match="is no analytics query"):
+            source.analytics_frame(name, {}, {})
+        with pytest.raises(ValidationError, match="is no analytics query"):
+            next(source.analytics_pages(name, {}, ["who"]))
 
 
 def test_tables_are_exported_from_one_snapshot(database_url: str) -> None:

@@ -368,7 +368,8 @@ class StoreBase:
     def analytics_frame(self, name: str, params: Mapping[str, Any],
                         dtypes: Mapping[str, Any]) -> pd.DataFrame:
         """Run the analytics query ``sql/analytics/<name>.sql`` (with the ``work_mem`` its file
-        asks for); see :mod:`htm_analytics.frames`."""
+        asks for); see :mod:`htm_analytics.frames`. Raises ``ValidationError`` (``name``)
+        unless ``name`` is one of :func:`~htm_analytics.frames.analytics_query_names`."""
         return self.fetch_frame(load_analytics_query(name), params, dtypes=dtypes,
                                 work_mem=analytics_work_mem(name))
 

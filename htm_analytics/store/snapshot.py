@@ -291,7 +291,9 @@ class Snapshot:
 
     def analytics_frame(self, name: str, params: Mapping[str, Any],
                         dtypes: Mapping[str, Any]) -> pd.DataFrame:
-        """Run the analytics query ``name`` on the snapshot; see :mod:`htm_analytics.frames`."""
+        """Run the analytics query ``name`` on the snapshot; see :mod:`htm_analytics.frames`.
+        Raises ``ValidationError`` (``name``) unless ``name`` is one of
+        :func:`~htm_analytics.frames.analytics_query_names`."""
         query, bound = to_duckdb_query(load_analytics_query(name), params)
         return self._frame(query, bound, dtypes)
 
