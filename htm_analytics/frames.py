@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import importlib.resources
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -19,12 +19,18 @@ import pandas as pd
 
 from ._sql import read_sql
 from .errors import ValidationError
-from .validation import validate_names, validate_positive_int, validate_tag, validate_timeframe
+from .validation import (
+    validate_moment,
+    validate_names,
+    validate_positive_int,
+    validate_tag,
+    validate_timeframe,
+)
 
 __all__ = ["MemorySource", "memory_source", "NODE_PAGE", "load_analytics_query",
            "analytics_query_names", "analytics_work_mem", "coerce_frame", "node_id_pages",
-           "to_duckdb_query", "period_unit", "scope_params", "split_at_infinity",
-           "TIME_INFINITY", "TIME_MINUS_INFINITY"]
+           "to_duckdb_query", "period_unit", "PERIOD_UNITS", "scope_params", "SCOPE_KEYS",
+           "validate_scope", "split_at_infinity", "TIME_INFINITY", "TIME_MINUS_INFINITY"]
 
 _MARKER = re.compile(r"\{(scoped|remember_events)\}")
 # `{in_scope:rn.node_id}`: the column's node is in scope. Without a scope the test folds away
@@ -175,6 +181,10 @@ _PERIODS = {
 }
 
 
+PERIOD_UNITS = tuple(unit for unit, _ in _PERIODS.values())
+"""The ``date_trunc`` units of the periods the ``freq`` options name."""
+
+
 def period_unit(freq: Any, *, hourly: bool = True) -> tuple[str, str]:
     """``(date_trunc unit, pandas frequency)`` for ``freq`` ('h', 'D', 'W', 'M', 'Q', 'Y';
     not 'h' unless ``hourly``).
@@ -214,3 +224,35 @@ def scope_params(*, timeframe: Any = None, robots: Any = None, prefix: Any = Non
         level = validate_positive_int(level, field="level", maximum=100)
     start, end = bounds if bounds else (None, None)
     return {"start": start, "end": end, "robots": robots, "prefix": prefix, "level": level}
+
+
+SCOPE_KEYS = ("start", "end", "robots", "prefix", "level")
+"""The keys of a scope, as :func:`scope_params` makes it."""
+
+
+def validate_scope(scope: Any, *, field: str = "scope") -> dict[str, Any]:
+    """A scope (None, or a mapping of some of :data:`SCOPE_KEYS`, as :func:`scope_params`
+    makes it) checked again, every key present: ``start``/``end`` datetimes or dates,
+    ``robots`` a name or names, ``prefix`` a tag, ``level`` 1-100; each may be None. An
+    unknown key is refused (a misspelt one would widen the scope to everything)."""
+    if scope is None:
+        return dict.fromkeys(SCOPE_KEYS)
+    if not isinstance(scope, Mapping):
+        raise ValidationError(f"must be None or a mapping with the keys {', '.join(SCOPE_KEYS)}"
+                              f", got {type(scope).__name__}", field=field)
+    unknown = [key for key in scope if key not in SCOPE_KEYS]
+    if unknown:
+        raise ValidationError(f"has unknown keys {', '.join(f'{key!r:.40}' for key in unknown)}"
+                              f"; use {', '.join(SCOPE_KEYS)}", field=field)
+    checks: dict[str, Callable[..., Any]] = {
+        "start": validate_moment, "end": validate_moment, "robots": validate_names,
+        "prefix": validate_tag,
+        "level": lambda value, field: validate_positive_int(value, field=field, maximum=100)}
+    checked = dict.fromkeys(SCOPE_KEYS)
+    for key, value in scope.items():
+        if value is not None:
+            try:
+                checked[key] = checks[key](value, field=key)
+            except ValidationError as exc:
+                raise ValidationError(str(exc), field=field) from None
+    return checked

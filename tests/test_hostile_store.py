@@ -329,6 +329,102 @@ def test_every_store_argument_is_validated(store, hostile_url, name):
     check()
 
 
+# The store's reads behind the analysis helpers are public too: a bad argument is a
+# ValidationError naming it, before any query; not a builtin or driver error, nor the server's
+# refusal reported as a SchemaError or DatabaseError (so no other HTMError is taken here).
+hostile_scope = st.one_of(st.none(), anything, st.dictionaries(
+    st.sampled_from(["start", "end", "robots", "prefix", "level", "bogus"]),
+    st.one_of(st.none(), hostile_time, hostile_names, hostile_limit), max_size=3))
+hostile_dimension = st.one_of(st.integers(-2, 2**40), anything)
+hostile_similarity = st.one_of(st.floats(), big_ints, anything)
+PLUMBING_CALLS: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
+    "count_in_scope": (lambda s, a: s.count_in_scope(**a), {"scope": hostile_scope}),
+    "vector_groups": (lambda s, a: s.vector_groups(**a), {"scope": hostile_scope}),
+    "growth_counts": (lambda s, a: s.growth_counts(**a), {
+        "unit": st.one_of(st.sampled_from(["day", "microseconds"]), hostile_text, anything),
+        "scope": hostile_scope}),
+    "stale_rows": (lambda s, a: s.stale_rows(**a), {"cutoff": hostile_time,
+                                                     "scope": hostile_scope}),
+    "retention_facts": (lambda s, a: s.retention_facts(**a), {"until": hostile_time,
+                                                               "scope": hostile_scope}),
+    "describe_nodes": (lambda s, a: s.describe_nodes(**a), {
+        "node_ids": hostile_ids, "width": st.one_of(st.none(), hostile_limit)}),
+    "self_search": (lambda s, a: s.self_search(**a, k=3, ef_search=40), {
+        "ids": hostile_ids, "dimension": hostile_dimension, "padded": anything}),
+    "iter_contents": (lambda s, a: list(s.iter_contents(**a)), {
+        "ids": st.one_of(st.none(), hostile_ids), "scope": hostile_scope}),
+    "iter_vectors": (lambda s, a: list(s.iter_vectors(**a)), {
+        "dimension": hostile_dimension, "provider": st.one_of(st.none(), hostile_text),
+        "model": st.one_of(st.none(), hostile_text), "unnamed": anything,
+        "scope": hostile_scope}),
+    "iter_table_chunks": (lambda s, a: list(s.iter_table_chunks(**a)), {
+        "table": st.one_of(st.sampled_from(["robots", "pg_authid"]), hostile_text, anything)}),
+    "iter_tables_chunks": (lambda s, a: list(s.iter_tables_chunks(**a)),
+                           {"tables": hostile_names}),
+    "trigram_pairs": (lambda s, a: s.trigram_pairs(**a), {
+        "min_similarity": hostile_similarity, "scope": hostile_scope}),
+    "shared_tag_pairs": (lambda s, a: s.shared_tag_pairs(**a, max_tag_memories=5), {
+        "min_similarity": hostile_similarity, "scope": hostile_scope}),
+    "sample_ids": (lambda s, a: s.sample_ids(5, **a), {
+        "dimension": st.one_of(st.none(), hostile_dimension), "scope": hostile_scope}),
+    "vector_ids": (lambda s, a: s.vector_ids(**a), {"dimension": hostile_dimension,
+                                                     "scope": hostile_scope}),
+    "sampled_trigram_pairs": (lambda s, a: s.sampled_trigram_pairs(**a), {
+        "ids": hostile_ids, "min_similarity": hostile_similarity, "scope": hostile_scope}),
+    "sampled_tag_pairs": (lambda s, a: s.sampled_tag_pairs(**a, max_tag_memories=5), {
+        "ids": hostile_ids, "min_similarity": hostile_similarity, "scope": hostile_scope}),
+    "sampled_neighbours": (lambda s, a: s.sampled_neighbours(**a, k=5, ef_search=40), {
+        "ids": hostile_ids, "dimension": hostile_dimension,
+        "provider": st.one_of(st.none(), hostile_text), "model": st.one_of(st.none(),
+                                                                             hostile_text),
+        "unnamed": anything, "min_similarity": hostile_similarity, "scope": hostile_scope}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLUMBING_CALLS))
+def test_the_reads_behind_the_analyses_refuse_bad_arguments_by_name(store, name):
+    call, arguments = PLUMBING_CALLS[name]
+
+    @FAST
+    @given(st.fixed_dictionaries(arguments))
+    def check(drawn: dict[str, Any]) -> None:
+        outcome(lambda: call(store, drawn), set(arguments))
+
+    check()
+
+
+BAD_PLUMBING = [  # found by an adversarial test: each was accepted or raised a builtin
+    ("scope", lambda s: s.count_in_scope({"bogus": 1})),  # an unknown key widened the scope
+    ("scope", lambda s: s.count_in_scope({"robots": "\ud800"})),
+    ("scope", lambda s: s.count_in_scope({"robots": ["coder"], "start": "2026-01-01"})),
+    ("scope", lambda s: s.vector_groups("x")),
+    ("unit", lambda s: s.growth_counts("microseconds")),
+    ("unit", lambda s: s.growth_counts(5)),
+    ("cutoff", lambda s: s.stale_rows("a'b")),
+    ("until", lambda s: s.retention_facts("allballs")),
+    ("node_ids", lambda s: s.describe_nodes(b"ab")),
+    ("dimension", lambda s: s.self_search([1], dimension=-1, k=3, ef_search=40)),
+    ("dimension", lambda s: s.self_search([1], dimension=float("nan"), k=3, ef_search=40)),
+    ("ids", lambda s: list(s.iter_contents(ids=b"ab"))),
+    ("model", lambda s: s.sampled_neighbours([1], dimension=3, provider=None, model="m\x00",
+                                              unnamed=True, min_similarity=0.9, k=5,
+                                              ef_search=40)),
+    ("unnamed", lambda s: s.sampled_neighbours([1], dimension=3, provider=None, model=None,
+                                                unnamed="x", min_similarity=0.9, k=5,
+                                                ef_search=40)),
+    ("min_similarity", lambda s: s.sampled_tag_pairs([1], min_similarity=float("nan"),
+                                                     max_tag_memories=5)),
+    ("min_similarity", lambda s: s.sampled_trigram_pairs([1], min_similarity=-1)),
+]
+
+
+@pytest.mark.parametrize("field, call", BAD_PLUMBING)
+def test_arguments_the_reads_once_took_are_refused(store, field, call):
+    with pytest.raises(ValidationError) as raised:
+        call(store)
+    assert raised.value.field == field, raised.value
+
+
 @FAST
 @given(queries=st.one_of(st.lists(hostile_text, min_size=1, max_size=2), anything),
        query_vectors=st.one_of(hostile_vector, st.lists(not_real_vector, min_size=1,

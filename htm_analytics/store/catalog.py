@@ -12,7 +12,7 @@ from psycopg import sql
 
 from ..errors import ValidationError
 from ..frames import load_analytics_query, node_id_pages
-from ..validation import validate_positive_int
+from ..validation import validate_list, validate_positive_int
 from ._base import StoreBase
 from .display import MemoryStats
 from .packed_rows import packed_pages
@@ -234,8 +234,9 @@ class CatalogMixin(StoreBase):
         no such column); soft-deleted rows left out. All chunks are read in one transaction, so
         together they are one consistent picture of the table.
         """
-        if table not in _EXPORT_COLUMNS:
-            raise ValidationError(f"must be one of {', '.join(MEMORY_TABLES)}", field="table")
+        if not isinstance(table, str) or table not in _EXPORT_COLUMNS:
+            raise ValidationError(f"must be one of {', '.join(MEMORY_TABLES)}, got "
+                                  f"{table!r:.40}", field="table")
         for _, frame in self.iter_tables_chunks([table], chunk_rows=chunk_rows):
             yield frame
 
@@ -245,7 +246,9 @@ class CatalogMixin(StoreBase):
         :meth:`iter_table_chunks` does for one, all read from one snapshot of the database
         (REPEATABLE READ): a memory remembered meanwhile is in none of them, so no link
         points to a memory the copy lacks."""
-        unknown = [table for table in tables if table not in _EXPORT_COLUMNS]
+        tables = validate_list(tables, field="tables")
+        unknown = [table for table in tables
+                   if not isinstance(table, str) or table not in _EXPORT_COLUMNS]
         if unknown or not tables:
             raise ValidationError(f"must be among {', '.join(MEMORY_TABLES)}", field="tables")
         chunk_rows = validate_positive_int(chunk_rows, field="chunk_rows")

@@ -17,7 +17,17 @@ import pandas as pd
 from psycopg import sql
 
 from .._sql import read_sql
-from ..validation import MAX_EMBEDDING_DIMENSION, validate_ids, validate_positive_int
+from ..errors import ValidationError
+from ..frames import PERIOD_UNITS, validate_scope
+from ..validation import (
+    validate_dimension,
+    validate_flag,
+    validate_ids,
+    validate_key,
+    validate_moment,
+    validate_number,
+    validate_positive_int,
+)
 from ._base import StoreBase
 from ._vectors import native_distance
 from .display import model_label, model_label_sql
@@ -26,9 +36,9 @@ from .search_pool import DEFAULT_EF_SEARCH
 from .text_previews import SPARE, shown_texts
 from .vector_stream import copy_vector_batches, one_snapshot
 
-__all__ = ["SEARCHES_PER_STATEMENT", "HygieneMixin", "compared_tag_pairs", "read_self_search",
-           "scope_condition", "scope_parameters", "searches_per_statement",
-           "self_search_statement"]
+__all__ = ["SEARCHES_PER_STATEMENT", "HygieneMixin", "compared_tag_pairs", "model_choice",
+           "read_self_search", "scope_condition", "scope_parameters", "searches_per_statement",
+           "self_search_statement", "validate_similarity"]
 
 # HNSW searches of stored vectors per statement (the reachability and sampled near-duplicate
 # checks) at the default ef_search (pgvector's, 40). A search of a cold padded (2000-d) index
@@ -215,10 +225,30 @@ _TIE_DISTANCE = 1e-6  # cosine distance below which two stored vectors count as 
 
 
 def scope_parameters(scope: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The bound parameters of :func:`scope_condition` (already validated by the caller)."""
-    scope = scope or {}
-    return {"start": scope.get("start"), "end": scope.get("end"),
-            "robots": scope.get("robots")}
+    """The bound parameters of :func:`scope_condition`, from ``scope`` as
+    :func:`~htm_analytics.frames.validate_scope` checks it (a ``ValidationError`` naming
+    ``scope`` before any query)."""
+    checked = validate_scope(scope)
+    return {"start": checked["start"], "end": checked["end"], "robots": checked["robots"]}
+
+
+def validate_similarity(value: Any, *, cosine: bool, field: str = "min_similarity") -> float:
+    """A similarity threshold: a real number up to 1, from -1 for a cosine (of vectors), from
+    0 for pg_trgm's similarity (of texts)."""
+    return float(validate_number(value, field=field, minimum=-1 if cosine else 0, maximum=1))
+
+
+def model_choice(provider: Any, model: Any, unnamed: Any) -> tuple[str | None, bool]:
+    """``(label, unnamed)`` of the vectors a read selects: those recorded as ``provider``/
+    ``model`` (both names; None for both: those recorded without one), plus those stored
+    with no record when ``unnamed`` (a bool)."""
+    unnamed = validate_flag(unnamed, field="unnamed")
+    if provider is None:
+        if model is not None:
+            raise ValidationError("must be None when provider is None", field="model")
+        return None, unnamed
+    return model_label(validate_key(provider, field="provider"),
+                       validate_key(model, field="model")), unnamed
 
 
 def self_search_statement(dimension: int, k: int, *, native: bool, live: bool,
@@ -260,7 +290,11 @@ def read_self_search(rows: Sequence[Mapping[str, Any]],
 
 
 class HygieneMixin(StoreBase):
-    """Reads for the memory-hygiene checks (see :class:`~htm_analytics.LongTermMemory`)."""
+    """Reads for the memory-hygiene checks (see :class:`~htm_analytics.LongTermMemory`).
+
+    Each checks its arguments before any query: a bad one raises
+    :class:`~htm_analytics.ValidationError` naming it (``scope``: see
+    :func:`~htm_analytics.frames.validate_scope`)."""
 
     def vector_groups(self, scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
         """Stored vectors in scope per model: ``provider``, ``model`` (string, NA when the
@@ -288,16 +322,15 @@ class HygieneMixin(StoreBase):
         (:func:`~htm_analytics.store.display.model_label`) is one model. All batches come from
         one repeatable-read transaction (pages of binary COPY): one consistent picture.
         """
-        dimension = validate_positive_int(dimension, field="dimension",
-                                          maximum=MAX_EMBEDDING_DIMENSION)
+        dimension = validate_dimension(dimension)
+        label, unnamed = model_choice(provider, model, unnamed)
         batch_rows = validate_positive_int(batch_rows, field="batch_rows")
         bounds = {name: None if value is None else validate_positive_int(value, field=name)
                   for name, value in (("first_id", first_id), ("last_id", last_id))}
         query = sql.SQL(_VECTORS).format(d=sql.Literal(dimension),
                                          scope=sql.SQL(scope_condition()),
                                          label=sql.SQL(model_label_sql("m")))
-        params = {**scope_parameters(scope), **bounds, "unnamed": unnamed,
-                  "label": None if provider is None else model_label(provider, model)}
+        params = {**scope_parameters(scope), **bounds, "unnamed": unnamed, "label": label}
         with self._transaction() as cur:
             one_snapshot(cur)
             statement = self._read(query)
@@ -312,10 +345,11 @@ class HygieneMixin(StoreBase):
         (only those of ``ids`` when given), by id, in DataFrames of at most ``batch_rows``
         rows (one transaction)."""
         batch_rows = validate_positive_int(batch_rows, field="batch_rows")
-        chosen = None if ids is None else validate_ids(list(ids), field="ids")
+        chosen = None if ids is None else validate_ids(ids, field="ids")
+        params = {**scope_parameters(scope), "ids": chosen}
         with self._transaction() as cur, \
                 cur.connection.cursor(name="hygiene_contents") as stream:
-            stream.execute(self._read(_CONTENTS), {**scope_parameters(scope), "ids": chosen})
+            stream.execute(self._read(_CONTENTS), params)
             while rows := stream.fetchmany(batch_rows):
                 yield pd.DataFrame(rows, columns=["id", "content", "has_vector"]).astype(
                     {"id": "int64", "content": "object", "has_vector": "bool"})
@@ -324,7 +358,7 @@ class HygieneMixin(StoreBase):
                       scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
         """Pairs in scope, one side without a vector, whose pg_trgm similarity reaches
         ``min_similarity``: ``node_a < node_b`` (int64) and ``similarity`` (float64)."""
-        threshold = float(min_similarity)
+        threshold = validate_similarity(min_similarity, cosine=False)
         # pg_trgm computes similarity in float4: a prefix a little longer than exact
         # arithmetic needs keeps pairs at the threshold itself.
         params = {**scope_parameters(scope), "min_similarity": threshold,
@@ -344,9 +378,12 @@ class HygieneMixin(StoreBase):
 
     def growth_counts(self, unit: str, *,
                       scope: Mapping[str, Any] | None = None) -> pd.DataFrame:
-        """New memories per ``unit`` (a ``date_trunc`` unit the caller validated): ``period``,
-        ``robot`` (NA for the total), ``new`` (int64) and ``new_bytes`` (the total's text
-        bytes, NA per robot)."""
+        """New memories per ``unit`` (a ``date_trunc`` unit of
+        :data:`~htm_analytics.frames.PERIOD_UNITS`): ``period``, ``robot`` (NA for the total),
+        ``new`` (int64) and ``new_bytes`` (the total's text bytes, NA per robot)."""
+        if not isinstance(unit, str) or unit not in PERIOD_UNITS:
+            raise ValidationError(f"must be one of {', '.join(PERIOD_UNITS)}, got {unit!r:.40}",
+                                  field="unit")
         return self.fetch_frame(_GROWTH, {**scope_parameters(scope), "unit": unit},
                                 dtypes={"robot": "string", "new": "int64",
                                         "new_bytes": "Int64"})
@@ -358,7 +395,8 @@ class HygieneMixin(StoreBase):
         dimension and model) reach cosine ``min_similarity``: ``node_a < node_b`` (int64),
         ``shared_tags`` (list of str) and ``similarity`` (float64)."""
         max_tag_memories = validate_positive_int(max_tag_memories, field="max_tag_memories")
-        params = {**scope_parameters(scope), "min_similarity": float(min_similarity),
+        params = {**scope_parameters(scope), "min_similarity": validate_similarity(min_similarity,
+                                                                           cosine=True),
                   "max_tag_memories": max_tag_memories}
         return self.fetch_frame(_SHARED_TAG_PAIRS, params, dtypes={
             "node_a": "int64", "node_b": "int64", "similarity": "float64"})
@@ -369,7 +407,7 @@ class HygieneMixin(StoreBase):
         ``last_accessed``: NaT unless accessed) and the event log's ``recall`` events of them
         up to ``until`` (``node_id`` int64, ``occurred_at``; empty without the log), one
         transaction."""
-        params = {**scope_parameters(scope), "until": until}
+        params = {**scope_parameters(scope), "until": validate_moment(until, field="until")}
         with self._transaction() as cur:
             cur.execute(self._read(_RETENTION_NODES), params)
             nodes = pd.DataFrame(cur.fetchall(), columns=["node_id", "created_at",
@@ -396,7 +434,7 @@ class HygieneMixin(StoreBase):
         :func:`~htm_analytics.store.display.shorten_text` shows it at that width, read from
         its first characters only (a cluster of alike memories may hold most of the memory).
         """
-        ids = validate_ids(list(node_ids), field="node_ids") if len(node_ids) else []
+        ids = validate_ids(node_ids, field="node_ids")
         dtypes = {"id": "int64", "content": "string", "access_count": "int64",
                   "embedding_dimension": "Int64", "robots": "string"}
         if width is None:
@@ -424,10 +462,12 @@ class HygieneMixin(StoreBase):
         when the index did not return it in the top ``k``), and whether all ``k`` results are
         at distance 0 from it (as many identical vectors as results: a tie, not a fault).
         """
-        ids = validate_ids(list(ids), field="ids")
+        ids = validate_ids(ids, field="ids")
+        dimension = validate_dimension(dimension)
         k = validate_positive_int(k, field="k", maximum=1000)
         ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
-        native = dimension in self.native_dimensions and not padded
+        native = dimension in self.native_dimensions and not validate_flag(padded,
+                                                                           field="padded")
         statement = self_search_statement(dimension, k, native=native,
                                           live=self.schema_info.soft_deletes,
                                           schema=self.schema_info)

@@ -19,14 +19,16 @@ import pandas as pd
 from psycopg import sql
 
 from .._sql import read_sql
-from ..validation import validate_ids, validate_number, validate_positive_int
+from ..validation import validate_dimension, validate_ids, validate_number, validate_positive_int
 from ._base import StoreBase
-from .display import model_label, model_label_sql
+from .display import model_label_sql
 from .hygiene import (
     compared_tag_pairs,
+    model_choice,
     scope_condition,
     scope_parameters,
     searches_per_statement,
+    validate_similarity,
 )
 from .vector_stream import copy_ids, one_snapshot
 
@@ -51,7 +53,10 @@ def _ordered_pairs(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 class SampledHygieneMixin(StoreBase):
-    """Reads for hygiene checks on a sample (see :class:`~htm_analytics.LongTermMemory`)."""
+    """Reads for hygiene checks on a sample (see :class:`~htm_analytics.LongTermMemory`).
+
+    Like :class:`~htm_analytics.store.hygiene.HygieneMixin`'s, each checks its arguments
+    before any query (a :class:`~htm_analytics.ValidationError` naming the bad one)."""
 
     def sample_ids(self, size: int, *, seed: int = 0,
                    scope: Mapping[str, Any] | None = None,
@@ -63,7 +68,7 @@ class SampledHygieneMixin(StoreBase):
         size = validate_positive_int(size, field="sample")
         seed = validate_number(seed, field="seed", minimum=0, maximum=2**63 - 1, integer=True)
         if dimension is not None:
-            dimension = validate_positive_int(dimension, field="dimension")
+            dimension = validate_dimension(dimension)
         rows = self._fetch(_statement("sample_ids"),
                            {**scope_parameters(scope), "size": size, "seed": seed,
                             "dimension": dimension})
@@ -73,7 +78,8 @@ class SampledHygieneMixin(StoreBase):
                    scope: Mapping[str, Any] | None = None) -> np.ndarray:
         """The ids (int64, ascending) of the memories in scope holding a ``dimension``-d
         vector, whatever model made it (read through one binary COPY: ids only)."""
-        dimension = validate_positive_int(dimension, field="dimension")
+        dimension = validate_dimension(dimension)
+        params = scope_parameters(scope)
         query = sql.SQL("SELECT n.id::bigint AS id FROM nodes n WHERE n.embedding_dimension = {d} "
                         "AND {scope} ORDER BY n.id").format(
             d=sql.Literal(dimension), scope=sql.SQL(scope_condition()))
@@ -81,7 +87,7 @@ class SampledHygieneMixin(StoreBase):
         with self._transaction() as cur:
             one_snapshot(cur)
             return copy_ids(cur, statement if isinstance(statement, sql.Composable)
-                            else sql.SQL(statement), scope_parameters(scope))
+                            else sql.SQL(statement), params)
 
     def sampled_neighbours(self, ids: Sequence[int] | np.ndarray, *, dimension: int,
                            provider: str | None, model: str | None, unnamed: bool,
@@ -98,25 +104,26 @@ class SampledHygieneMixin(StoreBase):
         gets its ``k - 1`` nearest. Returns ``node_a < node_b`` (int64) and ``similarity``
         (float64), each pair once.
         """
+        chosen = validate_ids(ids, field="ids")
+        dimension = validate_dimension(dimension)
+        label, unnamed = model_choice(provider, model, unnamed)
+        params = {**scope_parameters(scope), "label": label, "unnamed": unnamed,
+                  "min_similarity": validate_similarity(min_similarity, cosine=True)}
         k = validate_positive_int(k, field="k", maximum=1000)
         ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
         native = dimension in self.native_dimensions
         vector = "(subvector({side}.embedding, 1, {d})::vector({d}))" if native \
             else "{side}.embedding"
         distance = sql.SQL("{} <=> {}").format(
-            *(sql.SQL(vector.format(side=side, d=int(dimension))) for side in ("n", "q")))
+            *(sql.SQL(vector.format(side=side, d=dimension)) for side in ("n", "q")))
         statement = _statement(
-            "sampled_neighbours", distance=distance, d=sql.Literal(int(dimension)),
+            "sampled_neighbours", distance=distance, d=sql.Literal(dimension),
             k=sql.Literal(k), qm_label=sql.SQL(model_label_sql("qm")),
             fm_label=sql.SQL(model_label_sql("fm")),
             n_dimension=sql.SQL(self.schema_info.dimension_sql("n")),
             q_dimension=sql.SQL(self.schema_info.dimension_sql("q")),
             live=sql.SQL(" AND n.deleted_at IS NULL" if self.schema_info.soft_deletes else ""))
-        params = {**scope_parameters(scope), "min_similarity": float(min_similarity),
-                  "label": None if provider is None else model_label(provider, model),
-                  "unnamed": bool(unnamed)}
         rows: list[dict[str, Any]] = []
-        chosen = validate_ids(list(ids), field="ids") if len(ids) else []
         with self._transaction() as cur:
             cur.execute("SELECT set_config('hnsw.ef_search', %s, true),"
                         "       set_config('enable_seqscan', 'off', true)", (str(ef_search),))
@@ -133,18 +140,17 @@ class SampledHygieneMixin(StoreBase):
         of ``ids`` without a vector against every memory in scope, those with one against
         the memories without), by pg_trgm similarity at least ``min_similarity``, through
         the trigram index: ``node_a < node_b`` (int64) and ``similarity`` (float64)."""
-        chosen = validate_ids(list(ids), field="ids") if len(ids) else []
+        chosen = validate_ids(ids, field="ids")
+        threshold = validate_similarity(min_similarity, cosine=False)
+        params = {**scope_parameters(scope), "ids": chosen, "min_similarity": threshold}
         if not chosen:
             return _ordered_pairs([])
-        threshold = float(min_similarity)
         with self._transaction() as cur:
             # `%` keeps pairs above the threshold (pg_trgm's float4): a hair below it keeps
             # the pairs at the threshold itself, which the statement then checks exactly.
             cur.execute("SELECT set_config('pg_trgm.similarity_threshold', %s, true)",
                         (str(max(threshold - 1e-6, 0.0)),))
-            cur.execute(self._read(_statement("sampled_trigram_pairs")),
-                        {**scope_parameters(scope), "ids": chosen,
-                         "min_similarity": threshold})
+            cur.execute(self._read(_statement("sampled_trigram_pairs")), params)
             return _ordered_pairs(cur.fetchall())
 
     def sampled_tag_pairs(self, ids: Sequence[int] | np.ndarray, *, min_similarity: float,
@@ -155,9 +161,8 @@ class SampledHygieneMixin(StoreBase):
         ``node_a < node_b`` (int64), ``shared_tags`` (list of str) and ``similarity``
         (float64)."""
         max_tag_memories = validate_positive_int(max_tag_memories, field="max_tag_memories")
-        chosen = validate_ids(list(ids), field="ids") if len(ids) else []
-        params = {**scope_parameters(scope), "ids": chosen,
-                  "min_similarity": float(min_similarity),
+        params = {**scope_parameters(scope), "ids": validate_ids(ids, field="ids"),
+                  "min_similarity": validate_similarity(min_similarity, cosine=True),
                   "max_tag_memories": max_tag_memories}
         return self.fetch_frame(_statement("sampled_tag_pairs", compared=compared_tag_pairs()),
                                 params,

@@ -19,7 +19,13 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from ..errors import NotFoundError, SchemaError
-from ..validation import validate_ids, validate_positive_int
+from ..validation import (
+    validate_dimension,
+    validate_flag,
+    validate_ids,
+    validate_key,
+    validate_positive_int,
+)
 from ._base import StoreBase
 from ._errors import translate_database_error
 from .databases import scratch_database
@@ -50,9 +56,12 @@ class ReindexCheckMixin(StoreBase):
         index does not exist, and the mapped :class:`~htm_analytics.DatabaseError` when the
         role may not create a database or the extension.
         """
-        ids = validate_ids(list(ids), field="ids")
+        index = validate_key(index, field="index")
+        ids = validate_ids(ids, field="ids")
+        dimension = validate_dimension(dimension)
         k = validate_positive_int(k, field="k", maximum=1000)
         ef_search = validate_positive_int(ef_search, field="ef_search", maximum=1000)
+        padded = validate_flag(padded, field="padded")
         found = self._fetch(_INDEX, (index,))
         if not found:
             raise NotFoundError(f"no index {index!r} on this database")

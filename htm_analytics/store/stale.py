@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 import psycopg
 
-from ..validation import validate_positive_int
+from ..validation import validate_moment, validate_positive_int
 from ._base import StoreBase
 from .hygiene import scope_condition, scope_parameters
 from .text_previews import SPARE, shown_texts
@@ -108,7 +108,15 @@ class StaleMixin(StoreBase):
         :func:`~htm_analytics.store.display.shorten_text` shows it at ``width``, made of its
         first characters only) and ``robots`` (string: the names that remember it, sorted,
         comma-separated).
+
+        Raises
+        ------
+        ValidationError
+            Before any query: ``cutoff`` no datetime or date, a bad ``scope``
+            (:func:`~htm_analytics.frames.validate_scope`), ``limit`` or ``width``.
         """
+        cutoff = validate_moment(cutoff, field="cutoff")
+        bound = scope_parameters(scope)
         limit = None if limit is None else validate_positive_int(limit, field="limit")
         width = validate_positive_int(width, field="width", maximum=100_000)
         with self._transaction() as cur:
@@ -116,7 +124,7 @@ class StaleMixin(StoreBase):
             # Planned to fetch every row, as it will be (a cursor's plan by default favours
             # the first tenth).
             cur.execute("SELECT set_config('cursor_tuple_fraction', '1', true)")
-            return _read_rows(cur, self._read, scope_parameters(scope), cutoff, limit, width)
+            return _read_rows(cur, self._read, bound, cutoff, limit, width)
 
 
 def _read_rows(cur: psycopg.Cursor[Any], read: Callable[[str], Any],

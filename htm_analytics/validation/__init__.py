@@ -38,6 +38,8 @@ __all__ = [
     "validate_json",
     "validate_tag_list",
     "validate_datetime",
+    "validate_moment",
+    "validate_dimension",
     "validate_duration",
     "prepare_embedding",
     "checked_vector",
@@ -207,6 +209,12 @@ def validate_token_count(value: Any, *, field: str = "token_count") -> int:
     return int(validate_number(value, field=field, minimum=0, maximum=MAX_INT, integer=True))
 
 
+def validate_dimension(value: Any, *, field: str = "dimension") -> int:
+    """A vector's number of dimensions: an integer from 1 to :data:`MAX_EMBEDDING_DIMENSION`
+    (what the reference schema's padded column holds)."""
+    return validate_positive_int(value, field=field, maximum=MAX_EMBEDDING_DIMENSION)
+
+
 def validate_id(value: Any, *, field: str) -> int:
     """A database id: a positive integer that fits PostgreSQL ``bigint``."""
     return validate_positive_int(value, field=field, maximum=MAX_BIGINT)
@@ -241,13 +249,20 @@ def _as_utc(value: Any, field: str, *, end: bool = False) -> dt.datetime:
     )
 
 
+def validate_moment(value: Any, *, field: str) -> dt.datetime:
+    """A datetime, a date (its first moment) or a ``pandas.Timestamp`` as an aware UTC
+    datetime (naive ones are taken as UTC), in any year Python holds: a bound compared with
+    stored times, which :func:`validate_datetime` would keep within pandas' years."""
+    return _as_utc(value, field)
+
+
 def validate_datetime(value: Any, *, field: str) -> dt.datetime:
     """An aware UTC datetime (naive ones are taken as UTC) between the years 1678 and 2261.
 
     The range is what pandas' nanosecond timestamps can hold, so every stored time can be
     analysed; a datetime, a date or a ``pandas.Timestamp`` is accepted.
     """
-    when = _as_utc(value, field)
+    when = validate_moment(value, field=field)
     if not EARLIEST <= when <= LATEST:
         raise ValidationError(f"{when.isoformat()} is outside {EARLIEST.year} to "
                               f"{LATEST.year}", field=field)
