@@ -10,10 +10,37 @@ import numpy as np
 import psycopg
 import pytest
 from fixtures_db import temporary_database
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from psycopg import sql
 
 from htm_analytics import DatabaseError, LongTermMemory, ValidationError
 from htm_analytics.agent.datasets import normalize_tag, read_corpus, read_dev_queries
+from htm_analytics.store.imports import MAX_IMPORT_KEY_BYTES
+
+EVENT_KINDS = ["remember", "retrieve", "recall", "evict", "delete", "restore", "purge"]
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(names=st.tuples(*[st.text(st.sampled_from("a\u00e9\u4e2d\U0001f600"), min_size=1,
+                                 max_size=255)] * 2),
+       key=st.tuples(st.sampled_from("k\u00e9\u4e2d\U0001f600"), st.integers(1, 3000)),
+       kind=st.sampled_from([*EVENT_KINDS, "forget", "Remember", "recall "]))
+def test_record_imports_refuses_what_the_table_cannot_hold_before_writing(
+        ltm: LongTermMemory, names: tuple[str, str], key: tuple[str, int], kind: str) -> None:
+    """An event kind the log's check constraint refuses, or a key the primary key's index
+    cannot hold with the two names, is a ValidationError naming the record, not the
+    database's refusal; everything else is recorded."""
+    text = key[0] * key[1]
+    size = sum(len(part.encode("utf-8")) for part in (*names, text))
+    record = {"key": text, "record": {}, "event": (None, kind)}
+    if size <= MAX_IMPORT_KEY_BYTES and kind.strip() in EVENT_KINDS:
+        assert ltm.record_imports(*names, [record]) in (0, 1)  # 0: that key drawn before
+        return
+    with pytest.raises(ValidationError) as raised:
+        ltm.record_imports(*names, [record])
+    assert raised.value.field == "records[0]", raised.value
 
 
 def test_bulk_add_deduplicates_like_add(ltm: LongTermMemory, db: psycopg.Connection) -> None:

@@ -17,7 +17,7 @@ __all__ = [
     "Statement", "StoredModel", "MAX_LIMIT", "VECTOR_BM25_DEPTH", "TIMEFRAME", "Timeframe",
     "TextMatch",
     "NODE_COLUMN_NAMES", "NODE_COLUMNS",
-    "SEARCH_COLUMNS", "LOG_EVENTS",
+    "SEARCH_COLUMNS", "LOG_EVENTS", "EVENT_KINDS",
     "content_hash", "bind_timeframe", "to_numpy", "embedding_model_names",
     "lift_statement_timeout", "create_index", "content_too_large",
     "quote_identifier", "quote_literal",
@@ -46,6 +46,10 @@ SEARCH_COLUMNS = "n.id, n.content, n.access_count, n.created_at, n.token_count"
 
 TIMEFRAME = " AND n.created_at BETWEEN %(start)s AND %(end)s"
 """The condition a timeframe adds to a statement on ``nodes n`` (see :func:`bind_timeframe`)."""
+
+EVENT_KINDS = ("remember", "retrieve", "recall", "evict", "delete", "restore", "purge")
+"""The kinds of ``memory_events`` rows: its check constraint (sql/010_forget_restore_purge.sql;
+before migration 10, without ``restore`` and ``purge``)."""
 
 LOG_EVENTS = """
 INSERT INTO memory_events (kind, robot_id, node_id)

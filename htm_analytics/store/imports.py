@@ -19,13 +19,20 @@ from ..validation import (
     validate_name,
 )
 from ._base import StoreBase
-from ._common import lift_statement_timeout
+from ._common import EVENT_KINDS, lift_statement_timeout
 
-__all__ = ["ImportsMixin"]
+__all__ = ["ImportsMixin", "MAX_IMPORT_KEY_BYTES"]
+
+MAX_IMPORT_KEY_BYTES = 2600
+"""The UTF-8 bytes a record's key may take with its ``source_system`` and ``source_table``: the
+three make one entry of ``import_records``' primary key, and a B-tree entry holds about 2,700
+(PostgreSQL's limit, 2704 bytes, with the entry's own headers). Names take at most 255
+characters; a key takes what they leave."""
 
 
-def _import_row(item: Any, number: int) -> tuple[Any, ...]:
-    """One record of :meth:`ImportsMixin.record_imports`, validated, as a staging row."""
+def _import_row(item: Any, number: int, key_bytes: int) -> tuple[Any, ...]:
+    """One record of :meth:`ImportsMixin.record_imports`, validated, as a staging row; its key
+    may take ``key_bytes`` bytes of UTF-8."""
     field = f"records[{number}]"
     if not isinstance(item, Mapping) or "key" not in item or "record" not in item:
         raise ValidationError("must be a mapping with 'key' and 'record'", field=field)
@@ -38,10 +45,18 @@ def _import_row(item: Any, number: int) -> tuple[Any, ...]:
             raise ValidationError("event must be an (occurred_at, kind) pair", field=field)
         occurred_at = None if event[0] is None else validate_datetime(event[0], field=field)
         kind = validate_name(event[1], field=field)
+        if kind not in EVENT_KINDS:
+            raise ValidationError(f"event kind must be one of {', '.join(EVENT_KINDS)}, got "
+                                  f"{kind!r:.40}", field=field)
     record = item["record"]
     if not isinstance(record, Mapping):
         raise ValidationError("record must be a mapping", field=field)
-    return (validate_key(item["key"], field=field), robot_id, node_id, occurred_at, kind,
+    key = validate_key(item["key"], field=field)
+    if len(key.encode("utf-8")) > key_bytes:
+        raise ValidationError(f"key is {len(key.encode('utf-8'))} bytes of UTF-8; with "
+                              f"source_system and source_table it may take {key_bytes} "
+                              f"({MAX_IMPORT_KEY_BYTES} for the three)", field=field)
+    return (key, robot_id, node_id, occurred_at, kind,
             Jsonb(validate_json(dict(record), field=field)))
 
 
@@ -106,11 +121,22 @@ class ImportsMixin(StoreBase):
         ``memory_events`` for that robot and node, written in the same transaction). Keys
         already recorded are left alone, so recording twice changes nothing. Returns the
         number of new records.
+
+        Raises
+        ------
+        ValidationError
+            Before anything is written: a bad name (``source_system``, ``source_table``), or
+            a bad record (``records[i]``): not a mapping with ``key`` and ``record``, a bad
+            id, an event kind the event log does not take (``remember``, ``retrieve``,
+            ``recall``, ``evict``, ``delete``, ``restore``, ``purge``), or a key longer than
+            the index holds (:data:`MAX_IMPORT_KEY_BYTES` of UTF-8 with the two names).
         """
         source_system = validate_name(source_system, field="source_system")
         source_table = validate_name(source_table, field="source_table")
-        rows = [_import_row(item, i) for i, item in enumerate(validate_list(records,
-                                                                            field="records"))]
+        key_bytes = MAX_IMPORT_KEY_BYTES - len(source_system.encode("utf-8")) \
+            - len(source_table.encode("utf-8"))
+        rows = [_import_row(item, i, key_bytes)
+                for i, item in enumerate(validate_list(records, field="records"))]
         if not rows:
             return 0
         with self._transaction() as cur:
