@@ -268,6 +268,10 @@ def test_remember_many_validates_everything_first(ltm: LongTermMemory) -> None:
     with pytest.raises(ValidationError) as error:
         robot.remember_many(["a", "b"], token_counts=[1])
     assert error.value.field == "token_counts"
+    for counts in (b"x", bytearray(b"x")):  # bytes are a sequence of ints, not of counts
+        with pytest.raises(ValidationError) as error:
+            robot.remember_many(["a"], token_counts=counts)
+        assert error.value.field == "token_counts"
     assert robot.remember_many([]) == []
     assert ltm.fetch_frame("SELECT count(*) AS n FROM nodes")["n"].iloc[0] == 0
 

@@ -268,7 +268,8 @@ class HTM:
         Raises
         ------
         ValidationError
-            A bad item (its index in ``field``), or mismatched lengths.
+            A bad item (its index in ``field``), mismatched lengths, or ``tags`` or
+            ``token_counts`` that are no list (a string or bytes is none).
         EmbeddingError
             The provider failed (nothing is written).
         """
@@ -289,10 +290,10 @@ class HTM:
                                           field=f"tags[{i}]")
                 tag_lists[i] = [validate_tag(t, field=f"tags[{i}]")
                                 for t in validate_tag_list(row, field=f"tags[{i}]")]
-        if token_counts is not None and (isinstance(token_counts, str)
+        if token_counts is not None and (isinstance(token_counts, (str, bytes, bytearray))
                                          or not isinstance(token_counts, Sequence)
                                          or len(token_counts) != n):
-            raise ValidationError(f"must have one count per content ({n})",
+            raise ValidationError(f"must be a list of integers, one count per content ({n})",
                                   field="token_counts")
         tokens = [self._count(text, None if token_counts is None else token_counts[i])
                   for i, text in enumerate(texts)]
