@@ -203,7 +203,8 @@ def test_provoked_checks_are_found_and_their_sql_runs(database_url, server_url):
         robot = store.register_robot("advisor")
         ids = [store.add(content=f"memory {i}", robot_id=robot, token_count=2,
                          embedding=rng.normal(size=16))["node_id"] for i in range(150)]
-        store.add(content="three dimensions", robot_id=robot, embedding=[0.1, 0.2, 0.3])
+        store.add(content="three dimensions", robot_id=robot, embedding=[0.1, 0.2, 0.3],
+                  check_models=False)
         for _ in range(3):  # recalls: updates of the recall columns, none HOT
             store.track_access(ids[:50], robot_id=robot)
         with psycopg.connect(database_url, autocommit=True) as conn:

@@ -142,7 +142,8 @@ def test_bulk_add_runs_several_times_in_one_transaction(ltm: LongTermMemory,
         ltm.bulk_add(["x2"], robots="bb", tags=[["t:b"]], embeddings=np.ones((1, 3)))
         with pytest.raises(ValidationError):  # a bad load inside: its savepoint only
             ltm.bulk_add(["x3", " "], robots="bb")
-        ltm.bulk_add(["x4", "x1"], robots=["bb", "cc"], embeddings=np.eye(2, 4))
+        ltm.bulk_add(["x4", "x1"], robots=["bb", "cc"], embeddings=np.eye(2, 4),
+                     check_models=False)
         ltm.record_imports("test", "t", [{"key": "1", "record": {}}])
         ltm.record_imports("test", "t", [{"key": "2", "record": {}}])
     assert db.execute("SELECT array_agg(content ORDER BY content) FROM nodes"

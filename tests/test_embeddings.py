@@ -307,8 +307,12 @@ def test_one_model_named_two_ways_is_one_model(ltm: LongTermMemory) -> None:
     for found in (near_duplicates(ltm), near_duplicates(ltm, sample=2)):
         assert {(a, b) for a, b in zip(found["node_a"], found["node_b"])} == \
             {tuple(sorted((ids["one"], ids["one again"])))}
-    ltm.add(content="three", robot_id=robot, embedding=[0.0, 0.0, 1.0],
-            embedding_model=("openai", "text-embedding-3-small"))
+    other_model = {"content": "three", "robot_id": robot, "embedding": [0.0, 0.0, 1.0],
+                   "embedding_model": ("openai", "text-embedding-3-small")}
+    with pytest.raises(EmbeddingMismatchError, match="openai/text-embedding-3-small") as info:
+        ltm.add(**other_model)  # refused before the write, as a search of it would be
+    assert info.value.field == "embedding_model" and not ltm.node_ids_by_content(["three"])[0]
+    ltm.add(**other_model, check_models=False)  # as another writer may store it
     with pytest.raises(EmbeddingMismatchError, match="openai/text-embedding-3-small"):
         ltm.check_embedding_model(*hub, 3)
     mixed = advise(ltm)
@@ -317,3 +321,59 @@ def test_one_model_named_two_ways_is_one_model(ltm: LongTermMemory) -> None:
     # The statement clears the smaller group (openai) only, by its one name.
     assert "text-embedding-3-small" in mixed["sql"].iloc[0]
     assert "all-MiniLM" not in mixed["sql"].iloc[0].split("UPDATE", 1)[1]
+
+
+class _Embedder:
+    """An embedder whose ``embed`` does what the test says."""
+
+    name, dimensions = "test", 4
+
+    def __init__(self, embed: object, model: str = "m") -> None:
+        self.embed, self.model = embed, model
+
+
+def _counts(ltm: LongTermMemory) -> list[int]:
+    return [len(ltm.fetch_frame(f"SELECT 1 FROM {t}"))
+            for t in ("nodes", "robot_nodes", "node_embedding_models", "memory_events")]
+
+
+def test_a_robot_with_another_model_is_refused_before_it_writes(ltm: LongTermMemory) -> None:
+    """One vector of another model used to be stored, and then every vector search, of
+    either model, refused the memory."""
+    from htm_analytics import HTM, EmbeddingMismatchError
+
+    with HTM("first", store=ltm, embedder=get_embedder("hashing", dimensions=8)) as first:
+        first.remember("the first robot's memory")
+    before = _counts(ltm)
+    with HTM("second", store=ltm) as second:  # the default embedder: hashing at 384-d
+        for write in (lambda: second.remember("another memory"),
+                      lambda: second.remember_many(["one more", "and another"])):
+            with pytest.raises(EmbeddingMismatchError, match="hashing-8-2gram") as info:
+                write()
+            assert info.value.field == "embedding_model"
+    assert _counts(ltm) == before
+    with HTM("third", store=ltm, embedder=get_embedder("hashing", dimensions=8)) as third:
+        assert third.recall("the first robot", strategy="vector", raw=True)
+
+
+@pytest.mark.parametrize("embed, message", [
+    (lambda texts: (_ for _ in ()).throw(RuntimeError("provider down")), "provider down"),
+    (lambda texts: None, "shape ()"),
+    (lambda texts: np.ones((0, 4)), "shape (0, 4)"),
+    (lambda texts: np.ones((1, 1, 4)), "shape (1, 1, 4)"),
+    (lambda texts: [[1.0, 2.0], [1.0]], "no array of vectors"),
+    (lambda texts: np.ones((1 if isinstance(texts, str) else len(texts), 10)),
+     "declares 4 dimensions but returned 10"),
+], ids=["raises", "none", "no-rows", "3-d", "ragged", "not-its-dimension"])
+def test_an_embedder_failing_at_remember_is_an_embedding_error(
+        ltm: LongTermMemory, embed: object, message: str) -> None:
+    from htm_analytics import HTM
+
+    before = _counts(ltm)
+    with HTM("robot", store=ltm, embedder=_Embedder(embed)) as htm:
+        for write in (lambda: htm.remember("a memory"),
+                      lambda: htm.remember_many(["a memory", "another"])):
+            with pytest.raises(EmbeddingError) as info:
+                write()
+            assert "the embedder test/m" in str(info.value) and message in str(info.value)
+    assert _counts(ltm)[0] == before[0]  # no memory stored

@@ -297,7 +297,9 @@ def test_the_toolkit_writes_the_gem_schema_as_the_gem_does(
         assert restored["is_new"] is False and store.exists(restored["node_id"])
         assert store.mark_in_working_memory([again["node_id"]], robot_id=robot) == 1
         assert store.retrieve(again["node_id"])["in_working_memory"] is True
-        with ha.HTM("gem-a", store=store) as htm:  # a robot's step writes the gem's flags
+        # A robot's step writes the gem's flags; its vectors are of the gem's dimension.
+        with ha.HTM("gem-a", store=store,
+                    embedder=ha.get_embedder("hashing", dimensions=8)) as htm:
             noted = htm.remember("Nginx fronts the API")
             recalled = htm.recall("Kafka order events", strategy="fulltext", raw=True)
             assert [r["content"] for r in recalled] == [CONTENTS[2]]

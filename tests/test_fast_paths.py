@@ -378,7 +378,7 @@ def test_models_another_process_stores_are_seen_after_cache_ttl(database_url: st
                   embedding_model=("test", "model-a"))
         store.check_embedding_model("test", "model-a", 3)  # reads the models: model-a only
         other.add(content="theirs", robot_id=robot, embedding=[0.0, 1.0, 0.0],
-                  embedding_model=("test", "model-b"))
+                  embedding_model=("test", "model-b"), check_models=False)
         store.check_embedding_model("test", "model-a", 3)  # kept: not read again yet
         time.sleep(0.6)
         with pytest.raises(EmbeddingMismatchError, match="test/model-b"):
@@ -395,7 +395,7 @@ def test_models_stored_in_a_block_that_rolls_back_are_not_kept(database_url: str
         store.check_embedding_model("test", "model-a", 3)  # reads the models
         with pytest.raises(RuntimeError), store.atomic():
             store.add(content="rolled back", robot_id=robot, embedding=[0.0, 1.0, 0.0],
-                      embedding_model=("test", "model-b"))
+                      embedding_model=("test", "model-b"), check_models=False)
             raise RuntimeError("the block fails")
         store.check_embedding_model("test", "model-a", 3)  # model-b was never stored
         assert sorted(map(tuple, stored_embedding_models(store)), key=repr) == \

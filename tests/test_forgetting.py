@@ -121,7 +121,8 @@ def test_htm_forgets_as_its_era_does(server_url: str, roles: dict[str, str]) -> 
     with gem_written(server_url, roles) as url, \
             LongTermMemory(as_role(url, roles["writer"]), writer_timezone=WRITER_ZONE,
                            cache_size=0) as store, \
-            ha.HTM("gem-a", store=store, buffer_writes=False) as htm:
+            ha.HTM("gem-a", store=store, buffer_writes=False,  # the gem's vectors are 8-d
+                   embedder=ha.get_embedder("hashing", dimensions=8)) as htm:
         node = htm.remember("Nginx fronts the API")
         assert htm.forget(node) and node not in htm.working_memory
         assert not store.exists(node)

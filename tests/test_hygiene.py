@@ -414,7 +414,7 @@ def test_vectors_are_compared_within_their_model(ltm: LongTermMemory) -> None:
                        embeddings=np.vstack([base, near[0]]),
                        embedding_model=("p", "one"))["node_id"].tolist()
     ltm.bulk_add(["model two, alike"], robots="a", embeddings=near[1][None],
-                 embedding_model=("p", "two"))
+                 embedding_model=("p", "two"), check_models=False)
     unnamed = ltm.bulk_add(["no model named, alike", "no model named, alike too"],
                            robots="a", embeddings=np.vstack(near[2:]))["node_id"].tolist()
     found = near_duplicates(ltm)

@@ -180,6 +180,34 @@ def test_track_access_and_working_memory_flags(ltm: LongTermMemory,
         ltm.track_access(5)  # type: ignore[arg-type]
 
 
+def test_events_of_unknown_nodes_or_robots_are_not_logged(ltm: LongTermMemory,
+                                                          db: psycopg.Connection) -> None:
+    """The event log has no foreign keys: these calls used to log events pointing at no
+    node or no robot."""
+    robot = ltm.register_robot("r")
+    a = ltm.add(content="a", robot_id=robot)["node_id"]
+
+    def state() -> list[tuple]:
+        return db.execute("SELECT (SELECT count(*) FROM memory_events), "
+                          "(SELECT sum(access_count) FROM nodes), "
+                          "(SELECT bool_or(in_working_memory) FROM nodes)").fetchall()
+
+    assert ltm.track_access([a, 10**12], robot_id=robot) == 1
+    assert db.execute("SELECT node_id FROM memory_events WHERE kind = 'retrieve'"
+                      ).fetchall() == [(a,)]
+    assert ltm.mark_evicted([10**12], robot_id=robot) == 0
+    ltm.mark_in_working_memory([a])
+    before = state()
+    for call in (lambda: ltm.track_access([a], robot_id=10**12),
+                 lambda: ltm.mark_evicted([a], robot_id=10**12)):
+        with pytest.raises(NotFoundError, match="no robot with id"):
+            call()
+        assert state() == before
+    assert db.execute("SELECT count(*) FROM memory_events e WHERE NOT EXISTS (SELECT 1 FROM "
+                      "nodes n WHERE n.id = e.node_id) OR NOT EXISTS (SELECT 1 FROM robots r "
+                      "WHERE r.id = e.robot_id)").fetchone() == (0,)
+
+
 def test_update_working_memory_writes_one_step_once(ltm: LongTermMemory,
                                                     db: psycopg.Connection) -> None:
     robot = ltm.register_robot("r")

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from ..errors import ValidationError
+from ..errors import EmbeddingError, HTMError, ValidationError
 from ..store import LongTermMemory
 from ..validation import (
     validate_content,
@@ -46,6 +46,34 @@ def _embedder(embedder: Any) -> Embedder:
     validate_embedding_model((getattr(embedder, "name", None), getattr(embedder, "model", None)),
                              field="embedder")
     return cast(Embedder, embedder)
+
+
+def _embedded(embedder: Embedder, texts: str | list[str]) -> np.ndarray:
+    """``embedder``'s vectors of ``texts``, one row per text (a ``(d,)`` answer for one text
+    is one row): whatever it raises or returns amiss is an :class:`EmbeddingError`, before
+    anything is written."""
+    where = f"the embedder {embedder.name}/{embedder.model}"
+    count = 1 if isinstance(texts, str) else len(texts)
+    try:
+        vectors = embedder.embed(texts)
+    except HTMError:
+        raise
+    except Exception as exc:
+        raise EmbeddingError(f"{where} failed: {type(exc).__name__}: {exc}") from exc
+    try:
+        matrix = np.asarray(vectors)
+    except (TypeError, ValueError) as exc:  # ragged rows
+        raise EmbeddingError(f"{where} returned no array of vectors: {exc}") from None
+    if matrix.ndim == 1 and count == 1:
+        matrix = matrix[None, :]
+    if matrix.ndim != 2 or matrix.shape[0] != count:
+        raise EmbeddingError(f"{where} returned an array of shape {matrix.shape} for {count} "
+                             f"text(s), not one vector per text")
+    declared = getattr(embedder, "dimensions", None)
+    if isinstance(declared, int) and declared != matrix.shape[1]:
+        raise EmbeddingError(f"{where} declares {declared} dimensions but returned "
+                             f"{matrix.shape[1]}")
+    return matrix
 
 
 def _token_counter(counter: Any) -> Callable[[str], int]:
@@ -234,7 +262,7 @@ class HTM:
         # The one reading of the clock, before anything is written; reused below.
         now = self._clock()
         known = self.store.node_ids_by_content([content])[0]
-        embedding = None if known is not None else self.embedder.embed(content)
+        embedding = None if known is not None else _embedded(self.embedder, content)[0]
         result = self.store.add(content=content, robot_id=self.robot_id, token_count=tokens,
                                 embedding=embedding,
                                 embedding_model=self._model if embedding is not None else None,
@@ -310,7 +338,7 @@ class HTM:
         node_ids: list[int] = [0] * n
         if new:
             distinct = list(dict.fromkeys(texts[i] for i in new))
-            vectors = dict(zip(distinct, self.embedder.embed(distinct)))
+            vectors = dict(zip(distinct, _embedded(self.embedder, distinct)))
             stored = self.store.bulk_add(
                 [texts[i] for i in new], robots=self.robot_name,
                 embeddings=np.stack([vectors[texts[i]] for i in new]),

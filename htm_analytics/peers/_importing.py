@@ -330,7 +330,8 @@ def _remember(store: LongTermMemory, rows: list[SourceRow], robot_ids: Mapping[s
             tags=[r.tags for r in group], token_counts=[count_tokens(r.content or "")
                                                         for r in group],
             remembered_at=[r.remembered_at or now for r in group],
-            embedding_model=embedding_model if dimension is not None else None)
+            embedding_model=embedding_model if dimension is not None else None,
+            check_models=False)  # a faithful copy: the advisor reports a mix of models
         summary.duplicates += int((~added["is_new"]).sum())
         for row, node_id in zip(group, added["node_id"].tolist()):
             records.append({"key": row.key, "record": row.record,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EMBEDDING_MODELS", "PADDED_INDEX", "StoredModel", "VectorQuery", "check_model",
            "distance_sql", "native_distance", "query_vector", "service_key",
-           "stored_embedding_models", "vector_index_name"]
+           "stored_embedding_models", "vector_index_name", "check_vectors_to_store"]
 
 
 EMBEDDING_MODELS = """
@@ -140,7 +140,7 @@ def stored_embedding_models(store: StoreBase) -> list[StoredModel]:
 
 
 def check_model(stored: Iterable[StoredModel], provider: str, model: str,
-                dimension: int, *, field: str) -> None:
+                dimension: int, *, field: str, subject: str = "the query is") -> None:
     """Refuse vectors of ``provider``/``model`` at ``dimension`` when the stored vectors
     come from another model or have another dimension (unnamed ones pass on their
     dimension: there is no way to tell them apart): an :class:`EmbeddingMismatchError`
@@ -154,10 +154,28 @@ def check_model(stored: Iterable[StoredModel], provider: str, model: str,
         found = "; ".join(f"{model_label(p, m)} ({d}-d, {n:,} nodes)"
                           for p, m, d, n in mismatched)
         raise EmbeddingMismatchError(
-            f"the query is embedded with {model_label(provider, model)} ({dimension}-d) but "
+            f"{subject} embedded with {model_label(provider, model)} ({dimension}-d) but "
             f"the stored vectors include {found}; vectors of different models are not comparable. "
             "Re-embed the memories, or search with the model that made them "
             "(htm-analytics advise gives the SQL to clear the odd vectors).", field=field)
+
+
+def check_vectors_to_store(store: StoreBase, provider: str | None, model: str | None,
+                           dimension: int, *, field: str) -> None:
+    """Refuse, before a write, vectors no search could compare with the stored ones (the
+    check every vector search makes, :func:`check_model`): one vector of another model
+    would make every later search of the stored model's vectors refuse, and theirs too.
+    Unnamed vectors are checked on their dimension only."""
+    stored = stored_embedding_models(store)
+    if provider is not None and model is not None:
+        check_model(stored, provider, model, dimension, field=field, subject="these vectors are")
+        return
+    dimensions = {d for _, _, d, _ in stored}
+    if dimensions and dimension not in dimensions:
+        raise EmbeddingMismatchError(
+            f"these vectors have {dimension} dimensions but the stored vectors have "
+            f"{', '.join(map(str, sorted(dimensions)))}; vectors of different models are not "
+            "comparable. Store vectors of the model that made them.", field=field)
 
 
 def _embed(query: str | None, service: Any) -> Any:

@@ -112,7 +112,12 @@ class ActivityMixin(StoreBase):
         """Count one access for each node (bulk ``access_count + 1``, ``last_accessed = now``).
 
         With ``robot_id``, the accesses also go to the event log as ``event``. Returns the
-        number of nodes updated; unknown ids are ignored.
+        number of nodes updated; unknown ids are ignored (and not logged).
+
+        Raises
+        ------
+        NotFoundError
+            An unknown ``robot_id`` (nothing is written).
         """
         ids = sorted(set(validate_ids(node_ids, field="node_ids")))
         if event not in ("retrieve", "recall"):
@@ -125,7 +130,8 @@ class ActivityMixin(StoreBase):
                            WHERE id = ANY(%s::bigint[])""", (ids,))
             updated = cur.rowcount
             if robot_id is not None:
-                self._log_events(cur, event, validate_id(robot_id, field="robot_id"), ids)
+                self._log_events(cur, event, validate_id(robot_id, field="robot_id"),
+                                 _stored_of(cur, robot_id, ids))
             return updated
 
     def mark_evicted(self, node_ids: Sequence[int], *, robot_id: int | None = None) -> int:
@@ -133,7 +139,9 @@ class ActivityMixin(StoreBase):
 
         ``robot_id``, when given, is recorded in the event log. Where the schema keeps the flag
         per robot (the current gem's ``robot_nodes.working_memory``), that robot's rows are
-        updated (every robot's without ``robot_id``). Returns the rows updated.
+        updated (every robot's without ``robot_id``). Returns the rows updated; unknown node
+        ids are ignored (and not logged), an unknown ``robot_id`` is a NotFoundError
+        (nothing is written).
         """
         return self._set_working_memory(node_ids, False, robot_id, "evict")
 
@@ -237,5 +245,19 @@ class ActivityMixin(StoreBase):
                             "WHERE id = ANY(%s::bigint[])", (flag, ids))
             updated = cur.rowcount
             if event:
-                self._log_events(cur, event, robot_id, ids)
+                self._log_events(cur, event, robot_id, _stored_of(cur, robot_id, ids))
             return updated
+
+
+def _stored_of(cur: Any, robot_id: int | None, node_ids: list[int]) -> list[int]:
+    """Which of ``node_ids`` are stored, for the event log (it has no foreign keys: an
+    event of an unknown node or robot would point at nothing). An unknown ``robot_id`` is
+    a NotFoundError, which rolls the caller's transaction back."""
+    row = cur.execute("""SELECT %(robot)s::bigint IS NULL
+                                OR EXISTS (SELECT 1 FROM robots WHERE id = %(robot)s) AS known,
+                                ARRAY(SELECT id FROM nodes WHERE id = ANY(%(ids)s::bigint[])
+                                      ORDER BY id) AS ids""",
+                      {"robot": robot_id, "ids": node_ids}).fetchone()
+    if not row["known"]:
+        raise NotFoundError(f"no robot with id {robot_id}")
+    return list(row["ids"])

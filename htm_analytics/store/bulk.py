@@ -37,6 +37,7 @@ from ._common import (
     embedding_model_names,
     lift_statement_timeout,
 )
+from ._vectors import check_vectors_to_store
 from .activity import lock_robot_names
 from .indexing import hnsw_graph_bytes, raise_build_memory
 from .tagging import ensure_tags
@@ -60,6 +61,7 @@ class BulkMixin(StoreBase):
         defer_indexes: bool | None = None,
         embedding_model: tuple[str, str] | None = None,
         maintenance_work_mem: str | None = None,
+        check_models: bool = True,
     ) -> pd.DataFrame:
         """Remember many memories at once, with the same deduplication as :meth:`add`.
 
@@ -93,6 +95,10 @@ class BulkMixin(StoreBase):
         embedding_model : (provider, model), optional
             Which model produced ``embeddings``, recorded for the new nodes (see
             :meth:`check_embedding_model`).
+        check_models : bool
+            Refuse ``embeddings`` of another model or dimension than the stored vectors, as
+            searches do (default). An import of another system's memory passes False to
+            copy its vectors as they are; ``htm-analytics advise`` then reports the mix.
         maintenance_work_mem : str, optional
             Memory for rebuilding the deferred indexes (``"8GB"``), for this load's
             transaction only. By default a load raises the server's setting to what the
@@ -106,6 +112,14 @@ class BulkMixin(StoreBase):
         pandas.DataFrame
             One row per input row: ``node_id`` (int64) and ``is_new`` (bool: this row created
             the node, being its content's first remember).
+
+        Raises
+        ------
+        ValidationError
+            A bad row (its index in ``field``), or mismatched lengths; nothing is written.
+        EmbeddingMismatchError
+            ``embeddings`` of another model or dimension than the stored vectors (as
+            :meth:`check_embedding_model`); nothing is written.
         """
         # Flags, not any truthy value: defer_indexes="no" would drop the indexes.
         tag_ancestors_too = validate_flag(tag_ancestors_too, field="tag_ancestors_too")
@@ -117,6 +131,10 @@ class BulkMixin(StoreBase):
             maintenance_work_mem, field="maintenance_work_mem")
         provider, model = embedding_model_names(embedding_model)
         n = len(rows.contents)
+        if validate_flag(check_models, field="check_models") and rows.dimension is not None \
+                and n:
+            check_vectors_to_store(self, provider, model, rows.dimension,
+                                   field="embedding_model" if provider else "embeddings")
         if n == 0:
             return pd.DataFrame({"node_id": pd.Series(dtype="int64"),
                                  "is_new": pd.Series(dtype="bool")})

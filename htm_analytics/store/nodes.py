@@ -34,7 +34,12 @@ from ._common import (
     embedding_model_names,
     to_numpy,
 )
-from ._vectors import EMBEDDING_MODELS, check_model, stored_embedding_models
+from ._vectors import (
+    EMBEDDING_MODELS,
+    check_model,
+    check_vectors_to_store,
+    stored_embedding_models,
+)
 from .forgetting import set_forgotten
 from .tagging import TAG_NODE, ensure_tags
 
@@ -137,6 +142,7 @@ class NodesMixin(StoreBase):
         embedding: Sequence[float] | np.ndarray | None = None,
         embedding_model: tuple[str, str] | None = None,
         tags: Sequence[str] = (),
+        check_models: bool = True,
     ) -> dict[str, Any]:
         """Remember ``content`` for a robot, storing identical content once.
 
@@ -162,6 +168,10 @@ class NodesMixin(StoreBase):
             so that searches can refuse query vectors from another model.
         tags : sequence of str
             Tags to attach, with their ancestors, in the same transaction.
+        check_models : bool
+            Refuse an ``embedding`` of another model or dimension than the stored vectors,
+            as searches do (default); False stores it as it is (a copy of another system's
+            memory), and ``htm-analytics advise`` then reports the mix.
 
         Returns
         -------
@@ -175,6 +185,9 @@ class NodesMixin(StoreBase):
         ValidationError
             Empty content, NUL bytes, a bad embedding, a negative token count or an unknown
             robot.
+        EmbeddingMismatchError
+            ``embedding`` of another model or dimension than the stored vectors (as
+            :meth:`check_embedding_model`); nothing is written.
         """
         given = content
         content = validate_content(content)
@@ -185,6 +198,9 @@ class NodesMixin(StoreBase):
         provider, model = embedding_model_names(embedding_model)
         tag_names = list(dict.fromkeys(a for t in validate_tag_list(tags)
                                        for a in tag_ancestors(validate_tag(t))))
+        if validate_flag(check_models, field="check_models") and dimension is not None:
+            check_vectors_to_store(self, provider, model, dimension,
+                                   field="embedding_model" if provider else "embedding")
         digest = content_hash(content)
         for _attempt in range(_ADD_ATTEMPTS):
             try:
