@@ -6,6 +6,7 @@ import sys
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from ._app import _open_store, _remember_db, cli
 from ._output import NumberRange, emit, output_options, scope_options, workers_option
@@ -64,6 +65,14 @@ def hygiene(ctx: click.Context, checks: tuple[str, ...], min_similarity: float,
     """Near-duplicates, secrets and personal data, supersessions: a summary, or one check's
     findings with a subcommand."""
     if ctx.invoked_subcommand is not None:
+        # The summary's options: given before a subcommand they were silently dropped.
+        given = [p for p in ctx.command.params if p.name and p.expose_value
+                 and ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE]
+        if given:
+            option = given[0].opts[0]
+            raise click.UsageError(
+                f"{option} before a subcommand belongs to the summary; put it after "
+                f"the subcommand: htm-analytics hygiene {ctx.invoked_subcommand} {option} ...")
         return
     from ..analysis import memory_hygiene, share_text
     from ..store.display import counted
