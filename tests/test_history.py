@@ -167,6 +167,15 @@ def test_collect_history_and_drift(history_reader_url, db, tmp_path, statement_s
                                "--baseline", "9"])
     assert isinstance(past.exception, ValidationError) and past.exception.field == \
         "baseline_sample"
+    # collect --check with such a baseline refuses before it writes a sample (a cron job
+    # given it added one at every failing run).
+    for _ in range(2):
+        wrong = runner.invoke(cli, ["--db", history_reader_url, "collect", "--history",
+                                    str(path), "--recall-queries", "5", "--check",
+                                    "--baseline", "9"])
+        assert wrong.exit_code == 2 and "--baseline" in wrong.output, wrong.output
+        assert "those are: 1, 2, 3, 4" in wrong.output
+    assert len(history(path).samples) == 4
 
 
 def test_history_schema_version(tmp_path, history_reader_url):

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..errors import ValidationError
 from ._app import cli, fail_on_option, print_findings
 from ._database import choose_database, open_store
 from ._output import (
@@ -135,6 +136,14 @@ def collect(ctx: click.Context, history_path: str, history_format: str | None,
         refuse_unused(ctx, {"fail_on": "--fail-on", "unused_samples": "--unused-samples",
                             "baseline": "--baseline"}, "without --check")
     target = _target(ctx, history_path, history_format, history_schema, history_db)
+    if baseline is not None:
+        # Checked before the sample is written: a cron job given a wrong baseline added a
+        # sample at every run it failed.
+        try:
+            read_history(target, thresholds=_thresholds(unused_samples, baseline))
+        except ValidationError as exc:
+            raise click.BadParameter(str(exc).split(": ", 1)[-1],
+                                     param_hint="--baseline") from None
     with open_store(ctx, init_schema=False, read_only=True) as store:
         sample = collect_sample(store, target, recall_queries=recall_queries, seed=seed)
         url = store.url
