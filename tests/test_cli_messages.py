@@ -442,3 +442,19 @@ def test_an_open_end_past_the_calendar_names_the_end_given() -> None:
                                           option, value])
         assert result.exit_code == 2, result.output
         assert f"Invalid value for {option}: {value} is {said}" in result.output
+
+
+@pytest.mark.parametrize("args, option", [
+    (["tags", "--min-shared", "0"], "--min-shared"),
+    (["tags", "--level", "0"], "--level"),
+    (["hygiene", "supersession", "--max-tag-memories", "1"], "--max-tag-memories"),
+    (["hygiene", "growth", "--horizon", "0"], "--horizon"),
+    (["robots", "--robot", " "], "--robot"),
+])
+def test_bad_input_found_by_the_library_is_a_usage_error_naming_the_option(
+        database_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+        args: list[str], option: str) -> None:
+    """Checks the library makes after click's: they said ``min_shared:`` and exited 1."""
+    code, _, err = run_main(["--db", database_url, *args], monkeypatch, capsys)
+    assert code == 2, err
+    assert f"Error: Invalid value for '{option}': " in err

@@ -463,8 +463,13 @@ def main() -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except Exception as exc:
-        from ..errors import HTMError  # here: --help need not load the database driver
+        from ..errors import HTMError, ValidationError  # here: --help need not load the driver
 
+        option = _option_named(exc.field) if isinstance(exc, ValidationError) else None
+        if option is not None:  # bad input given with an option: a usage error, as click's
+            message = str(exc).removeprefix(f"{getattr(exc, 'field', '')}: ")
+            click.echo(f"Error: Invalid value for '{option}': {_cli_words(message)}", err=True)
+            sys.exit(2)
         if isinstance(exc, HTMError):  # before OSError: a connection error is both
             click.echo(f"Error: {_cli_words(str(exc))}", err=True)
             sys.exit(1)
@@ -486,6 +491,19 @@ _CLI_WORDS = {"pass overwrite=True": "add --overwrite", "baseline_sample: ": "--
               "history_db: ": "--history-db: ", "history_schema: ": "--history-schema: ",
               "pass embedding_service": "pass --embedder",
               ", or open it with LongTermMemory(url, init_schema=True)": ""}
+
+
+def _option_named(field: str | None) -> str | None:
+    """The option of the command line's command (or of its groups) whose value is the
+    library's argument ``field`` (``min_shared``: ``--min-shared``), if there is one."""
+    command: click.Command = cli
+    params = list(cli.params)
+    for token in sys.argv[1:]:
+        if isinstance(command, click.Group) and token in command.commands:
+            command = command.commands[token]
+            params += command.params
+    return next((p.opts[0] for p in params if isinstance(p, click.Option)
+                 and p.name == field and p.opts[0].startswith("--")), None)
 
 
 def _cli_words(message: str) -> str:
