@@ -106,6 +106,15 @@ def test_an_unknown_option_is_named() -> None:
     assert message is not None and 'invalid connection option "dbnme"' in message
 
 
+@pytest.mark.parametrize("url", ["postgresql://alice@localhost/htm?connect_timeout=abc",
+                                 "host=localhost dbname=htm connect_timeout=1.5"])
+def test_a_connect_timeout_that_is_no_number_is_refused_at_once(url: str) -> None:
+    """libpq reads it only when it connects: the store's pool retried it for 30 s."""
+    with pytest.raises(ValidationError, match="connect_timeout must be a whole number") as info:
+        LongTermMemory(url)
+    assert info.value.field == "config_or_url"
+
+
 def test_a_history_database_that_fails_keeps_its_password_out(tmp_path) -> None:
     from click.testing import CliRunner
 

@@ -379,7 +379,7 @@ def _checked(url: str, source: str) -> str:
             raise ValidationError(f"not a valid PostgreSQL URL: {problem}; "
                                   f"{PERCENT_ENCODING_HINT}", field=source)
     try:
-        conninfo_to_dict(url)
+        timeout = conninfo_to_dict(url).get("connect_timeout")
     except psycopg.ProgrammingError as exc:
         # from None: libpq's own error would carry the password along in a traceback.
         has_password = bool(_secrets(url)) or "password" in url.lower()
@@ -395,4 +395,8 @@ def _checked(url: str, source: str) -> str:
             "as libpq keywords (host=... dbname=... user=...), single-quoting a value with "
             "spaces or quotes and escaping ' and \\ in it with a backslash",
             field=source) from None
+    # libpq reads it only when it connects: the pool then retried for 30 s.
+    if timeout is not None and not str(timeout).strip().lstrip("-").isdigit():
+        raise ValidationError(f"connect_timeout must be a whole number of seconds, got "
+                              f"{timeout!r}", field=source)
     return url
