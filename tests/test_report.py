@@ -126,6 +126,7 @@ def test_report_cli_never_shows_the_password(demo: dict, tmp_path: Path) -> None
     assert "s3cret-pw-42" not in markdown + result.output
     assert "password=***" in markdown
     assert "## Tags" in markdown and "![" in markdown
+    assert " nan |" not in markdown  # no value is an empty cell, as in the HTML report
     figures = list((tmp_path / "r_files").glob("*.png"))
     assert len(figures) == markdown.count("![")
     tables = {p.name for p in data.iterdir()}

@@ -85,7 +85,7 @@ def with_size(frame: pd.DataFrame, column: str) -> pd.DataFrame:
 def markdown_table(table: pd.DataFrame) -> str:
     """A DataFrame as a Markdown table (pipes escaped, floats to 3 decimals)."""
     def cell(value: Any) -> str:
-        if isinstance(value, float):
+        if isinstance(value, float) and not pd.isna(value):  # NaN: empty, as in HTML
             return f"{value:,.3f}"
         return "" if pd.isna(value) else str(value).replace("|", "\\|").replace("\n", " ")
 
