@@ -247,6 +247,17 @@ def test_labelled_query_files(tmp_path: Path, name: str) -> None:
     assert error.value.field == field and "\n" not in str(error.value)
 
 
+def test_a_vector_past_float32_is_refused_without_a_warning(tmp_path: Path) -> None:
+    """Finite in float64, infinite in float32: numpy's overflow warning reached stderr."""
+    from htm_analytics.tuning.labelled_queries import query_vectors
+
+    path = tmp_path / "huge.jsonl"
+    path.write_text('{"query": "memory", "relevant": 1, "vector": [1e300, 1]}\n')
+    with pytest.raises(ValidationError, match="not a finite") as error:
+        query_vectors(read_labelled_queries(path))
+    assert error.value.field == "vector"
+
+
 @pytest.mark.parametrize("path", [None, 3, b"queries.jsonl"])
 def test_a_path_that_is_no_file_name_is_refused(path: Any) -> None:
     with pytest.raises(ValidationError) as error:

@@ -79,10 +79,10 @@ def test_cli_summary_and_each_check(planted: dict[str, Any]) -> None:
     bad = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--phone-region", "XX"])
     assert bad.exit_code != 0 and "phone_region" in str(bad.exception or bad.output)
     # The summary's options before a subcommand were dropped: another robot's secret listed.
-    for given in (["--robot", "alpha"], ["--json"], ["--min-similarity", "0.5"]):
-        misplaced = runner.invoke(cli, ["--db", url, "hygiene", *given, "sensitive"])
+    for option in (["--robot", "alpha"], ["--json"], ["--min-similarity", "0.5"]):
+        misplaced = runner.invoke(cli, ["--db", url, "hygiene", *option, "sensitive"])
         assert misplaced.exit_code == 2, misplaced.output
-        assert f"put it after the subcommand: htm-analytics hygiene sensitive {given[0]}" in \
+        assert f"put it after the subcommand: htm-analytics hygiene sensitive {option[0]}" in \
             misplaced.output
     scoped = runner.invoke(cli, ["--db", url, "hygiene", "sensitive", "--robot", "alpha",
                                  "--json"])

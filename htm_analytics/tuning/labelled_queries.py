@@ -92,9 +92,12 @@ def query_vectors(queries: pd.DataFrame) -> list[np.ndarray | None]:
             vectors.append(None)
             continue
         vector = real_vector(value, field=f"vector[{row}]")
+        with np.errstate(over="ignore"):  # past float32's range: infinite, refused below
+            vector = vector.astype(np.float32)
         if not len(vector) or not np.isfinite(vector).all():
-            raise ValidationError(f"row {row}: not a finite 1-d vector", field="vector")
-        vectors.append(vector.astype(np.float32))
+            raise ValidationError(f"row {row}: not a finite 1-d vector (in float32)",
+                                  field="vector")
+        vectors.append(vector)
     return vectors
 
 
