@@ -387,6 +387,14 @@ def test_memory_growth_forecasts_a_steady_rise(ltm: ha.LongTermMemory) -> None:
     assert total["bytes"].iloc[4] == sum(len(t.encode()) for t in texts)
     alpha = growth[growth["robot"] == "alpha"]
     assert alpha["memories"].iloc[4] == 150
+    # The 90 memories of the last two months cost the index what any 90 do: it was the
+    # whole index's size over them.
+    window = ha.memory_growth(ltm, horizon=1, freq="M",
+                              timeframe=(months[3], dt.datetime(2026, 6, 1, tzinfo=dt.UTC)))
+    in_window = window[window["robot"] == "(all robots)"]
+    assert in_window["memories"].iloc[1] == 90 and total["index_bytes"].iloc[4] > 0
+    assert in_window["index_bytes"].iloc[1] == pytest.approx(
+        total["index_bytes"].iloc[4] * 90 / 150)
     for arguments, field in (({"horizon": 0}, "horizon"), ({"freq": "h"}, "freq"),
                              ({"confidence": 1.0}, "confidence"), ({"freq": "x"}, "freq")):
         with pytest.raises(ha.ValidationError) as caught:

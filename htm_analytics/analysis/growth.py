@@ -76,6 +76,11 @@ def memory_growth(store: LongTermMemory, *, horizon: int = 6, freq: str = "M",
     indexes = store.index_list()
     hnsw_bytes = float(indexes.loc[(indexes["table"] == "nodes")
                                    & (indexes["method"] == "hnsw"), "size_bytes"].sum())
+    if timeframe is not None or robots is not None:
+        # The index holds every memory, not only the scope's: its cost per memory is the
+        # whole index over all of them (over the scope's, it came out several times higher).
+        hnsw_bytes *= int(counts.loc[counts["robot"] == TOTAL, "new"].sum()) \
+            / max(store.count_in_scope(None), 1)
     if counts.empty:
         result = pd.DataFrame({c: pd.Series(dtype=t) for c, t in GROWTH_COLUMNS.items()})
     else:
