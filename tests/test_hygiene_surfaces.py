@@ -46,6 +46,9 @@ def test_cli_summary_and_each_check(planted: dict[str, Any]) -> None:
     assert summary.exit_code == 0, summary.output
     rows = {r["check"]: r for r in json.loads(summary.stdout)}
     assert rows["near_duplicates"]["findings"] == 1 and rows["sensitive"]["memories"] == 1
+    assert "1 group of memories saying nearly the same thing" in \
+        rows["near_duplicates"]["what_it_means"]  # not "1 groups"
+    assert "leave 1 fewer memory" in rows["near_duplicates"]["what_it_means"]
     every = runner.invoke(cli, ["--db", url, "hygiene", "--json", "--pairs", "all"])
     assert every.exit_code == 0, every.output
     assert [r["findings"] for r in json.loads(every.stdout)] == \

@@ -12,6 +12,7 @@ from .._docs import share_docs
 from .._progress import validate_progress
 from ..frames import scope_params
 from ..store import LongTermMemory
+from ..store.display import counted
 from ._common import (
     live_store,
     share_text,
@@ -174,9 +175,9 @@ def memory_hygiene(store: LongTermMemory, *, checks: str | list[str] | None = No
         kept = "the strongest joining each group" if pairs == "tree" else "every pair"
         groups = (f"{len(found_pairs):,} pairs with a sampled memory (cosine >= "
                   f"{min_similarity:g})" if sampled else
-                  f"{clusters:,} groups of memories saying nearly the same thing (cosine >= "
-                  f"{min_similarity:g}); keeping one of each would leave "
-                  f"{memories - clusters:,} fewer memories")
+                  f"{counted(clusters, 'group')} of memories saying nearly the same thing "
+                  f"(cosine >= {min_similarity:g}); keeping one of each would leave "
+                  f"{counted(memories - clusters, 'fewer memory', 'fewer memories')}")
         rows.append({
             "check": "near_duplicates", "findings": len(found_pairs), "memories": memories,
             "what_it_means": (

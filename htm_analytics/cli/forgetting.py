@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from ..store.display import counted
 from ._app import _open_store, cli
 
 __all__ = ["forget", "restore", "purge"]
@@ -99,4 +100,4 @@ def purge(ctx: click.Context, older_than: dt.datetime | dt.timedelta, yes: bool)
         from ..store import CONFIRMATION
 
         purged = store.purge_deleted(older_than=older_than, confirm=CONFIRMATION)
-    click.echo(f"{purged:,} forgotten memories deleted for good")
+    click.echo(f"{counted(purged, 'forgotten memory', 'forgotten memories')} deleted for good")
