@@ -231,7 +231,10 @@ def test_a_restart_in_the_middle_of_a_call(own_server: tuple[str, Any],  # noqa:
                 restart(server)  # ends the lock's session too
             if call != "recall":
                 thread.join(20)
-                assert isinstance(out.get("error"), DatabaseConnectionError), out
+                # A read may also finish: the restart ends the lock's session, and a waiter
+                # granted the lock before it takes its own SIGTERM can still send its rows.
+                assert isinstance(out.get("error"), DatabaseConnectionError) or (
+                    call == "search" and out.get("value")), out
         assert state(url) == before
         for i in range(3):  # every call once the server is back succeeds
             store.add(content=f"after the restart {i}", robot_id=robot)

@@ -284,7 +284,7 @@ def test_cli_refuses_bad_files_in_one_line(url: str, store: LongTermMemory, tmp_
 
 @pytest.mark.parametrize(("args", "code", "said"), [
     # An empty --strategies was read as "every strategy"; a trailing comma named strategy ''.
-    (["--strategies", ""], 1, "names no strategy"),
+    (["--strategies", ""], 2, "names no strategy"),
     (["--strategies", "fulltext_any,"], 0, ""),
     # An unknown --embedder was "name: unknown embedding provider", after connecting.
     (["--strategies", "vector", "--embedder", "telepathy"], 2, "--embedder"),

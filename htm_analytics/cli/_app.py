@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from ._database import DEMO_DATABASE, choose_database, open_store, say_database, store_options
+from ._messages import cli_words, option_named
 from ._output import (
     NumberRange,
     checked_output,
@@ -467,13 +468,14 @@ def main() -> None:
     except Exception as exc:
         from ..errors import HTMError, ValidationError  # here: --help need not load the driver
 
-        option = _option_named(exc.field) if isinstance(exc, ValidationError) else None
+        option = option_named(cli, sys.argv[1:], exc.field) \
+            if isinstance(exc, ValidationError) else None
         if option is not None:  # bad input given with an option: a usage error, as click's
             message = str(exc).removeprefix(f"{getattr(exc, 'field', '')}: ")
-            click.echo(f"Error: Invalid value for '{option}': {_cli_words(message)}", err=True)
+            click.echo(f"Error: Invalid value for '{option}': {cli_words(message)}", err=True)
             sys.exit(2)
         if isinstance(exc, HTMError):  # before OSError: a connection error is both
-            click.echo(f"Error: {_cli_words(str(exc))}", err=True)
+            click.echo(f"Error: {cli_words(str(exc))}", err=True)
             sys.exit(1)
         if isinstance(exc, BrokenPipeError):  # the reader went away (`| head`): stop quietly
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -486,29 +488,3 @@ def main() -> None:
         raise
     if type(code) is int and code:  # not a command's True or None
         sys.exit(code)
-
-
-# Python arguments named in the library's messages, and the options that set them here.
-_CLI_WORDS = {"pass overwrite=True": "add --overwrite", "baseline_sample: ": "--baseline: ",
-              "history_db: ": "--history-db: ", "history_schema: ": "--history-schema: ",
-              "pass embedding_service": "pass --embedder",
-              ", or open it with LongTermMemory(url, init_schema=True)": ""}
-
-
-def _option_named(field: str | None) -> str | None:
-    """The option of the command line's command (or of its groups) whose value is the
-    library's argument ``field`` (``min_shared``: ``--min-shared``), if there is one."""
-    command: click.Command = cli
-    params = list(cli.params)
-    for token in sys.argv[1:]:
-        if isinstance(command, click.Group) and token in command.commands:
-            command = command.commands[token]
-            params += command.params
-    return next((p.opts[0] for p in params if isinstance(p, click.Option)
-                 and p.name == field and p.opts[0].startswith("--")), None)
-
-
-def _cli_words(message: str) -> str:
-    for python, option in _CLI_WORDS.items():
-        message = message.replace(python, option)
-    return message

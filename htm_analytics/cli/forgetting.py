@@ -9,7 +9,6 @@ from typing import Any
 
 import click
 
-from ..store.display import counted
 from ._app import _open_store, cli
 
 __all__ = ["forget", "restore", "purge"]
@@ -100,4 +99,6 @@ def purge(ctx: click.Context, older_than: dt.datetime | dt.timedelta, yes: bool)
         from ..store import CONFIRMATION
 
         purged = store.purge_deleted(older_than=older_than, confirm=CONFIRMATION)
+    from ..store.display import counted  # here: --help loads no store
+
     click.echo(f"{counted(purged, 'forgotten memory', 'forgotten memories')} deleted for good")
