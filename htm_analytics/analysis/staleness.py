@@ -69,8 +69,8 @@ def stale_memories(store: LongTermMemory, *, not_recalled_for: Any = dt.timedelt
         limit = validate_positive_int(limit, field="limit")
     if isinstance(not_recalled_for, (int, float)) and not isinstance(not_recalled_for, bool):
         if not 0 < not_recalled_for < 1_000_000:
-            raise ValidationError(f"must be a positive number of days, got "
-                                  f"{not_recalled_for!r}", field="not_recalled_for")
+            raise ValidationError(f"must be a number of days above 0 and below 1,000,000, "
+                                  f"got {not_recalled_for!r}", field="not_recalled_for")
         not_recalled_for = dt.timedelta(days=not_recalled_for)
     if not isinstance(not_recalled_for, dt.timedelta) or not_recalled_for <= dt.timedelta(0):
         raise ValidationError("must be a positive timedelta or number of days",

@@ -12,8 +12,13 @@ __all__ = ["cli_words", "option_named"]
 # Python arguments named in the library's messages, and the options that set them here.
 _CLI_WORDS = {"pass overwrite=True": "add --overwrite", "baseline_sample: ": "--baseline: ",
               "history_db: ": "--history-db: ", "history_schema: ": "--history-schema: ",
-              "pass embedding_service": "pass --embedder",
+              "pass embedding_service": "pass --embedder", " or a timedelta": "",
               ", or open it with LongTermMemory(url, init_schema=True)": ""}
+
+
+# The library's arguments that options of other names set (in the commands that have them).
+_SET_BY = {"older_than_days": "expire_after", "half_life_days": "half_life",
+           "not_recalled_for": "days"}
 
 
 def option_named(root: click.Group, argv: Sequence[str], field: str | None) -> str | None:
@@ -25,8 +30,9 @@ def option_named(root: click.Group, argv: Sequence[str], field: str | None) -> s
         if isinstance(command, click.Group) and token in command.commands:
             command = command.commands[token]
             params += command.params
+    names = {field, _SET_BY.get(field or "")}
     return next((p.opts[0] for p in params if isinstance(p, click.Option)
-                 and p.name == field and p.opts[0].startswith("--")), None)
+                 and p.name in names and p.opts[0].startswith("--")), None)
 
 
 def cli_words(message: str) -> str:
