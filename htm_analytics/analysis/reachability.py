@@ -226,8 +226,8 @@ def _advice(index: str, lost: int, finding_all: int | None, remaining: int,
     elif failure is not None:
         verdict = f"{reindex} (not verified: the scratch copy failed: {failure})"
     else:
-        verdict = (f"{reindex} (not verified: verify_reindex=True measures it on a scratch "
-                   "copy; VACUUM nodes first if rows were deleted)")
+        verdict = (f"{reindex} (not verified: verify_reindex=True, or --verify-reindex, "
+                   "measures it on a scratch copy; VACUUM nodes first if rows were deleted)")
     if finding_all is not None:
         return (f"SET hnsw.ef_search = {finding_all} (verified: every one of them is returned "
                 f"at that setting), or {verdict} if searches must stay at the current "

@@ -34,13 +34,13 @@ def server() -> None:
 
 
 @server.command("status")
-@output_options
+@output_options(json_help="Print one JSON object (see above).")
 @click.pass_context
 def server_status(ctx: click.Context, fmt: str) -> None:
     """Data directory and its size, the server's pid, the processes holding it and the
     sessions connected. --json prints one object: data_dir, initialized, size_bytes,
     running, pid, url, holders [{pid, command}], reclaimed [pid], sessions [{pid, database,
-    user, application, client, state, since}]."""
+    user, application, client, state, since}]; --csv prints the sessions."""
     import pandas as pd
 
     from ..store import server_sessions

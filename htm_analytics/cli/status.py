@@ -88,7 +88,7 @@ def _one_table(document: dict[str, Any]) -> pd.DataFrame:
 
 @cli.command()
 @click.option("--indexes/--no-indexes", default=True, help="Also list the indexes.")
-@output_options
+@output_options(json_help="Print one JSON object (see above).")
 @click.pass_context
 def status(ctx: click.Context, indexes: bool, fmt: str) -> None:
     """Server and extension versions, what the database has, row counts and indexes.
