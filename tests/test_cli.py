@@ -96,7 +96,11 @@ def test_bench_commands(memory_url: str, tmp_path: Path) -> None:
     assert repeated.exit_code == 0, repeated.output
     assert "varied by up to" in repeated.stderr and "are noise" in repeated.stderr
     bad = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--ef-search", "ten"])
-    assert bad.exit_code != 0 and "comma-separated integers" in bad.output
+    assert bad.exit_code == 2 and "comma-separated integers" in bad.output
+    assert "--ef-search" in bad.output  # it named no option
+    twice = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--queries", "10",
+                                "--ef-search", "40,40", "--json"])
+    assert twice.exit_code == 0 and len(json.loads(twice.stdout)) == 1  # measured once
     empty = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--ef-search", ""])
     assert empty.exit_code == 2 and "got none" in empty.output  # not "(no rows)", exit 0
     build = runner.invoke(cli, ["--db", memory_url, "bench", "build", "--m", "4",

@@ -20,14 +20,18 @@ __all__ = ["bench"]
 DEFAULT_SWEEP = "10,20,40,80,160,320"
 
 
-def _int_list(text: str) -> list[int]:
+def _int_list(text: str, option: str) -> list[int]:
+    """The distinct integers of ``option``'s comma-separated value, in order (a setting
+    given twice was measured twice)."""
     try:
         values = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}",
+                                 param_hint=option) from None
     if not values:  # an empty sweep measures nothing and would say nothing
-        raise click.BadParameter("expected comma-separated integers, got none")
-    return values
+        raise click.BadParameter("expected comma-separated integers, got none",
+                                 param_hint=option)
+    return list(dict.fromkeys(values))
 
 
 _SUMMARY = ["variant", "filter", "iterative_scan", "ef_search", "recall_mean", "recall_p5",
@@ -88,8 +92,9 @@ def bench_recall(ctx: click.Context, queries: int, k: int, ef_search: str, repea
     filters += [{"robot": robot}] if robot is not None else []
     modes = [None if m == "off" else m for m in iterative_scan] or [None]
     checked_output(out, "--out", suffixes=_TABLE_SUFFIXES)
+    sweep = _int_list(ef_search, "--ef-search")  # before connecting
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
-        frame = benchmark_recall(store, queries=queries, k=k, ef_search=_int_list(ef_search),
+        frame = benchmark_recall(store, queries=queries, k=k, ef_search=sweep,
                                  repeats=repeats, filters=filters, iterative_scan=modes,
                                  force_index=force_index, output=out,
                                  progress=sys.stderr.isatty())
@@ -111,11 +116,13 @@ def bench_build(ctx: click.Context, m: str, ef_construction: str, queries: int,
     from ..tuning.benchmark import benchmark_index_build
 
     checked_output(out, "--out", suffixes=_TABLE_SUFFIXES)
+    ms, constructions, sweep = (_int_list(m, "--m"),  # before connecting
+                                _int_list(ef_construction, "--ef-construction"),
+                                _int_list(ef_search, "--ef-search"))
     with _open_store(ctx, init_schema=False, pool_size=1) as store:
-        frame = benchmark_index_build(store, m=_int_list(m),
-                                      ef_construction=_int_list(ef_construction),
-                                      queries=queries, ef_search=_int_list(ef_search),
-                                      output=out, progress=sys.stderr.isatty())
+        frame = benchmark_index_build(store, m=ms, ef_construction=constructions,
+                                      queries=queries, ef_search=sweep, output=out,
+                                      progress=sys.stderr.isatty())
     for variant in frame.attrs.get("skipped", []):
         click.echo(f"note: skipped {variant}: pgvector needs ef_construction >= 2 * m",
                    err=True)
