@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 from click.testing import CliRunner
 
+from htm_analytics import ValidationError
 from htm_analytics.cli import cli
 
 # The migrations shipped in the package (numbers may have gaps while branches add their own).
@@ -98,6 +99,9 @@ def test_bench_commands(memory_url: str, tmp_path: Path) -> None:
     bad = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--ef-search", "ten"])
     assert bad.exit_code == 2 and "comma-separated integers" in bad.output
     assert "--ef-search" in bad.output  # it named no option
+    low = runner.invoke(cli, ["--db", memory_url, "bench", "build", "--m", "1"])
+    assert isinstance(low.exception, ValidationError) and low.exception.field == "m"
+    assert "from 2 to 100" in str(low.exception)  # it was the server's "out of bounds"
     twice = runner.invoke(cli, ["--db", memory_url, "bench", "recall", "--queries", "10",
                                 "--ef-search", "40,40", "--json"])
     assert twice.exit_code == 0 and len(json.loads(twice.stdout)) == 1  # measured once

@@ -405,8 +405,10 @@ def benchmark_index_build(store: LongTermMemory, *, m: int | Sequence[int] = (8,
     store = live_store(store)
     output = _output(output)
     k, ef_values, repeats = _validate_sweep(k, ef_search, repeats)
-    grid = [(a, b) for a in validate_settings(m, field="m", maximum=100)
-            for b in validate_settings(ef_construction, field="ef_construction", maximum=1000)]
+    # pgvector's bounds: the server's own refusal was the user's error message
+    grid = [(a, b) for a in validate_settings(m, field="m", minimum=2, maximum=100)
+            for b in validate_settings(ef_construction, field="ef_construction", minimum=4,
+                                       maximum=1000)]
     dimension = validate_dimension(dimension)
     seed = validate_seed(seed)
     check_queries(queries, None)

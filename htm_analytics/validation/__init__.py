@@ -173,9 +173,10 @@ def validate_flag(value: Any, *, field: str) -> bool:
     return bool(value)
 
 
-def validate_settings(value: Any, *, field: str, maximum: int) -> list[int]:
-    """One positive integer or a non-empty sequence of them, as a list (a sweep of
-    settings); a lone float, bool or string is refused by name."""
+def validate_settings(value: Any, *, field: str, maximum: int, minimum: int = 1) -> list[int]:
+    """One positive integer or a non-empty sequence of them, from ``minimum`` to
+    ``maximum``, as a list (a sweep of settings); a lone float, bool or string is refused
+    by name."""
     if isinstance(value, (int, float, complex, np.number, np.bool_)):
         values: list[Any] = [value]
     elif isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
@@ -186,7 +187,12 @@ def validate_settings(value: Any, *, field: str, maximum: int) -> list[int]:
     if not values:
         raise ValidationError("must hold at least one setting: an empty sweep measures "
                               "nothing", field=field)
-    return [validate_positive_int(v, field=field, maximum=maximum) for v in values]
+    settings = [validate_positive_int(v, field=field, maximum=maximum) for v in values]
+    below = [v for v in settings if v < minimum]
+    if below:
+        raise ValidationError(f"must be from {minimum} to {maximum}, got {below[0]}",
+                              field=field)
+    return settings
 
 
 def validate_memory_size(value: Any, *, field: str) -> int:
