@@ -185,6 +185,10 @@ def test_snapshot_options_and_paths_agree(ltm: LongTermMemory, database_url: str
     assert "PATH.duckdb" not in (cli.commands["snapshot"].help or "")
     code, _, err = run_main(["--db", database_url, "snapshot", "memory"], monkeypatch, capsys)
     assert code != 0 and "--overwrite" in err and "overwrite=True" not in err
+    for path in ("-", ""):  # "-" became a folder named "-"; "" was taken for "."
+        refused = runner.invoke(cli, ["--db", database_url, "snapshot", path])
+        assert refused.exit_code == 2 and "give its path" in refused.output
+    assert not (tmp_path / "-").exists()
     report = runner.invoke(cli, ["report", "--snapshot", "memory", "--out", "r.html"])
     assert report.exit_code == 0, report.output
     # Options a report on a snapshot, or without hygiene or data, would not use: refused.

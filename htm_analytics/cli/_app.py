@@ -433,6 +433,9 @@ def snapshot(ctx: click.Context, path: str, overwrite: bool) -> None:
     """
     from ..store.snapshot import export_snapshot
 
+    if path.strip() in ("", "-"):  # made a folder named "-", or took "" for "."
+        raise click.BadParameter("a snapshot is a file or a folder: give its path",
+                                 param_hint="PATH")
     if _path_exists(path, "PATH") and not overwrite:
         raise click.BadParameter(f"{path} exists; add --overwrite to replace it",
                                  param_hint="PATH")
