@@ -170,7 +170,6 @@ def test_eval_conversations_command(server_url: str, database_url: str,
                                  str(DATA / "conversations.jsonl"), "--strategies",
                                  "fulltext_any,vector", "--k", "3", "--json"])
     assert result.exit_code == 0, result.output
-    assert "(--db)" in result.stderr  # says where, as every command does
     document = json.loads(result.stdout)
     assert set(document) == {"interrupted", "summary", "per_question", "abstention",
                              "conversations"}

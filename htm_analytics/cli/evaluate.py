@@ -7,7 +7,6 @@ import json
 import click
 
 from ._app import _open_store, cli
-from ._database import choose_database, say_database
 from ._output import CHART_SUFFIXES, checked_output, embedder_named, emit, output_options
 
 __all__ = ["eval_group"]
@@ -111,16 +110,13 @@ def eval_conversations(ctx: click.Context, path: str, benchmark_format: str | No
 
     if plot_path:  # refused before the run, not after it
         checked_output(plot_path, "--plot", suffixes=CHART_SUFFIXES, make_folder=False)
-    # The server its scratch databases are made on, said as every command says its database.
-    url, why = choose_database(ctx, write=True)
-    say_database(url, why)
     result = evaluate_conversations(
         path, format=benchmark_format, k=k,
         strategies=[s.strip() for s in strategies.split(",") if s.strip()],
         embedding_service=embedder_named(embedder),
         scope=scope,  # type: ignore[arg-type]
         conversations=list(only) or None, speaker_prefix=speaker_prefix,
-        server_url=url, keep=keep)
+        server_url=ctx.obj.get("db"), keep=keep)
     if keep:
         for name in result.conversations["database"].dropna():
             click.echo(f"kept scratch database {name}", err=True)
