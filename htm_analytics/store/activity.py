@@ -130,8 +130,8 @@ class ActivityMixin(StoreBase):
                            WHERE id = ANY(%s::bigint[])""", (ids,))
             updated = cur.rowcount
             if robot_id is not None:
-                self._log_events(cur, event, validate_id(robot_id, field="robot_id"),
-                                 _stored_of(cur, robot_id, ids))
+                robot = validate_id(robot_id, field="robot_id")
+                self._log_events(cur, event, robot, _stored_of(cur, robot, ids))
             return updated
 
     def mark_evicted(self, node_ids: Sequence[int], *, robot_id: int | None = None) -> int:
