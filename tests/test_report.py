@@ -44,6 +44,10 @@ def test_demo_writes_a_complete_self_contained_report(demo: dict) -> None:
     assert heads.index("Search") < heads.index("Indexes") < heads.index("HNSW"), items
     assert re.match(r"HNSW: ef_search \d+ is the smallest reaching recall 0.95 \(",
                     items[heads.index("HNSW")])
+    # A memory within the hygiene sample is searched whole for near-duplicates, as `advise`
+    # does: the report searched 1,000 of the demo's memories and found fewer groups.
+    hygiene = items[heads.index("Hygiene")]
+    assert "near-duplicates on" not in hygiene and "estimated" not in hygiene, hygiene
     # The advisor's findings come first, with the SQL that fixes them.
     advice = html[html.index("<section id='advice'>"):html.index("<section id='overview'>")]
     assert 'DROP INDEX CONCURRENTLY IF EXISTS &quot;public&quot;.&quot;' \

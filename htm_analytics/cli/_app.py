@@ -142,9 +142,9 @@ def _snapshot_hint(path: str) -> str:
 @click.option("--hygiene-sample", type=click.IntRange(min=0), default=HYGIENE_SAMPLE,
               show_default=True, metavar="N",
               help="On a larger memory, the hygiene section checks a seeded sample of N "
-                   "memories and says so (0: every memory). Near-duplicates are searched "
-                   "for among 1,000 of them, which keeps the report quick (`advise` "
-                   "searches N).")
+                   "memories and says so (0: every memory); near-duplicates are then "
+                   "searched for among 1,000 of them, which keeps the report quick "
+                   "(`advise` searches N).")
 @click.option("--conversations", "conversations_path", default=None,
               type=click.Path(exists=True, dir_okay=False),
               help="Add a section for a conversation benchmark: the JSON document of "

@@ -119,8 +119,8 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
     hygiene_sample : int or None
         On a memory holding more, the hygiene checks read a seeded sample of this many
         memories (the section says so and gives estimated shares with their interval), so
-        that the report's time stays bounded; near-duplicates are searched for the first
-        1,000 of them (``REPORT_DUPLICATES_SAMPLE``). None checks every memory.
+        that the report's time stays bounded; near-duplicates are then searched for the
+        first 1,000 of them (``REPORT_DUPLICATES_SAMPLE``). None checks every memory.
     workers : int
         Processes running the hygiene section's sensitive-data detectors when it reads more
         than 20,000 memories (``hygiene_sample`` None or larger); see
@@ -181,7 +181,10 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                          f"a recall sweep needs at least {MIN_SWEEP_VECTORS}.")
         hygiene_result = None
         if hygiene:
-            searched = None if hygiene_sample is None else REPORT_DUPLICATES_SAMPLE
+            # Near-duplicates are searched in a sample of the sample only when the memory is
+            # sampled: below that, the report finds what `advise` finds.
+            searched = None if hygiene_sample is None \
+                or source.count_in_scope(None) <= hygiene_sample else REPORT_DUPLICATES_SAMPLE
             hygiene_part, hygiene_result = hygiene_section(
                 source, sample=hygiene_sample, duplicates_sample=searched, workers=workers)
         # One reading of the statistics after every query of the report, shared by the
