@@ -36,7 +36,7 @@ from ..analysis.tags import popular_tags, tag_cooccurrence
 from ..analysis.trends import remember_trends
 from ..errors import HTMError, ValidationError
 from ..report.build import build_report
-from ..report.hygiene import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE
+from ..report.hygiene import REPORT_HYGIENE_SAMPLE, duplicates_sample
 from ..report.render import markdown_table
 from ..store import SEARCH_STRATEGIES, VECTOR_STRATEGIES, LongTermMemory, SearchStrategy
 from ..store.display import counted
@@ -303,8 +303,7 @@ def build_server(store: LongTermMemory, *, embedder: Any = None, max_rows: int =
             raise ValidationError(f"must be a non-negative integer, got {sample!r}",
                                   field="sample")
         result = memory_hygiene(store, min_similarity=min_similarity, sample=sample or None,
-                                duplicates_sample=(min(sample, REPORT_DUPLICATES_SAMPLE)
-                                                   if sample else None))
+                                duplicates_sample=duplicates_sample(store, sample or None))
         return {"memories": result.total, "checked": result.describe_sample(),
                 "summary": bounds.rows(result.summary),
                 **{name: bounds.rows(frame) for name, frame in result.details.items()}}

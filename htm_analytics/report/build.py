@@ -40,7 +40,7 @@ from ..validation import validate_positive_int
 from .advice import advisor_section, hnsw_section
 from .conversations import conversation_section
 from .document import Report
-from .hygiene import REPORT_DUPLICATES_SAMPLE, REPORT_HYGIENE_SAMPLE, hygiene_section
+from .hygiene import REPORT_HYGIENE_SAMPLE, duplicates_sample, hygiene_section
 from .render import (
     Figure,
     Section,
@@ -181,12 +181,9 @@ def build_report(source: MemorySource, *, title: str = "Memory report",
                          f"a recall sweep needs at least {MIN_SWEEP_VECTORS}.")
         hygiene_result = None
         if hygiene:
-            # Near-duplicates are searched in a sample of the sample only when the memory is
-            # sampled: below that, the report finds what `advise` finds.
-            searched = None if hygiene_sample is None \
-                or source.count_in_scope(None) <= hygiene_sample else REPORT_DUPLICATES_SAMPLE
             hygiene_part, hygiene_result = hygiene_section(
-                source, sample=hygiene_sample, duplicates_sample=searched, workers=workers)
+                source, sample=hygiene_sample, workers=workers,
+                duplicates_sample=duplicates_sample(source, hygiene_sample))
         # One reading of the statistics after every query of the report, shared by the
         # advisor and the index section, so that both give the same counts and age.
         findings = (advise(source, ef_search_advice=ef_advice, hygiene=hygiene_result)

@@ -10,7 +10,8 @@ from ..analysis.sensitive import kinds_found
 from ..store import LongTermMemory
 from .render import Section, counted, shown_texts
 
-__all__ = ["hygiene_section", "WORST_SHOWN", "REPORT_HYGIENE_SAMPLE", "REPORT_DUPLICATES_SAMPLE"]
+__all__ = ["hygiene_section", "WORST_SHOWN", "REPORT_HYGIENE_SAMPLE", "REPORT_DUPLICATES_SAMPLE",
+           "duplicates_sample"]
 
 WORST_SHOWN = 10
 """Clusters and sensitive findings shown in the report (the data files have them all)."""
@@ -24,6 +25,16 @@ REPORT_DUPLICATES_SAMPLE = 1_000
 """Of those, the memories the near-duplicate check searches for: each is a search of the
 HNSW index (milliseconds, more as the index outgrows memory), where the other checks take a
 fraction of a millisecond per memory."""
+
+
+def duplicates_sample(store: LongTermMemory, sample: int | None) -> int | None:
+    """The memories the near-duplicate check searches when the hygiene checks read
+    ``sample``: :data:`REPORT_DUPLICATES_SAMPLE` once the memory is sampled (holds more),
+    else None, every memory, so that a memory within the sample gets what ``advise``
+    finds."""
+    if sample is None or store.count_in_scope(None) <= sample:
+        return None
+    return REPORT_DUPLICATES_SAMPLE
 
 
 def _headline(result: HygieneResult) -> str:
