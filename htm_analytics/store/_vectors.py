@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = ["EMBEDDING_MODELS", "PADDED_INDEX", "StoredModel", "VectorQuery", "check_model",
            "distance_sql", "native_distance", "query_vector", "service_key",
-           "stored_embedding_models", "vector_index_name", "check_vectors_to_store"]
+           "stored_embedding_models", "vector_index_name", "check_against_stored"]
 
 
 EMBEDDING_MODELS = """
@@ -160,22 +160,25 @@ def check_model(stored: Iterable[StoredModel], provider: str, model: str,
             "(htm-analytics advise gives the SQL to clear the odd vectors).", field=field)
 
 
-def check_vectors_to_store(store: StoreBase, provider: str | None, model: str | None,
-                           dimension: int, *, field: str) -> None:
-    """Refuse, before a write, vectors no search could compare with the stored ones (the
-    check every vector search makes, :func:`check_model`): one vector of another model
-    would make every later search of the stored model's vectors refuse, and theirs too.
-    Unnamed vectors are checked on their dimension only."""
+def check_against_stored(store: StoreBase, provider: str | None, model: str | None,
+                         dimension: int, *, field: str, writing: bool = False) -> None:
+    """Refuse vectors of ``provider``/``model`` (None: unnamed, checked on their dimension
+    only) that cannot be compared with the stored ones: a search's query vector, or, when
+    ``writing``, vectors about to be stored (one vector of another model would make every
+    later search refuse)."""
     stored = stored_embedding_models(store)
     if provider is not None and model is not None:
-        check_model(stored, provider, model, dimension, field=field, subject="these vectors are")
+        check_model(stored, provider, model, dimension, field=field,
+                    subject="these vectors are" if writing else "the query is")
         return
     dimensions = {d for _, _, d, _ in stored}
     if dimensions and dimension not in dimensions:
         raise EmbeddingMismatchError(
-            f"these vectors have {dimension} dimensions but the stored vectors have "
-            f"{', '.join(map(str, sorted(dimensions)))}; vectors of different models are not "
-            "comparable. Store vectors of the model that made them.", field=field)
+            f"{'these vectors have' if writing else 'the query vector has'} {dimension} "
+            f"dimensions but the stored vectors have {', '.join(map(str, sorted(dimensions)))}; "
+            "vectors of different models are not comparable. "
+            f"{'Store vectors of' if writing else 'Search with'} the model that made them.",
+            field=field)
 
 
 def _embed(query: str | None, service: Any) -> Any:
@@ -220,14 +223,7 @@ def query_vector(store: StoreBase, query: str | None, embedding: Any,
     vector = checked_vector(embedding, field="embedding")
     dimension = vector.shape[0]
     provider, model = getattr(service, "name", None), getattr(service, "model", None)
-    stored = stored_embedding_models(store)
-    if isinstance(provider, str) and isinstance(model, str):
-        check_model(stored, provider, model, dimension, field="embedding_service")
-    else:
-        dimensions = {d for _, _, d, _ in stored}
-        if dimensions and dimension not in dimensions:
-            raise EmbeddingMismatchError(
-                f"the query vector has {dimension} dimensions but the stored vectors have "
-                f"{', '.join(map(str, sorted(dimensions)))}; vectors of different models are not "
-                "comparable. Search with the model that made them.", field="embedding")
+    named = isinstance(provider, str) and isinstance(model, str)
+    check_against_stored(store, provider if named else None, model if named else None,
+                         dimension, field="embedding_service" if named else "embedding")
     return VectorQuery(vector, dimension in store._native_dimensions)

@@ -37,7 +37,7 @@ from ._common import (
     embedding_model_names,
     lift_statement_timeout,
 )
-from ._vectors import check_vectors_to_store
+from ._vectors import check_against_stored
 from .activity import lock_robot_names
 from .indexing import hnsw_graph_bytes, raise_build_memory
 from .tagging import ensure_tags
@@ -133,8 +133,8 @@ class BulkMixin(StoreBase):
         n = len(rows.contents)
         if validate_flag(check_models, field="check_models") and rows.dimension is not None \
                 and n:
-            check_vectors_to_store(self, provider, model, rows.dimension,
-                                   field="embedding_model" if provider else "embeddings")
+            check_against_stored(self, provider, model, rows.dimension, writing=True,
+                                 field="embedding_model" if provider else "embeddings")
         if n == 0:
             return pd.DataFrame({"node_id": pd.Series(dtype="int64"),
                                  "is_new": pd.Series(dtype="bool")})

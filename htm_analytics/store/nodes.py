@@ -36,8 +36,8 @@ from ._common import (
 )
 from ._vectors import (
     EMBEDDING_MODELS,
+    check_against_stored,
     check_model,
-    check_vectors_to_store,
     stored_embedding_models,
 )
 from .forgetting import set_forgotten
@@ -199,8 +199,8 @@ class NodesMixin(StoreBase):
         tag_names = list(dict.fromkeys(a for t in validate_tag_list(tags)
                                        for a in tag_ancestors(validate_tag(t))))
         if validate_flag(check_models, field="check_models") and dimension is not None:
-            check_vectors_to_store(self, provider, model, dimension,
-                                   field="embedding_model" if provider else "embedding")
+            check_against_stored(self, provider, model, dimension, writing=True,
+                                 field="embedding_model" if provider else "embedding")
         digest = content_hash(content)
         for _attempt in range(_ADD_ATTEMPTS):
             try:
