@@ -16,7 +16,7 @@ from typing import ClassVar
 import numpy as np
 import psycopg
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
@@ -196,6 +196,8 @@ def test_a_name_that_is_none_of_the_providers_is_refused(name: object) -> None:
                      st.from_regex(r"(https?|ftp|)(://)?[a-z0-9.:\[\]@%-]{0,15}(/[^/]{0,6})?",
                                    fullmatch=True)),
        provider=st.sampled_from(["ollama", "openai"]))
+@example(url="HTTP://%80", provider="ollama")  # a host urllib decoded to no ASCII
+@example(url="http://a%80@b", provider="openai")
 def test_a_base_url_is_an_http_url_or_is_refused_by_name(url: object, provider: str) -> None:
     """``get_embedder("ollama", base_url="not a url")`` once built an embedder whose first
     call raised urllib's ValueError: a URL that cannot be requested is refused when the

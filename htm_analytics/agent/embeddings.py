@@ -116,7 +116,9 @@ def _base_url(value: Any) -> str:
         except ValueError as exc:
             problem = f"is not a URL ({exc})"
         else:
-            if parts.scheme in ("http", "https") and parts.hostname:
+            # no "%" before the path: urllib decodes it there ("%80" is no ASCII host)
+            if parts.scheme in ("http", "https") and parts.hostname \
+                    and "%" not in parts.netloc:
                 return value.rstrip("/")
     shown = mask_url(value) if isinstance(value, str) else value
     raise ValidationError(f"{problem}, got {shown!r:.80}", field="base_url")
